@@ -1,0 +1,1 @@
+"""Custom `scrapy` commands: migrate, db, sandbox, demo."""

@@ -1,0 +1,48 @@
+"""`scrapy db start|stop|status|url|partitions`: manage the embedded server and partitions."""
+
+from __future__ import annotations
+
+import os
+
+from cannaspider.command_base import CannaspiderCommand
+from cannaspider.db import connect, database_url, embedded
+from cannaspider.db.connection import embedded_pgdata
+from cannaspider.db.errors import DatabaseSetupError, redact
+
+
+class Command(CannaspiderCommand):
+    def syntax(self) -> str:
+        return "start|stop|status|url|partitions [--months N]"
+
+    def short_desc(self) -> str:
+        return "Start/stop the embedded PostgreSQL, print the database URL, create snapshot partitions"
+
+    def add_options(self, parser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--months", type=int, default=3, help="partitions: months ahead to create")
+
+    def execute(self, args, opts) -> None:
+        action = args[0] if args else "status"
+        pgdata = embedded_pgdata(self.settings.get("CANNASPIDER_DATA_DIR"))
+        if action == "start":
+            url = database_url(self.settings)
+            print(f"running: {redact(url)}")
+        elif action == "stop":
+            if os.environ.get("DATABASE_URL"):
+                raise DatabaseSetupError("DATABASE_URL is set: that server is not ours to stop")
+            print("stopped" if embedded.stop(pgdata) else f"no embedded server running in {pgdata}")
+        elif action == "status":
+            if os.environ.get("DATABASE_URL"):
+                print(f"external server: {redact(os.environ['DATABASE_URL'])}")
+            else:
+                pid = embedded.running_pid(pgdata)
+                print(f"embedded server in {pgdata}: " + (f"running (pid {pid})" if pid else "stopped"))
+        elif action == "url":
+            print(database_url(self.settings))
+        elif action == "partitions":
+            with connect(database_url(self.settings), autocommit=True) as conn:
+                created = conn.execute("SELECT ensure_snapshot_partitions(current_date, %s)",
+                                       (opts.months,)).fetchone()[0]
+            print(f"{created} partition(s) created")
+        else:
+            raise DatabaseSetupError(f"unknown action {action!r}: use start, stop, status, url or partitions")

@@ -1,0 +1,59 @@
+"""Where the database is, and connections to it that fail with one clear line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from cannaspider import env
+from cannaspider.db import embedded
+from cannaspider.db.errors import DatabaseSetupError, first_line, redact
+
+CONNECT_TIMEOUT_S = 10
+
+
+def embedded_pgdata(data_dir: str | Path | None = None) -> Path:
+    return Path(data_dir or env.data_dir()) / "postgres"
+
+
+def database_url(settings=None) -> str:
+    """DATABASE_URL when set (environment first, then the Scrapy setting), else the embedded server."""
+    url = os.environ.get("DATABASE_URL") or (settings.get("DATABASE_URL") if settings is not None else None)
+    if url:
+        return url
+    data_dir = settings.get("CANNASPIDER_DATA_DIR") if settings is not None else None
+    return embedded.ensure_running(embedded_pgdata(data_dir))
+
+
+def _unavailable(url: str, exc: BaseException) -> DatabaseSetupError:
+    return DatabaseSetupError(
+        f"cannot connect to PostgreSQL at {redact(url)}: {first_line(exc)} "
+        "(check DATABASE_URL, or unset it to use the embedded server)"
+    )
+
+
+def connect(url: str, **kwargs) -> psycopg.Connection:
+    try:
+        return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, **kwargs)
+    except psycopg.Error as exc:
+        raise _unavailable(url, exc) from exc
+
+
+async def open_async_pool(url: str, *, min_size: int = 1, max_size: int = 4) -> AsyncConnectionPool:
+    """An open pool, or DatabaseSetupError right away when the server is unreachable."""
+    try:
+        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
+        await probe.close()
+    except psycopg.Error as exc:
+        raise _unavailable(url, exc) from exc
+    pool = AsyncConnectionPool(
+        url, min_size=min_size, max_size=max_size, open=False,
+        kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
+        # a restarted server leaves dead connections in the pool: check before handing one out
+        check=AsyncConnectionPool.check_connection,
+    )
+    await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    return pool

@@ -1,0 +1,1 @@
+"""Dutchie: GraphQL operations, request building, slug parsing, pagination rules, normalization."""

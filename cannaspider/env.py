@@ -1,0 +1,63 @@
+"""Every environment variable cannaspider reads, in one place.
+
+Settings, commands and the database layer all ask this module, so a variable has one name,
+one default and one line of documentation (README's configuration table mirrors ENV_VARS).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from scrapy.utils.conf import closest_scrapy_cfg
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    setting: str | None
+    help: str
+
+
+ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar("DATABASE_URL", "DATABASE_URL",
+           "PostgreSQL URL. Unset: an embedded server under CANNASPIDER_DATA_DIR/postgres."),
+    EnvVar("CANNASPIDER_DATA_DIR", "CANNASPIDER_DATA_DIR",
+           "Folder for local state (embedded PostgreSQL, feeds, images). Default: ./.data "
+           "beside scrapy.cfg."),
+    EnvVar("DUTCHIE_GRAPHQL_URL", "DUTCHIE_GRAPHQL_URL", "Dutchie GraphQL endpoint."),
+    EnvVar("DUTCHIE_PERSISTED_HASHES", "DUTCHIE_PERSISTED_HASHES",
+           "JSON object {operationName: sha256} overriding the persisted-query hashes."),
+    EnvVar("DUTCHIE_PER_PAGE", "DUTCHIE_PER_PAGE", "Products per FilteredProducts page."),
+    EnvVar("CHROMIUM_PATH", "CHROMIUM_PATH", "Chromium used by scrapy-playwright."),
+    EnvVar("FIRECRAWL_API_URL", "FIRECRAWL_API_URL", "Base URL of the self-hosted Firecrawl."),
+    EnvVar("FIRECRAWL_API_KEY", "FIRECRAWL_API_KEY", "Bearer key for Firecrawl (secret)."),
+    EnvVar("CANNASPIDER_FEED_DIR", "CANNASPIDER_FEED_DIR",
+           "Where the default JSON-lines feeds go. Default: DATA_DIR/feeds."),
+    EnvVar("CANNASPIDER_LOG_LEVEL", "LOG_LEVEL", "Scrapy log level."),
+    EnvVar("CANNASPIDER_CONCURRENCY", "CONCURRENT_REQUESTS", "Concurrent requests per process."),
+)
+
+
+def project_root() -> Path:
+    cfg = closest_scrapy_cfg()
+    if cfg:
+        return Path(cfg).resolve().parent
+    return Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    raw = os.environ.get("CANNASPIDER_DATA_DIR")
+    return Path(raw).expanduser().resolve() if raw else project_root() / ".data"
+
+
+def overrides() -> dict[str, object]:
+    """Settings overridden by environment variables that are set (and only those)."""
+    out: dict[str, object] = {}
+    for var in ENV_VARS:
+        value = os.environ.get(var.name)
+        if value not in (None, "") and var.setting:
+            out[var.setting] = value
+    out.setdefault("CANNASPIDER_DATA_DIR", str(data_dir()))
+    return out

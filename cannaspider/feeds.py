@@ -1,0 +1,9 @@
+"""Feed URI parameters: adds %(date)s (UTC, YYYY-MM-DD) so default feeds land in dated folders."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def uri_params(params: dict, spider) -> dict:
+    return {**params, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}

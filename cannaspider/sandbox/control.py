@@ -1,0 +1,95 @@
+"""The sandbox's control API (under /_sandbox/): epoch, faults, persisted hashes, catalog views.
+
+Tests, the demo and benchmarks drive the sandbox through it over HTTP, so it works the same
+whether the sandbox runs in-process, in another process or on another terminal.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from cannaspider.sandbox.dutchie_api import DutchieState
+
+
+def _state(request: web.Request) -> DutchieState:
+    return request.app["dutchie"]
+
+
+async def get_state(request: web.Request) -> web.Response:
+    s = _state(request)
+    return web.json_response({"epoch": s.epoch, "current_hashes": s.current_hashes,
+                              "faults": s.faults.as_dicts(), "requests": dict(s.requests)})
+
+
+async def set_epoch(request: web.Request) -> web.Response:
+    s = _state(request)
+    body = await request.json()
+    s.epoch = int(body["epoch"]) if "epoch" in body else s.epoch + int(body.get("advance", 1))
+    return web.json_response({"epoch": s.epoch})
+
+
+async def set_faults(request: web.Request) -> web.Response:
+    s = _state(request)
+    body = await request.json()
+    try:
+        s.faults.set_rules(body.get("rules", []))
+    except (TypeError, ValueError) as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    return web.json_response({"faults": s.faults.as_dicts()})
+
+
+async def set_hashes(request: web.Request) -> web.Response:
+    s = _state(request)
+    s.current_hashes.update(await request.json())
+    return web.json_response({"current_hashes": s.current_hashes})
+
+
+async def reset(request: web.Request) -> web.Response:
+    from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
+
+    s = _state(request)
+    s.epoch = 0
+    s.faults.clear()
+    s.current_hashes = dict(DEFAULT_PERSISTED_HASHES)
+    s.requests.clear()
+    request.app["competitor_slow_seconds"] = 5.0
+    return web.json_response({"ok": True})
+
+
+async def list_stores(request: web.Request) -> web.Response:
+    s = _state(request)
+    base = f"{request.scheme}://{request.host}"
+    state_filter = request.query.get("state")
+    return web.json_response([
+        {"id": st.id, "cName": st.cname, "name": st.name, "state": st.state, "city": st.city,
+         "lat": st.lat, "lng": st.lng, "menu_url": s.catalog.menu_url(st, base),
+         "menu_style": st.menu_style, "product_count": st.product_count}
+        for st in s.catalog.stores if not state_filter or st.state == state_filter
+    ])
+
+
+async def menu(request: web.Request) -> web.Response:
+    s = _state(request)
+    store = s.catalog.find(request.match_info["store"])
+    if store is None:
+        return web.json_response({"error": "no such store"}, status=404)
+    epoch = int(request.query.get("epoch", s.epoch))
+    return web.json_response({"epoch": epoch, "product_ids": [
+        s.catalog.product_id(store, i) for i in s.catalog.product_indices(store, epoch)]})
+
+
+async def set_slow(request: web.Request) -> web.Response:
+    body = await request.json()
+    request.app["competitor_slow_seconds"] = float(body["seconds"])
+    return web.json_response({"seconds": request.app["competitor_slow_seconds"]})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/_sandbox/state", get_state)
+    app.router.add_post("/_sandbox/epoch", set_epoch)
+    app.router.add_post("/_sandbox/faults", set_faults)
+    app.router.add_post("/_sandbox/hashes", set_hashes)
+    app.router.add_post("/_sandbox/reset", reset)
+    app.router.add_post("/_sandbox/slow", set_slow)
+    app.router.add_get("/_sandbox/stores", list_stores)
+    app.router.add_get("/_sandbox/menu/{store}", menu)

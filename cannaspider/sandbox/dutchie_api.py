@@ -1,0 +1,207 @@
+"""A Dutchie-like GraphQL endpoint (aiohttp): persisted queries, Apollo's CSRF rule, three
+operations over the deterministic catalog, and the faults the real service shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+from aiohttp import web
+
+from cannaspider.dutchie.operations import (
+    CONSUMER_DISPENSARIES,
+    DEFAULT_PERSISTED_HASHES,
+    DISPENSARY_SEARCH,
+    FILTERED_PRODUCTS,
+)
+from cannaspider.sandbox.catalog import Catalog
+from cannaspider.sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwitchboard
+
+BLOCK_PAGE = Path(__file__).with_name("cloudflare_403.html").read_text()
+CHALLENGE_PAGE = (
+    "<!DOCTYPE html><html lang=\"en-US\"><head><title>Just a moment...</title></head><body>"
+    "<div id=\"challenge-running\">Checking if the site connection is secure</div>"
+    "<div>cf-browser-verification</div><div>Ray ID: 8e2f0c0d0a0b0c0d</div></body></html>"
+)
+CSRF_MESSAGE = (
+    "This operation has been blocked as a potential Cross-Site Request Forgery (CSRF). Please either "
+    "specify a 'content-type' header (with a type that is not one of application/x-www-form-urlencoded, "
+    "multipart/form-data, text/plain) or provide a non-empty value for one of the following headers: "
+    "x-apollo-operation-name, apollo-require-preflight"
+)
+SIMPLE_CONTENT_TYPES = ("", "application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
+PER_PAGE_CAP = 100
+OPERATION_IN_QUERY = re.compile(r"^\s*query\s+(\w+)")
+
+
+class DutchieState:
+    """Mutable sandbox state shared by the handlers and the control API."""
+
+    def __init__(self, catalog: Catalog, seed: int = 0):
+        self.catalog = catalog
+        self.epoch = 0
+        self.current_hashes = dict(DEFAULT_PERSISTED_HASHES)
+        self.faults = FaultSwitchboard(seed)
+        self.requests: Counter[str] = Counter()
+
+
+def _json(data: object, status: int = 200) -> web.Response:
+    return web.Response(body=json.dumps(data, separators=(",", ":")), status=status,
+                        content_type="application/json")
+
+
+def _graphql_error(message: str, code: str) -> web.Response:
+    return _json({"errors": [{"message": message, "extensions": {"code": code}}], "data": None})
+
+
+async def _read_operation(request: web.Request) -> dict:
+    if request.method == "GET":
+        q = request.query
+        return {
+            "operationName": q.get("operationName"),
+            "variables": json.loads(q.get("variables") or "{}"),
+            "extensions": json.loads(q.get("extensions") or "{}"),
+            "query": q.get("query"),
+        }
+    body = await request.read()
+    return json.loads(body or b"{}")
+
+
+def _csrf_blocked(request: web.Request) -> bool:
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    preflighted = request.headers.get("x-apollo-operation-name") or request.headers.get("apollo-require-preflight")
+    return ctype in SIMPLE_CONTENT_TYPES and not preflighted
+
+
+def _store_key(op: str, variables: dict) -> str | None:
+    if op == FILTERED_PRODUCTS:
+        return (variables.get("productsFilter") or {}).get("dispensaryId")
+    if op == CONSUMER_DISPENSARIES:
+        return (variables.get("dispensaryFilter") or {}).get("cNameOrID")
+    return None
+
+
+async def graphql(request: web.Request) -> web.StreamResponse:
+    state: DutchieState = request.app["dutchie"]
+    base = f"{request.scheme}://{request.host}"
+    try:
+        operation = await _read_operation(request)
+        if not isinstance(operation, dict):
+            raise ValueError("body is not an object")
+    except (ValueError, json.JSONDecodeError):
+        return _json({"errors": [{"message": "POST body sent invalid JSON."}]}, status=400)
+    if _csrf_blocked(request):
+        return web.Response(text=CSRF_MESSAGE, status=400)
+
+    op = operation.get("operationName") or ""
+    query = operation.get("query")
+    if query and not op:
+        match = OPERATION_IN_QUERY.match(query)
+        op = match.group(1) if match else ""
+    variables = operation.get("variables") or {}
+    state.requests[op or "?"] += 1
+    key = _store_key(op, variables)
+    store = state.catalog.find(key) if key else None
+    store_keys = tuple(k for k in (key, store and store.id, store and store.cname) if k)
+    page = variables.get("page") if op == FILTERED_PRODUCTS else None
+
+    for rule in state.faults.fire(TRANSPORT_KINDS, op, store_keys, page):
+        if rule.kind == "slow":
+            await asyncio.sleep(rule.delay)
+        elif rule.kind == "block403":
+            return web.Response(text=BLOCK_PAGE, status=403, content_type="text/html")
+        elif rule.kind == "challenge503":
+            return web.Response(text=CHALLENGE_PAGE, status=503, content_type="text/html",
+                                headers={"cf-mitigated": "challenge"})
+        elif rule.kind == "error500":
+            return web.Response(text="<html><body><h1>500 Internal Server Error</h1></body></html>",
+                                status=500, content_type="text/html")
+        elif rule.kind == "graphql_errors":
+            return _graphql_error("Internal server error", "INTERNAL_SERVER_ERROR")
+        elif rule.kind in ("malformed", "truncated"):
+            good = json.dumps(await _execute(state, op, variables, base, store_keys))
+            text = good[: len(good) // 2] if rule.kind == "truncated" else "{'data': " + good[9:]
+            return web.Response(text=text, content_type="application/json")
+
+    persisted = (operation.get("extensions") or {}).get("persistedQuery") or {}
+    sha = persisted.get("sha256Hash")
+    if sha and not query:
+        if sha != state.current_hashes.get(op):
+            return _graphql_error("PersistedQueryNotFound", "PERSISTED_QUERY_NOT_FOUND")
+    elif sha and query and hashlib.sha256(query.encode()).hexdigest() != sha \
+            and sha != state.current_hashes.get(op):
+        return _json({"errors": [{"message": "provided sha does not match query",
+                                  "extensions": {"code": "INTERNAL_SERVER_ERROR"}}]}, status=400)
+    elif not sha and not query:
+        return _json({"errors": [{"message": "GraphQL operations must contain a non-empty `query` "
+                                  "or a `persistedQuery` extension."}]}, status=400)
+    if op not in (FILTERED_PRODUCTS, CONSUMER_DISPENSARIES, DISPENSARY_SEARCH):
+        return _json({"errors": [{"message": f"Unknown operation {op!r}",
+                                  "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]}, status=400)
+    return _json(await _execute(state, op, variables, base, store_keys))
+
+
+async def _execute(state: DutchieState, op: str, variables: dict, base: str, store_keys: tuple) -> dict:
+    catalog = state.catalog
+    if op == CONSUMER_DISPENSARIES:
+        key = (variables.get("dispensaryFilter") or {}).get("cNameOrID")
+        store = catalog.find(key) if key else None
+        return {"data": {"filteredDispensaries": [catalog.dispensary_object(store, base)] if store else []}}
+    if op == DISPENSARY_SEARCH:
+        f = variables.get("dispensaryFilter") or {}
+        try:
+            lat, lng = float(f["nearLat"]), float(f["nearLng"])
+            distance = float(f.get("distance") or 25)
+        except (KeyError, TypeError, ValueError):
+            return {"errors": [{"message": "nearLat and nearLng are required",
+                                "extensions": {"code": "BAD_USER_INPUT"}}], "data": None}
+        hits = catalog.search(lat, lng, distance, f.get("destinationTaxState"))
+        return {"data": {"filteredDispensaries": [catalog.dispensary_object(s, base, d) for s, d in hits]}}
+    return _filtered_products(state, variables, base, store_keys)
+
+
+def _filtered_products(state: DutchieState, variables: dict, base: str, store_keys: tuple) -> dict:
+    catalog = state.catalog
+    pf = variables.get("productsFilter") or {}
+    store = catalog.find(pf.get("dispensaryId") or "")
+    if pf.get("Status") is None:
+        # the real API returns nothing for Status: null (seed)
+        return {"data": {"filteredProducts": {"products": [], "queryInfo": {"totalCount": 0, "totalPages": 0}}}}
+    if store is None:
+        return {"data": {"filteredProducts": {"products": [], "queryInfo": {"totalCount": 0, "totalPages": 0}}}}
+    page = max(int(variables.get("page") or 0), 0)
+    per_page = min(max(int(variables.get("perPage") or 50), 1), PER_PAGE_CAP)
+    indices = catalog.product_indices(store, state.epoch)
+    total = len(indices)
+    payload_faults = {r.kind: r for r in state.faults.fire(PAYLOAD_KINDS, FILTERED_PRODUCTS, store_keys, page)}
+    if "endless" in payload_faults:
+        chosen = [indices[(page * per_page + j) % total] for j in range(per_page)] if total else []
+        reported_total, total_pages = 10**7, 10**7 // per_page
+    else:
+        start = page * per_page
+        chosen = indices[start:start + per_page]
+        if "duplicates" in payload_faults and page > 0 and chosen:
+            # unstable sort order: the first items of this page repeat the end of the previous one
+            chosen = indices[start - 3:start] + chosen[3:]
+        reported_total = total
+        if "lying_total" in payload_faults:
+            reported_total = int(total * payload_faults["lying_total"].factor)
+        total_pages = math.ceil(reported_total / per_page) if reported_total else 0
+    products = [catalog.product(store, i, state.epoch, base) for i in chosen]
+    return {"data": {"filteredProducts": {
+        "products": products,
+        "queryInfo": {"totalCount": reported_total, "totalPages": total_pages, "__typename": "QueryInfo"},
+        "__typename": "FilteredProducts",
+    }}}
+
+
+def add_routes(app: web.Application) -> None:
+    for path in ("/graphql", "/api-0/graphql", "/api-2/graphql", "/api-3/graphql", "/api-4/graphql"):
+        app.router.add_route("GET", path, graphql)
+        app.router.add_route("POST", path, graphql)

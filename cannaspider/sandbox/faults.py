@@ -1,0 +1,82 @@
+"""Switchable faults for the sandbox, per store or by rate, set over its control API.
+
+A rule fires when its kind is asked for, its store/operation/page match and a draw under
+`rate` succeeds (a seeded RNG, so runs repeat). `times` limits how often it fires.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import asdict, dataclass, field
+
+TRANSPORT_KINDS = ("block403", "challenge503", "error500", "slow", "malformed", "truncated", "graphql_errors")
+PAYLOAD_KINDS = ("lying_total", "endless", "duplicates")
+KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS
+
+
+@dataclass
+class FaultRule:
+    kind: str
+    store: str = "*"          # store id, cName, or "*"
+    operation: str = "*"      # GraphQL operationName or "*"
+    rate: float = 1.0
+    pages: list[int] | None = None
+    times: int | None = None  # None: unlimited
+    delay: float = 2.0        # slow: seconds
+    factor: float = 2.0       # lying_total: reported totalCount = real * factor
+    fired: int = field(default=0)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; known: {', '.join(KINDS)}")
+        if not 0 <= self.rate <= 1:
+            raise ValueError("rate must be within [0, 1]")
+
+
+class FaultSwitchboard:
+    def __init__(self, seed: int = 0):
+        self._rules: list[FaultRule] = []
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def set_rules(self, rules: list[dict]) -> list[FaultRule]:
+        parsed = [FaultRule(**{k: v for k, v in r.items() if k != "fired"}) for r in rules]
+        with self._lock:
+            self._rules = parsed
+        return parsed
+
+    def add(self, **rule) -> FaultRule:
+        parsed = FaultRule(**rule)
+        with self._lock:
+            self._rules.append(parsed)
+        return parsed
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules = []
+
+    def as_dicts(self) -> list[dict]:
+        with self._lock:
+            return [asdict(r) for r in self._rules]
+
+    def fire(self, kinds: tuple[str, ...], operation: str, store_keys: tuple[str, ...], page: int | None
+             ) -> list[FaultRule]:
+        fired = []
+        with self._lock:
+            for rule in self._rules:
+                if rule.kind not in kinds:
+                    continue
+                if rule.operation not in ("*", operation):
+                    continue
+                if rule.store != "*" and rule.store not in store_keys:
+                    continue
+                if rule.pages is not None and page not in rule.pages:
+                    continue
+                if rule.times is not None and rule.fired >= rule.times:
+                    continue
+                if rule.rate < 1 and self._rng.random() >= rule.rate:
+                    continue
+                rule.fired += 1
+                fired.append(rule)
+        return fired

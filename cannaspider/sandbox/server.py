@@ -1,0 +1,145 @@
+"""Starts the sandbox: the Dutchie-like site (GraphQL, menus, websites, images, competitor
+pages, control API) and the Firecrawl-like API on loopback ports, plus the forward proxy.
+
+`Sandbox().start()` runs the servers on a background thread (tests, demo); `scrapy sandbox`
+and `python -m cannaspider.sandbox` run them in the foreground.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from cannaspider.sandbox import control, dutchie_api, firecrawl_api, websites
+from cannaspider.sandbox.catalog import Catalog, CatalogConfig
+from cannaspider.sandbox.forward_proxy import ForwardProxy
+
+
+@dataclass
+class SandboxURLs:
+    base: str
+    graphql: str
+    firecrawl: str
+    proxy: str | None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def make_dutchie_app(config: CatalogConfig) -> web.Application:
+    app = web.Application(client_max_size=8 * 1024 * 1024)
+    app["dutchie"] = dutchie_api.DutchieState(Catalog(config), seed=config.seed)
+    app["competitor_slow_seconds"] = 5.0
+    dutchie_api.add_routes(app)
+    websites.add_routes(app)
+    control.add_routes(app)
+    return app
+
+
+class Sandbox:
+    def __init__(self, config: CatalogConfig = CatalogConfig(), *, host: str = "127.0.0.1",
+                 port: int = 0, firecrawl_port: int = 0, proxy: bool = False,
+                 proxy_auth: tuple[str, str] | None = None):
+        self.config, self.host = config, host
+        self.ports = {"dutchie": port, "firecrawl": firecrawl_port}
+        self.want_proxy, self.proxy_auth = proxy, proxy_auth
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        self.runners: list[web.AppRunner] = []
+        self.proxy: ForwardProxy | None = None
+        self.urls: SandboxURLs | None = None
+        self.dutchie_app: web.Application | None = None
+        self.firecrawl_app: web.Application | None = None
+
+    async def start_async(self) -> SandboxURLs:
+        self.dutchie_app = make_dutchie_app(self.config)
+        self.firecrawl_app = firecrawl_api.make_app()
+        bound = {}
+        for name, app in (("dutchie", self.dutchie_app), ("firecrawl", self.firecrawl_app)):
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, self.host, self.ports[name], backlog=512)
+            await site.start()
+            self.runners.append(runner)
+            bound[name] = runner.addresses[0][1]
+        if self.want_proxy:
+            user, password = self.proxy_auth or (None, None)
+            self.proxy = ForwardProxy(user, password).start()
+        base = f"http://{self.host}:{bound['dutchie']}"
+        self.urls = SandboxURLs(base=base, graphql=f"{base}/api-3/graphql",
+                                firecrawl=f"http://{self.host}:{bound['firecrawl']}",
+                                proxy=self.proxy.url if self.proxy else None)
+        return self.urls
+
+    async def stop_async(self) -> None:
+        for runner in self.runners:
+            await runner.cleanup()
+        self.runners = []
+        if self.proxy:
+            self.proxy.stop()
+
+    def start(self) -> SandboxURLs:
+        """Run on a background thread; returns once every server listens."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(self.start_async())
+            except BaseException as exc:  # report to the caller's thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self.loop.run_forever()
+            self.loop.run_until_complete(self.stop_async())
+            self.loop.close()
+
+        self.thread = threading.Thread(target=run, name="cannaspider-sandbox", daemon=True)
+        self.thread.start()
+        ready.wait(60)
+        if failure:
+            raise failure[0]
+        assert self.urls is not None
+        return self.urls
+
+    def stop(self) -> None:
+        if self.loop and self.thread:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def serve_forever(sandbox: Sandbox, announce=print) -> None:
+    """Foreground: start, announce the URLs (one JSON line first, for scripts), run until killed."""
+
+    async def main() -> None:
+        urls = await sandbox.start_async()
+        announce(json.dumps(urls.as_dict()))
+        announce(f"Dutchie GraphQL   {urls.graphql}")
+        announce(f"Firecrawl v2      {urls.firecrawl}")
+        announce(f"Store websites    {urls.base}/sites/<cName>/")
+        announce(f"Control API       {urls.base}/_sandbox/state")
+        if urls.proxy:
+            announce(f"Forward proxy     {urls.proxy}")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await sandbox.stop_async()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,117 @@
+"""Web pages the sandbox serves: store websites that inject Dutchie's embedded menu with
+JavaScript, Dutchie menu pages, product images (real PNGs made with Pillow) and competitor pages
+for the Firecrawl side (normal, JS-written, challenge, 404, empty, slow, rate-limited).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from functools import lru_cache
+
+from aiohttp import web
+from PIL import Image, ImageDraw
+
+from cannaspider.sandbox.catalog import Catalog, h
+
+
+@lru_cache(maxsize=4096)
+def product_png(key: str, size: int = 320) -> bytes:
+    color = tuple(40 + h(key, c) % 180 for c in "rgb")
+    img = Image.new("RGB", (size, size), color)
+    draw = ImageDraw.Draw(img)
+    inset = size // 5
+    draw.ellipse([inset, inset, size - inset, size - inset], fill=tuple(255 - c for c in color))
+    buf = io.BytesIO()
+    img.save(buf, "PNG")
+    return buf.getvalue()
+
+
+async def product_image(request: web.Request) -> web.Response:
+    key = request.match_info["key"]
+    return web.Response(body=product_png(key), content_type="image/png")
+
+
+def _page(title: str, body: str, lang: str = "en") -> str:
+    return (f"<!DOCTYPE html><html lang=\"{lang}\"><head><meta charset=\"utf-8\"><title>{title}</title>"
+            f"</head><body>{body}</body></html>")
+
+
+async def store_website(request: web.Request) -> web.Response:
+    catalog: Catalog = request.app["dutchie"].catalog
+    store = catalog.find(request.match_info["cname"])
+    if store is None:
+        return web.Response(text=_page("Not found", "<h1>No such store</h1>"), status=404, content_type="text/html")
+    base = f"{request.scheme}://{request.host}"
+    if store.menu_style == "website-iframe":
+        inject = (f"var f=document.createElement('iframe');f.src='{base}/embedded-menu/{store.cname}';"
+                  "f.id='dutchie--embed__iframe';document.getElementById('menu').appendChild(f);")
+    else:
+        inject = (f"var s=document.createElement('script');s.src='{base}/api/v2/embedded-menu/{store.id}.js';"
+                  "s.id='dutchie--embed__script';document.head.appendChild(s);")
+    body = (f"<header><h1>{store.name}</h1></header><main><p>Shop our menu below.</p>"
+            f"<div id=\"menu\"></div></main><script>{inject}</script>")
+    return web.Response(text=_page(store.name, body), content_type="text/html")
+
+
+async def embed_script(request: web.Request) -> web.Response:
+    return web.Response(text="window.dutchieEmbedLoaded=true;", content_type="application/javascript")
+
+
+async def menu_page(request: web.Request) -> web.Response:
+    catalog: Catalog = request.app["dutchie"].catalog
+    store = catalog.find(request.match_info["cname"])
+    if store is None:
+        return web.Response(text=_page("Not found", "<h1>Not found</h1>"), status=404, content_type="text/html")
+    return web.Response(text=_page(f"{store.name} | Dutchie", f"<div id=\"__next\">{store.name}</div>"),
+                        content_type="text/html")
+
+
+# --- competitor pages (targets for the Firecrawl sandbox) -------------------------------------
+COMPETITOR_PAGES: dict[str, tuple[int, str]] = {
+    "page-a.html": (200, _page(
+        "Competitor A - Best Widgets 2025",
+        "<header><nav><a href=\"/\">Home</a></nav></header><main><h1>Best Widgets 2025</h1>"
+        "<p>Widgets are great. This is page A with enough text to count as content.</p>"
+        "<h2>Pricing</h2><p>From $10.</p></main><footer>Footer A</footer>")),
+    "page-b.html": (200, _page(
+        "Competitor B - Widget Guide",
+        "<main><h1>Widget Guide</h1><p>Page B explains widgets in depth.</p>"
+        "<script>document.body.insertAdjacentHTML('beforeend','<p id=\"js\">rendered-by-js</p>');</script></main>")),
+    "js-only.html": (200, _page(
+        "Loading...",
+        "<div id=\"root\"></div><script>document.body.insertAdjacentHTML('beforeend',"
+        "'<main><h1>Dispensary Deals Near You</h1><p>Every special, updated hourly, rendered by JavaScript.</p></main>');"
+        "</script>")),
+    "blocked.html": (403, _page(
+        "Just a moment...",
+        "<div id=\"challenge-running\">Checking if the site connection is secure</div>"
+        "<div>cf-browser-verification</div><div>Ray ID: 0000000000000000</div>", "en-US")),
+    "incapsula.html": (200, _page(
+        "", "<iframe id=\"main-iframe\" src=\"/_Incapsula_Resource?SWUDNSAI=31\">"
+        "Request unsuccessful. Incapsula incident ID: 0-123</iframe>")),
+    "ratelimited.html": (429, "<html><head></head><body><h1>Too Many Requests</h1></body></html>"),
+    "missing.html": (404, _page("404 Not Found", "<h1>Not Found</h1>")),
+    "error.html": (500, _page("500", "<h1>Internal Server Error</h1>")),
+    "empty.html": (200, ""),
+    "no-text.html": (200, _page("", "<div></div>")),
+}
+
+
+async def competitor_page(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name == "slow.html":
+        await asyncio.sleep(float(request.app["competitor_slow_seconds"]))
+        return web.Response(text=_page("Slow page", "<main><h1>Slow</h1><p>Finally here.</p></main>"),
+                            content_type="text/html")
+    status, body = COMPETITOR_PAGES.get(name, (404, _page("404 Not Found", "<h1>Not Found</h1>")))
+    return web.Response(text=body, status=status, content_type="text/html")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/images/{kind}/{key}.png", product_image)
+    app.router.add_get("/sites/{cname}/", store_website)
+    app.router.add_get("/api/v2/embedded-menu/{id}.js", embed_script)
+    for prefix in ("embedded-menu", "dispensary", "stores"):
+        app.router.add_get(f"/{prefix}/{{cname}}", menu_page)
+    app.router.add_get("/competitors/{name}", competitor_page)

@@ -1,0 +1,82 @@
+"""Scrapy settings for cannaspider, grouped by concern.
+
+Environment overrides are applied once, at the bottom, from cannaspider.env (the only module
+that reads os.environ for settings). `-s NAME=value` on the command line still wins.
+"""
+
+from cannaspider import env
+from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
+
+BOT_NAME = "cannaspider"
+SPIDER_MODULES = ["cannaspider.spiders"]
+NEWSPIDER_MODULE = "cannaspider.spiders"
+COMMANDS_MODULE = "cannaspider.commands"
+
+# --- Engine ---------------------------------------------------------------------------------
+# The asyncio reactor is Scrapy's default; psycopg's async pool and scrapy-playwright need it.
+TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+ROBOTSTXT_OBEY = False  # GraphQL endpoints, not pages; politeness comes from the limits below
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 32
+DOWNLOAD_TIMEOUT = 60
+RETRY_ENABLED = True
+RETRY_TIMES = 3
+# 403/503 are Cloudflare blocks: BlockDetectionMiddleware decides on those, not RetryMiddleware.
+RETRY_HTTP_CODES = [500, 502, 504, 522, 524, 408]
+HTTPERROR_ALLOWED_CODES = [403, 503]
+CONCURRENT_ITEMS = 200
+LOG_LEVEL = "INFO"
+TELNETCONSOLE_ENABLED = False
+REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
+
+# --- Local state ----------------------------------------------------------------------------
+CANNASPIDER_DATA_DIR = str(env.data_dir())
+DATABASE_URL = None  # None: embedded PostgreSQL under CANNASPIDER_DATA_DIR/postgres
+DB_POOL_MAX_SIZE = 4
+DB_WRITE_BATCH_SIZE = 1000  # rows per COPY batch in the store writers
+
+# --- Dutchie --------------------------------------------------------------------------------
+DUTCHIE_GRAPHQL_URL = "https://dutchie.com/api-3/graphql"
+DUTCHIE_PER_PAGE = 100
+# Hard cap against a server that pages forever; a store past it is an incomplete crawl.
+DUTCHIE_MAX_PAGES = 100
+# Persisted-query hashes rotate every few months. A stale one costs one extra request per page
+# (the spider falls back to the full query text and warns); update them here when that happens.
+DUTCHIE_PERSISTED_HASHES = dict(DEFAULT_PERSISTED_HASHES)
+DUTCHIE_CLIENT_NAME = "Marketplace (production)"
+# Store discovery: search radius (miles) around each populated place of the state.
+DUTCHIE_SEARCH_DISTANCE_MI = 50
+DUTCHIE_SEARCH_MIN_POPULATION = 15000
+
+# --- Browser (scrapy-playwright), for stores whose menu lives on their own website ---------
+CHROMIUM_PATH = "/usr/bin/chromium"
+PLAYWRIGHT_BROWSER_TYPE = "chromium"
+PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000
+
+# --- Firecrawl ------------------------------------------------------------------------------
+FIRECRAWL_API_URL = None
+FIRECRAWL_API_KEY = None
+
+# --- Pipelines and feeds --------------------------------------------------------------------
+ITEM_PIPELINES = {
+    "cannaspider.pipelines.dispensary_writer.DispensaryWriterPipeline": 100,
+    "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
+    "cannaspider.pipelines.product_writer.ProductWriterPipeline": 300,
+    "cannaspider.pipelines.snapshot_writer.SnapshotWriterPipeline": 400,
+    "cannaspider.pipelines.crawl_completion.CrawlCompletionPipeline": 900,
+}
+# Each crawl also writes its items as JSON lines under a dated path (see README, "Feeds").
+# `-O file.json` on the command line replaces this default.
+CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
+FEED_EXPORT_ENCODING = "utf-8"
+FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
+
+# --- Environment overrides (the only place they are applied) --------------------------------
+globals().update(env.overrides())
+
+FEEDS = {
+    f"{CANNASPIDER_FEED_DIR or CANNASPIDER_DATA_DIR + '/feeds'}/%(name)s/%(date)s/%(time)s.jsonl": {
+        "format": "jsonlines",
+        "item_classes": ["cannaspider.items.StoreProduct", "cannaspider.items.DispensaryRecord"],
+    },
+}
