@@ -80,3 +80,5 @@ FEEDS = {
         "item_classes": ["cannaspider.items.StoreProduct", "cannaspider.items.DispensaryRecord"],
     },
 }
+
+SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10}

@@ -70,6 +70,7 @@ CREATE TABLE store_products (
     provider                text        NOT NULL DEFAULT 'dutchie',
     provider_product_id     text        NOT NULL,
     name_raw                text        NOT NULL,
+    name                    text,       -- name_raw without HTML tags and entities
     brand_name_raw          text,
     brand_id                text,
     category                text,

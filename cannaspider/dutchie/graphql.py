@@ -1,0 +1,102 @@
+"""Building Dutchie GraphQL requests and reading their responses.
+
+Requests are GET with operationName/variables/extensions (persisted query) and the headers
+Apollo's CSRF guard and Dutchie's edge expect. Responses are classified before anyone parses
+them: a Cloudflare 403 HTML page or a 503 challenge is a block, a 403 with a JSON body is an API
+error, a GraphQL error arrives as HTTP 200 with errors[], PersistedQueryNotFound means our hash
+is stale.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import scrapy
+from scrapy.http import Response
+
+from cannaspider.dutchie.operations import QUERIES
+
+
+@dataclass(frozen=True)
+class GraphQLFailure:
+    kind: str       # blocked | challenge | http_error | malformed | graphql_errors | stale_hash
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+def build_request(url: str, operation: str, variables: dict, *, persisted_hash: str | None,
+                  client_name: str, callback, errback=None, meta: dict | None = None,
+                  priority: int = 0) -> scrapy.Request:
+    """GET with a persisted-query hash, or with the full query text when `persisted_hash` is None."""
+    params = {"operationName": operation, "variables": json.dumps(variables, separators=(",", ":"))}
+    if persisted_hash:
+        params["extensions"] = json.dumps({"persistedQuery": {"version": 1, "sha256Hash": persisted_hash}},
+                                          separators=(",", ":"))
+    else:
+        params["query"] = QUERIES[operation]
+    meta = dict(meta or {})
+    meta.update({"graphql_operation": operation, "graphql_variables": variables,
+                 "graphql_full_query": persisted_hash is None})
+    return scrapy.Request(
+        f"{url}?{urlencode(params)}",
+        headers={
+            "apollographql-client-name": client_name,
+            "apollo-require-preflight": "true",
+            "x-apollo-operation-name": operation,
+            "content-type": "application/json",
+            "accept": "application/json",
+        },
+        callback=callback, errback=errback, meta=meta, priority=priority, dont_filter=True,
+    )
+
+
+def retry_with_full_query(request: scrapy.Request, url: str, client_name: str) -> scrapy.Request:
+    meta = {k: v for k, v in request.meta.items() if not k.startswith("graphql_")}
+    return build_request(url, request.meta["graphql_operation"], request.meta["graphql_variables"],
+                         persisted_hash=None, client_name=client_name, callback=request.callback,
+                         errback=request.errback, meta=meta, priority=request.priority)
+
+
+def _looks_like_html(body: bytes) -> bool:
+    head = body[:512].lstrip().lower()
+    return head.startswith(b"<!doctype html") or head.startswith(b"<html") or b"<head" in head
+
+
+def read(response: Response) -> dict | GraphQLFailure:
+    """The `data` object of a GraphQL response, or why there is none."""
+    body = response.body
+    if response.status in (403, 503) and (_looks_like_html(body) or b"Just a moment" in body):
+        if response.status == 503 or b"Just a moment" in body or b"challenge" in body.lower():
+            return GraphQLFailure("challenge", f"HTTP {response.status} Cloudflare challenge page")
+        return GraphQLFailure("blocked", f"HTTP {response.status} Cloudflare block page "
+                                         "(\"Sorry, you have been blocked\")")
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        if response.status != 200:
+            return GraphQLFailure("http_error", f"HTTP {response.status} with a non-JSON body")
+        return GraphQLFailure("malformed", f"body is not valid JSON ({exc.__class__.__name__}: {exc}; "
+                                           f"{len(body)} bytes)")
+    if not isinstance(payload, dict):
+        return GraphQLFailure("malformed", f"top-level JSON is a {type(payload).__name__}")
+    errors = payload.get("errors")
+    if errors:
+        messages = [str(e.get("message") if isinstance(e, dict) else e) for e in _as_list(errors)]
+        if any("PersistedQueryNotFound" in m for m in messages):
+            return GraphQLFailure("stale_hash", "PersistedQueryNotFound")
+        return GraphQLFailure("graphql_errors", "; ".join(messages)[:300])
+    if response.status != 200:
+        return GraphQLFailure("http_error", f"HTTP {response.status} (JSON API error)")
+    data = payload.get("data")
+    if not isinstance(data, dict):
+        return GraphQLFailure("malformed", "no data object in the response")
+    return data
+
+
+def _as_list(value: object) -> list:
+    return value if isinstance(value, list) else [value]

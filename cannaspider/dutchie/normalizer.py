@@ -1,0 +1,248 @@
+"""Raw FilteredProducts product → canonical StoreProduct.
+
+Every quirk of the real payload is handled here (DESIGN §5): price arrays aligned with Options
+and [] when empty, irregular option strings, {unit, range} potency with range possibly null,
+POSMetaData usually null, special true-or-null, effects key casing, createdAt as epoch-ms string.
+A product we cannot identify or name raises NormalizationError; anything else degrades to None.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import datetime, timezone
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
+
+OBJECT_ID = re.compile(r"^[0-9a-fA-F]{24}$")
+TAG = re.compile(r"<[^>]*>")
+SPACE = re.compile(r"\s+")
+OPTION = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+|\d+/\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
+POTENCY_UNITS = {"PERCENTAGE": "percent", "MILLIGRAMS": "mg", "MILLIGRAMS_PER_GRAM": "mg_per_g"}
+STRAIN_TYPES = {"indica": "Indica", "sativa": "Sativa", "hybrid": "Hybrid", "high cbd": "High CBD",
+                "1 to 1": "1:1", "1:1": "1:1", "indica-hybrid": "Indica-Hybrid",
+                "sativa-hybrid": "Sativa-Hybrid", "cbd": "CBD"}
+GRAMS_PER_OZ = Decimal("28")
+CENT = Decimal("0.01")
+
+
+class NormalizationError(ValueError):
+    """The product cannot be stored (no usable id or name)."""
+
+
+def clean_text(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    text = SPACE.sub(" ", html.unescape(TAG.sub(" ", value))).strip()
+    return text or None
+
+
+def money(value: object) -> Decimal | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        amount = Decimal(str(value).strip().lstrip("$"))
+    except (InvalidOperation, ValueError):
+        return None
+    if not amount.is_finite() or amount < 0:
+        return None
+    return amount.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def _int(value: object) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def parse_option_size(option: str) -> tuple[float | None, str | None]:
+    """'1/8oz' → (3.5, 'g'); '.5g' → (0.5, 'g'); '1gC' → (1, 'g'); '100mg' → (100, 'mg'); 'N/A' → (None, None)."""
+    match = OPTION.match(option or "")
+    if not match:
+        return None, None
+    num, unit = match["num"], (match["unit"] or "").lower()
+    try:
+        if "/" in num:
+            top, bottom = num.split("/")
+            value = Decimal(top) / Decimal(bottom)
+        else:
+            value = Decimal(num)
+    except (InvalidOperation, ZeroDivisionError):
+        return None, None
+    if unit == "oz":
+        return float((value * GRAMS_PER_OZ).quantize(Decimal("0.01"))), "g"
+    if unit in ("g", "gc"):
+        return float(value), "g"
+    if unit in ("mg", "ml"):
+        return float(value), unit
+    if unit in ("pk", "ct"):
+        return float(value), "each"
+    return None, None
+
+
+def _aligned(values: object, index: int) -> Decimal | None:
+    values = _list(values)
+    return money(values[index]) if index < len(values) else None
+
+
+def _lowest(values: object) -> Decimal | None:
+    prices = [p for p in (money(v) for v in _list(values)) if p is not None]
+    return min(prices) if prices else None
+
+
+def potency(content: object, scalar: object) -> Potency:
+    content = _dict(content)
+    unit = POTENCY_UNITS.get(str(content.get("unit") or "").upper())
+    rng = [v for v in (_decimal(x) for x in _list(content.get("range"))) if v is not None]
+    if rng and unit:
+        return Potency(value=max(rng), unit=unit, range=rng)
+    fallback = _decimal(scalar)
+    if fallback is not None:
+        # the scalar THC/CBD fields are percentages on Dutchie
+        return Potency(value=fallback, unit="percent", range=None)
+    return Potency(value=None, unit=None, range=None)
+
+
+def _decimal(value: object) -> Decimal | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        d = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    return d.quantize(Decimal("0.001")) if d.is_finite() else None
+
+
+def timestamp(value: object) -> datetime | None:
+    if value is None or isinstance(value, bool):
+        return None
+    text = str(value).strip()
+    try:
+        if text.isdigit():
+            return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _specials(special_data: object) -> list[dict]:
+    data = _dict(special_data)
+    out = []
+    for kind in ("saleSpecials", "bogoSpecials"):
+        for sp in _list(data.get(kind)):
+            sp = _dict(sp)
+            if not sp:
+                continue
+            rewards = [_int(_dict(_dict(r).get("totalQuantity")).get("quantity")) for r in _list(sp.get("bogoRewards"))]
+            out.append({
+                "name": clean_text(sp.get("specialName")),
+                "type": sp.get("specialType") or ("bogo" if kind == "bogoSpecials" else "sale"),
+                "discount": _decimal(sp.get("discount")),
+                "percent_discount": sp.get("percentDiscount"),
+                "bundle_price": money(_dict(sp.get("itemsForAPrice")).get("value")),
+                "required_quantity": next((q for q in rewards if q is not None), None),
+            })
+    return out
+
+
+def _stock(pos_meta: object) -> dict[str, dict]:
+    children = _list(_dict(pos_meta).get("children"))
+    return {str(_dict(c).get("option")): _dict(c) for c in children if _dict(c).get("option") is not None}
+
+
+def _effects(raw: dict) -> dict:
+    for key, value in raw.items():
+        if key.lower() == "effects" and isinstance(value, dict):
+            return {str(k).lower(): v for k, v in value.items()}
+    return {}
+
+
+def _strain(value: object) -> str | None:
+    text = clean_text(value)
+    if not text or text.upper() == "N/A":
+        return None
+    return STRAIN_TYPES.get(text.lower(), text)
+
+
+def normalize(item: RawProduct) -> StoreProduct:
+    raw = item.raw
+    if not isinstance(raw, dict):
+        raise NormalizationError(f"product is a {type(raw).__name__}, not an object")
+    pid = raw.get("_id") or raw.get("id")
+    if not isinstance(pid, str) or not pid.strip():
+        raise NormalizationError("product has no _id/id")
+    name_raw = raw.get("Name")
+    name = clean_text(name_raw)
+    if not name:
+        raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
+
+    options_raw = [str(o) for o in _list(raw.get("Options"))]
+    rec_prices = raw.get("recPrices") if _list(raw.get("recPrices")) else raw.get("Prices")
+    stock = _stock(raw.get("POSMetaData"))
+    options = []
+    for i, opt in enumerate(options_raw):
+        size, unit = parse_option_size(opt)
+        st = stock.get(opt, {})
+        options.append(ProductOption(
+            option=opt, size_value=size, size_unit=unit,
+            price_rec=_aligned(rec_prices, i), price_med=_aligned(raw.get("medicalPrices"), i),
+            price_rec_special=_aligned(raw.get("recSpecialPrices"), i),
+            price_med_special=_aligned(raw.get("medicalSpecialPrices"), i),
+            quantity=_int(st.get("quantity")), quantity_available=_int(st.get("quantityAvailable")),
+            kiosk_quantity_available=_int(st.get("kioskQuantityAvailable")),
+        ))
+    quantities = [o.quantity_available for o in options if o.quantity_available is not None]
+    specials = _specials(raw.get("specialData"))
+    rec_special, med_special = _lowest(raw.get("recSpecialPrices")), _lowest(raw.get("medicalSpecialPrices"))
+    brand = _dict(raw.get("brand"))
+    images = []
+    for url in [raw.get("Image")] + [_dict(i).get("url") for i in _list(raw.get("images"))]:
+        if isinstance(url, str) and url and url not in images:
+            images.append(url)
+    cannabinoids = []
+    for c in _list(raw.get("cannabinoidsV2")):
+        c = _dict(c)
+        cname = clean_text(_dict(c.get("cannabinoid")).get("name"))
+        if cname:
+            cannabinoids.append({"name": cname, "value": _decimal(c.get("value")),
+                                 "unit": POTENCY_UNITS.get(str(c.get("unit") or "").upper())})
+    return StoreProduct(
+        dispensary_id=item.dispensary_id,
+        crawl_run_id=item.crawl_run_id,
+        provider_product_id=pid.strip(),
+        name_raw=str(name_raw),
+        name=name,
+        brand_name_raw=raw.get("brandName") if isinstance(raw.get("brandName"), str) else brand.get("name"),
+        brand_id=str(raw.get("brandId") or brand.get("id") or "") or None,
+        category=clean_text(raw.get("type")),
+        subcategory=clean_text(raw.get("subcategory")),
+        strain_type=_strain(raw.get("strainType")),
+        price_rec=_lowest(rec_prices),
+        price_med=_lowest(raw.get("medicalPrices")),
+        price_rec_special=rec_special,
+        price_med_special=med_special,
+        is_on_special=bool(raw.get("special")) or bool(specials) or rec_special is not None,
+        options=options,
+        thc=potency(raw.get("THCContent"), raw.get("THC")),
+        cbd=potency(raw.get("CBDContent"), raw.get("CBD")),
+        cannabinoids=cannabinoids,
+        specials=specials,
+        effects=_effects(raw),
+        image_url=images[0] if images else None,
+        images=images,
+        quantity_available=sum(quantities) if quantities else None,
+        provider_created_at=timestamp(raw.get("createdAt")),
+        provider_updated_at=timestamp(raw.get("updatedAt")),
+    )

@@ -1,0 +1,86 @@
+"""When to ask for the next FilteredProducts page, and whether the crawl counts as complete.
+
+DESIGN §4: stop when a page is short, the collected count reaches totalCount, or
+page+1 ≥ totalPages; never loop forever. We add three guards, because pagination is where a bad
+payload would otherwise mark real products out of stock:
+- a page that brings no new id (the server repeats itself) or the page cap ends the crawl as
+  incomplete;
+- fewer products than totalCount at the end makes the crawl incomplete (a capped perPage or a
+  lying totalCount), so nothing is marked missing on that evidence;
+- a *full* last page when totalCount/totalPages say "done" gets one probe page, so a totalCount
+  that lies low cannot hide the products after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PageState:
+    per_page: int
+    max_pages: int
+    seen: dict[str, None] = field(default_factory=dict)  # insertion-ordered set of product ids
+    pages_fetched: int = 0
+    total_count: int | None = None
+    total_pages: int | None = None
+    probing: bool = False
+    duplicates: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    next_page: int | None       # None: stop
+    complete: bool = True
+    reason: str = ""
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def after_page(state: PageState, page: int, product_ids: list[str], query_info: dict | None) -> Decision:
+    state.pages_fetched += 1
+    info = query_info if isinstance(query_info, dict) else {}
+    if _int(info.get("totalCount")) is not None:
+        state.total_count = _int(info.get("totalCount"))
+    if _int(info.get("totalPages")) is not None:
+        state.total_pages = _int(info.get("totalPages"))
+    new = 0
+    for pid in product_ids:
+        if pid in state.seen:
+            state.duplicates += 1
+        else:
+            state.seen[pid] = None
+            new += 1
+    collected = len(state.seen)
+
+    if state.probing:
+        if not product_ids or new == 0:
+            return _finish(state, "probe page past totalCount was empty")
+        state.probing = False  # totalCount lied low: keep going
+    if not product_ids:
+        return _finish(state, "empty page")
+    if new == 0:
+        return Decision(None, False, f"page {page} repeated only products already seen: the server is "
+                                     "looping; crawl incomplete")
+    if page + 1 >= state.max_pages:
+        return Decision(None, False, f"reached the page cap ({state.max_pages}) with more pages announced; "
+                                     "crawl incomplete")
+    full = len(product_ids) >= state.per_page
+    if not full:
+        return _finish(state, "short page")
+    count_done = state.total_count is not None and collected >= state.total_count
+    pages_done = state.total_pages is not None and page + 1 >= state.total_pages
+    if count_done or pages_done:
+        state.probing = True
+        return Decision(page + 1, True, "full last page: probing one more")
+    return Decision(page + 1, True, "")
+
+
+def _finish(state: PageState, reason: str) -> Decision:
+    collected = len(state.seen)
+    if state.total_count is not None and collected < state.total_count:
+        return Decision(None, False, f"{reason}, but only {collected} of totalCount {state.total_count} "
+                                     "products arrived; crawl incomplete")
+    return Decision(None, True, reason)

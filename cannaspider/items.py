@@ -1,0 +1,119 @@
+"""Typed items. Feeds export StoreProduct and DispensaryRecord (see README, "Item schema")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+
+@dataclass
+class DispensaryRecord:
+    """A store as discovery saw it; upserted into dispensaries + dutchie_discovery_locations."""
+
+    platform_dispensary_id: str
+    name: str
+    slug: str | None = None
+    menu_url: str | None = None
+    address: str | None = None
+    city: str | None = None
+    state: str | None = None
+    zip: str | None = None
+    lat: float | None = None
+    lng: float | None = None
+    timezone: str | None = None
+    phone: str | None = None
+    is_recreational: bool | None = None
+    is_medical: bool | None = None
+    platform: str = "dutchie"
+    raw: dict | None = field(default=None, repr=False)  # stored, then dropped before feeds
+    dispensary_id: int | None = None  # set by the writer
+
+
+@dataclass
+class EntryPointResolution:
+    """The outcome of slug → platform_dispensary_id for one store."""
+
+    dispensary_id: int
+    platform_dispensary_id: str | None
+    slug: str | None
+    method: str  # "graphql", "embedded-script", "iframe", "unresolved"
+    error: str | None = None
+
+
+@dataclass
+class RawProduct:
+    """One product exactly as FilteredProducts returned it; normalization turns it into StoreProduct."""
+
+    dispensary_id: int
+    crawl_run_id: int | None
+    raw: dict
+    page: int = 0
+
+
+@dataclass
+class ProductOption:
+    option: str
+    size_value: float | None
+    size_unit: str | None
+    price_rec: Decimal | None
+    price_med: Decimal | None
+    price_rec_special: Decimal | None
+    price_med_special: Decimal | None
+    quantity: int | None
+    quantity_available: int | None
+    kiosk_quantity_available: int | None
+
+
+@dataclass
+class Potency:
+    value: Decimal | None
+    unit: str | None  # 'percent' | 'mg' | 'mg_per_g'
+    range: list[Decimal] | None = None
+
+
+@dataclass
+class StoreProduct:
+    """The canonical product (one row of store_products; one snapshot per crawl)."""
+
+    dispensary_id: int
+    crawl_run_id: int | None
+    provider_product_id: str
+    name_raw: str
+    name: str
+    brand_name_raw: str | None
+    brand_id: str | None
+    category: str | None
+    subcategory: str | None
+    strain_type: str | None
+    price_rec: Decimal | None
+    price_med: Decimal | None
+    price_rec_special: Decimal | None
+    price_med_special: Decimal | None
+    is_on_special: bool
+    options: list[ProductOption]
+    thc: Potency
+    cbd: Potency
+    cannabinoids: list[dict]
+    specials: list[dict]
+    effects: dict
+    image_url: str | None
+    images: list[str]
+    quantity_available: int | None
+    provider_created_at: datetime | None
+    provider_updated_at: datetime | None
+    provider: str = "dutchie"
+
+
+@dataclass
+class CrawlCompletion:
+    """Sent by a product spider when a store's crawl ends, complete or not."""
+
+    dispensary_id: int
+    crawl_run_id: int | None
+    complete: bool
+    products_yielded: int
+    pages_fetched: int
+    seen_product_ids: list[str] = field(default_factory=list, repr=False)
+    errors: int = 0
+    error: str | None = None

@@ -1,0 +1,99 @@
+"""Closes a store's crawl. Only a complete crawl (every page arrived and parsed) applies the
+seed's out-of-stock rules: misses reset for products in the feed, +1 for the others (up to 3),
+'oos' at 3; it also sets dispensaries.last_crawl_at. An incomplete crawl keeps what it stored,
+marks nothing missing, and records why. Either way the crawl_runs row gets its figures.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from scrapy.crawler import Crawler
+
+from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.errors import first_line
+from cannaspider.items import CrawlCompletion
+
+logger = logging.getLogger(__name__)
+
+OOS_AFTER_MISSES = 3
+
+RESET_SEEN = """
+UPDATE store_products
+   SET consecutive_misses = 0, last_seen_at = now(), is_in_stock = true, stock_status = 'in_stock'
+ WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id = ANY(%(seen)s)
+   AND (consecutive_misses <> 0 OR stock_status <> 'in_stock')
+"""
+COUNT_MISS = """
+UPDATE store_products
+   SET consecutive_misses = consecutive_misses + 1, updated_at = now()
+ WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND NOT (provider_product_id = ANY(%(seen)s))
+   AND consecutive_misses < %(limit)s
+"""
+MARK_OOS = """
+UPDATE store_products
+   SET stock_status = 'oos', is_in_stock = false, updated_at = now()
+ WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND consecutive_misses >= %(limit)s
+   AND stock_status <> 'oos'
+"""
+FINISH_RUN = """
+UPDATE crawl_runs
+   SET status = %(status)s, finished_at = now(),
+       duration_ms = (extract(epoch FROM now() - started_at) * 1000)::integer,
+       pages_fetched = %(pages)s, products_seen = %(seen_n)s, products_new = %(new)s,
+       products_missed = %(missed)s, products_marked_oos = %(oos)s, errors = %(errors)s, error = %(error)s
+ WHERE id = %(run)s
+"""
+
+
+class CrawlCompletionPipeline:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.store = CrawlStore.for_crawler(crawler)
+        self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S", 120.0)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrawlCompletionPipeline:
+        return cls(crawler)
+
+    async def process_item(self, item):
+        if not isinstance(item, CrawlCompletion):
+            return item
+        key = (item.dispensary_id, item.crawl_run_id)
+        complete, error = item.complete, item.error
+        if not await self.store.wait_accounted(key, item.products_yielded, self.wait_timeout):
+            complete = False
+            error = f"only {self.store.ledgers[key].accounted} of {item.products_yielded} products were written"
+        try:
+            await self.store.flush_all()
+        except psycopg.Error as exc:
+            complete, error = False, f"writing products failed: {first_line(exc)}"
+        if key in self.store.failed_runs:
+            complete, error = False, "a batch of this store's rows was refused by the database"
+            self.store.failed_runs.discard(key)
+        ledger = self.store.ledgers.pop(key, None)
+        figures = {"d": item.dispensary_id, "seen": list(item.seen_product_ids), "limit": OOS_AFTER_MISSES,
+                   "run": item.crawl_run_id, "pages": item.pages_fetched, "seen_n": len(item.seen_product_ids),
+                   "new": ledger.inserted if ledger else 0, "errors": item.errors, "missed": 0, "oos": 0,
+                   "error": error, "status": "complete" if complete else "incomplete"}
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            async with conn.transaction():
+                if complete:
+                    await conn.execute(RESET_SEEN, figures)
+                    figures["missed"] = (await conn.execute(COUNT_MISS, figures)).rowcount
+                    figures["oos"] = (await conn.execute(MARK_OOS, figures)).rowcount
+                    await conn.execute("UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() "
+                                       "WHERE id = %(d)s", figures)
+                if item.crawl_run_id is not None:
+                    await conn.execute(FINISH_RUN, figures)
+        stats = self.crawler.stats
+        stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
+        if complete:
+            logger.info("dispensary %s: crawl complete: %d products, %d new, %d missed, %d marked oos",
+                        item.dispensary_id, figures["seen_n"], figures["new"], figures["missed"], figures["oos"])
+        else:
+            logger.warning("dispensary %s: crawl INCOMPLETE (%s): stored %d products, marked none missing",
+                           item.dispensary_id, error, figures["seen_n"])
+        return item

@@ -1,0 +1,81 @@
+"""Writes what discovery finds: DispensaryRecord → dutchie_discovery_locations + dispensaries
+(rediscovery updates, never duplicates), EntryPointResolution → the store's platform id or the
+reason it could not be resolved. Store volumes are small, so one statement per store is fine."""
+
+from __future__ import annotations
+
+import logging
+
+from psycopg.types.json import Jsonb
+from scrapy.crawler import Crawler
+
+from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.items import DispensaryRecord, EntryPointResolution
+
+logger = logging.getLogger(__name__)
+
+UPSERT_DISPENSARY = """
+INSERT INTO dispensaries (platform, platform_dispensary_id, name, slug, menu_url, address, city, state, zip,
+                          lat, lng, timezone, phone, is_recreational, is_medical)
+VALUES (%(platform)s, %(platform_dispensary_id)s, %(name)s, %(slug)s, %(menu_url)s, %(address)s, %(city)s,
+        %(state)s, %(zip)s, %(lat)s, %(lng)s, %(timezone)s, %(phone)s, %(is_recreational)s, %(is_medical)s)
+ON CONFLICT (platform, platform_dispensary_id) WHERE platform_dispensary_id IS NOT NULL DO UPDATE SET
+    name = EXCLUDED.name, slug = EXCLUDED.slug, menu_url = EXCLUDED.menu_url, address = EXCLUDED.address,
+    city = EXCLUDED.city, state = EXCLUDED.state, zip = EXCLUDED.zip, lat = EXCLUDED.lat, lng = EXCLUDED.lng,
+    timezone = EXCLUDED.timezone, phone = EXCLUDED.phone, is_recreational = EXCLUDED.is_recreational,
+    is_medical = EXCLUDED.is_medical, updated_at = now()
+RETURNING id, (xmax = 0) AS inserted
+"""
+UPSERT_LOCATION = """
+INSERT INTO dutchie_discovery_locations (platform_dispensary_id, name, slug, city, state, menu_url, raw,
+                                         dispensary_id)
+VALUES (%(platform_dispensary_id)s, %(name)s, %(slug)s, %(city)s, %(state)s, %(menu_url)s, %(raw)s, %(id)s)
+ON CONFLICT (platform_dispensary_id) DO UPDATE SET
+    name = EXCLUDED.name, slug = EXCLUDED.slug, city = EXCLUDED.city, state = EXCLUDED.state,
+    menu_url = EXCLUDED.menu_url, raw = EXCLUDED.raw, dispensary_id = EXCLUDED.dispensary_id, last_seen_at = now()
+"""
+
+
+class DispensaryWriterPipeline:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.store = CrawlStore.for_crawler(crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DispensaryWriterPipeline:
+        return cls(crawler)
+
+    async def process_item(self, item):
+        if isinstance(item, DispensaryRecord):
+            return await self._write_dispensary(item)
+        if isinstance(item, EntryPointResolution):
+            return await self._write_resolution(item)
+        return item
+
+    async def _write_dispensary(self, item: DispensaryRecord) -> DispensaryRecord:
+        values = {k: v for k, v in item.__dict__.items()}
+        values["raw"] = Jsonb(item.raw or {})
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            async with conn.transaction():
+                row = await (await conn.execute(UPSERT_DISPENSARY, values)).fetchone()
+                values["id"] = row[0]
+                await conn.execute(UPSERT_LOCATION, values)
+        item.dispensary_id = row[0]
+        item.raw = None  # stored above; feeds carry the normalized fields only
+        self.crawler.stats.inc_value("cannaspider/dispensaries_new" if row[1] else "cannaspider/dispensaries_updated")
+        return item
+
+    async def _write_resolution(self, item: EntryPointResolution) -> EntryPointResolution:
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            if item.platform_dispensary_id:
+                await conn.execute(
+                    "UPDATE dispensaries SET platform_dispensary_id = %s, slug = coalesce(%s, slug), "
+                    "resolution_error = NULL, resolved_at = now(), updated_at = now() WHERE id = %s",
+                    (item.platform_dispensary_id, item.slug, item.dispensary_id))
+            else:
+                await conn.execute(
+                    "UPDATE dispensaries SET resolution_error = %s, updated_at = now() WHERE id = %s",
+                    (item.error, item.dispensary_id))
+        return item

@@ -1,0 +1,70 @@
+"""Shared plumbing of the Dutchie spiders: GraphQL requests with persisted-query fallback, the
+crawler's CrawlStore, and target selection from arguments."""
+
+from __future__ import annotations
+
+import logging
+
+import scrapy
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+
+from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.dutchie import graphql
+
+logger = logging.getLogger(__name__)
+
+
+def parse_id_list(value: str | int | None) -> list[int]:
+    if value is None or value == "":
+        return []
+    try:
+        return [int(v) for v in str(value).split(",") if v.strip()]
+    except ValueError as exc:
+        raise ValueError(f"dispensary_id must be an integer or a comma-separated list, got {value!r}") from exc
+
+
+class DutchieSpider(scrapy.Spider):
+    role: str = ""
+    store: CrawlStore
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.store = CrawlStore.for_crawler(crawler)
+        spider.graphql_url = crawler.settings.get("DUTCHIE_GRAPHQL_URL")
+        spider.client_name = crawler.settings.get("DUTCHIE_CLIENT_NAME")
+        spider.hashes = crawler.settings.getdict("DUTCHIE_PERSISTED_HASHES")
+        spider.stale_hashes: set[str] = set()
+        return spider
+
+    def graphql_request(self, operation: str, variables: dict, callback, *, meta: dict | None = None,
+                        priority: int = 0) -> scrapy.Request:
+        persisted = None if operation in self.stale_hashes else self.hashes.get(operation)
+        return graphql.build_request(self.graphql_url, operation, variables, persisted_hash=persisted,
+                                     client_name=self.client_name, callback=callback, errback=self.on_error,
+                                     meta=meta, priority=priority)
+
+    def read_graphql(self, response: Response) -> dict | graphql.GraphQLFailure | scrapy.Request:
+        """The data object; or a retry with the full query when the hash is stale; or a failure."""
+        result = graphql.read(response)
+        if isinstance(result, graphql.GraphQLFailure) and result.kind == "stale_hash" \
+                and not response.meta.get("graphql_full_query"):
+            op = response.meta["graphql_operation"]
+            if op not in self.stale_hashes:
+                self.stale_hashes.add(op)
+                self.logger.warning("persisted-query hash for %s is stale (PersistedQueryNotFound): sending the "
+                                    "full query text from now on; update DUTCHIE_PERSISTED_HASHES", op)
+            self.crawler.stats.inc_value("cannaspider/stale_hash_fallbacks")
+            return graphql.retry_with_full_query(response.request, self.graphql_url, self.client_name)
+        if isinstance(result, graphql.GraphQLFailure):
+            self.crawler.stats.inc_value(f"cannaspider/graphql_failure/{result.kind}")
+        return result
+
+    def on_error(self, failure):  # pragma: no cover - overridden where a failure has consequences
+        self.logger.error("request failed: %s", failure.getErrorMessage())
+
+    @staticmethod
+    def contract_meta(operation: str, variables: dict) -> dict:
+        """Meta a callback needs when `scrapy check` calls it directly (see contracts.py)."""
+        return {}

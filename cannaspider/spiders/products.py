@@ -1,0 +1,155 @@
+"""Product crawls: FilteredProducts for one or many stores, paginated by the rules in
+cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_resync`
+(every 4 hours) share this code and differ only in role.
+
+    scrapy crawl product_resync -a dispensary_id=12          one store
+    scrapy crawl product_resync -a dispensary_id=12,13,14    several
+    scrapy crawl product_resync -a state=AZ                  every resolved, enabled store of a state
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scrapy.http import Response
+from twisted.python.failure import Failure
+
+from cannaspider.dutchie import graphql
+from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
+from cannaspider.dutchie.pagination import PageState, after_page
+from cannaspider.items import CrawlCompletion, RawProduct
+from cannaspider.spiders.base import DutchieSpider, parse_id_list
+
+
+@dataclass
+class StoreCrawl:
+    dispensary_id: int
+    platform_id: str
+    crawl_run_id: int | None
+    pages: PageState
+    products_yielded: int = 0
+    errors: int = 0
+    done: bool = False
+    log_name: str = field(default="")
+
+
+class ProductSpider(DutchieSpider):
+    name = "product_resync"
+    role = "product_resync"
+
+    def __init__(self, dispensary_id: str | None = None, state: str | None = None, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dispensary_ids = parse_id_list(dispensary_id)
+        self.state = state.upper() if state else None
+        if not self.dispensary_ids and not self.state:
+            raise ValueError(f"{self.name} needs -a dispensary_id=N[,N…] or -a state=XX")
+
+    async def start(self):
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            if self.dispensary_ids:
+                rows = await (await conn.execute(
+                    "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries WHERE id = ANY(%s) "
+                    "ORDER BY id", (self.dispensary_ids,))).fetchall()
+                missing = set(self.dispensary_ids) - {r[0] for r in rows}
+                for d in sorted(missing):
+                    self.logger.error("dispensary %s does not exist", d)
+            else:
+                rows = await (await conn.execute(
+                    "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries "
+                    "WHERE state = %s AND crawl_enabled ORDER BY id", (self.state,))).fetchall()
+        per_page = self.settings.getint("DUTCHIE_PER_PAGE")
+        max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
+        for dispensary_id, name, platform_id, enabled in rows:
+            if not enabled:
+                self.logger.warning("dispensary %s (%s) has crawl_enabled = false: skipped", dispensary_id, name)
+                continue
+            if not platform_id:
+                self.logger.error("dispensary %s (%s) has no platform_dispensary_id: run entry_point_discovery "
+                                  "first", dispensary_id, name)
+                continue
+            run_id = await self.store.start_run(dispensary_id, self.role)
+            crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
+            yield self._page_request(crawl, 0)
+
+    def _page_request(self, crawl: StoreCrawl, page: int):
+        variables = products_variables(crawl.platform_id, page, crawl.pages.per_page)
+        return self.graphql_request(FILTERED_PRODUCTS, variables, self.parse_products,
+                                    meta={"store_crawl": crawl, "page": page})
+
+    @staticmethod
+    def contract_meta(operation: str, variables: dict) -> dict:
+        crawl = StoreCrawl(0, variables["productsFilter"]["dispensaryId"], None,
+                           PageState(variables["perPage"], 100))
+        return {"store_crawl": crawl, "page": variables["page"]}
+
+    def parse_products(self, response: Response):
+        """One FilteredProducts page: its products, then the next page or the store's completion.
+
+        @graphql FilteredProducts store=sandbox:AZ:0 page=0 perPage=100
+        @returns items 100 100
+        @returns requests 1 1
+        @scrapes dispensary_id raw page
+        """
+        crawl: StoreCrawl = response.meta["store_crawl"]
+        page: int = response.meta["page"]
+        result = self.read_graphql(response)
+        if not isinstance(result, (dict, graphql.GraphQLFailure)):
+            yield result  # the same page again, with the full query text
+            return
+        if isinstance(result, graphql.GraphQLFailure):
+            yield from self._incomplete(crawl, f"page {page}: {result.message}")
+            return
+        block = result.get("filteredProducts")
+        products = block.get("products") if isinstance(block, dict) else None
+        if not isinstance(products, list):
+            yield from self._incomplete(crawl, f"page {page}: malformed payload: filteredProducts.products missing")
+            return
+        ids: list[str] = []
+        repeated: list[str] = []
+        for raw in products:
+            pid = (raw.get("_id") or raw.get("id")) if isinstance(raw, dict) else None
+            if isinstance(pid, str) and (pid in crawl.pages.seen or pid in ids):
+                self.logger.warning("dispensary %s: page %s repeats product %s: kept once",
+                                    crawl.dispensary_id, page, pid)
+                self.crawler.stats.inc_value("cannaspider/duplicate_products")
+                repeated.append(pid)
+                continue
+            if isinstance(pid, str):
+                ids.append(pid)
+            crawl.products_yielded += 1
+            yield RawProduct(crawl.dispensary_id, crawl.crawl_run_id, raw, page)
+        decision = after_page(crawl.pages, page, ids + repeated, block.get("queryInfo"))
+        if decision.next_page is not None:
+            yield self._page_request(crawl, decision.next_page)
+        elif decision.complete:
+            yield self._completion(crawl, True)
+        else:
+            yield from self._incomplete(crawl, decision.reason)
+
+    def _completion(self, crawl: StoreCrawl, complete: bool, error: str | None = None) -> CrawlCompletion:
+        crawl.done = True
+        return CrawlCompletion(
+            dispensary_id=crawl.dispensary_id, crawl_run_id=crawl.crawl_run_id, complete=complete,
+            seen_product_ids=list(crawl.pages.seen), products_yielded=crawl.products_yielded,
+            pages_fetched=crawl.pages.pages_fetched, errors=crawl.errors, error=error)
+
+    def _incomplete(self, crawl: StoreCrawl, reason: str):
+        crawl.errors += 1
+        self.logger.warning("dispensary %s (%s): %s: crawl incomplete, no product will be marked missing",
+                            crawl.dispensary_id, crawl.log_name, reason)
+        if not crawl.done:
+            yield self._completion(crawl, False, reason)
+
+    def on_error(self, failure: Failure):
+        crawl: StoreCrawl | None = failure.request.meta.get("store_crawl") if hasattr(failure, "request") else None
+        reason = f"request failed: {failure.type.__name__}: {failure.getErrorMessage()}"
+        if crawl is None:
+            self.logger.error(reason)
+            return
+        yield from self._incomplete(crawl, f"page {failure.request.meta.get('page')}: {reason}")
+
+
+class ProductDiscoverySpider(ProductSpider):
+    name = "product_discovery"
+    role = "product_discovery"
