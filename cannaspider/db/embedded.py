@@ -72,7 +72,7 @@ def _ensure_app_database(uri: str) -> None:
         if not exists:
             try:
                 conn.execute(f'CREATE DATABASE "{APP_DATABASE}"')
-            except psycopg.errors.DuplicateDatabase:
+            except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
                 pass  # another process created it between our check and our create
 
 

@@ -43,12 +43,15 @@ async def store_website(request: web.Request) -> web.Response:
     if store is None:
         return web.Response(text=_page("Not found", "<h1>No such store</h1>"), status=404, content_type="text/html")
     base = f"{request.scheme}://{request.host}"
+    # The embed URL only exists in the rendered DOM (assembled by the script), as on real sites
+    # whose tag manager injects it: reading the raw HTML finds nothing.
+    reverse = "'.split('').reverse().join('')"
     if store.menu_style == "website-iframe":
-        inject = (f"var f=document.createElement('iframe');f.src='{base}/embedded-menu/{store.cname}';"
-                  "f.id='dutchie--embed__iframe';document.getElementById('menu').appendChild(f);")
+        inject = (f"var f=document.createElement('iframe');f.src='{base}/embedded'+'-menu/'+'{store.cname[::-1]}"
+                  f"{reverse};f.id='dutchie--embed__iframe';document.getElementById('menu').appendChild(f);")
     else:
-        inject = (f"var s=document.createElement('script');s.src='{base}/api/v2/embedded-menu/{store.id}.js';"
-                  "s.id='dutchie--embed__script';document.head.appendChild(s);")
+        inject = (f"var s=document.createElement('script');s.src='{base}/api/v2/embedded'+'-menu/'+'{store.id[::-1]}"
+                  f"{reverse}+'.js';s.id='dutchie--embed__script';document.head.appendChild(s);")
     body = (f"<header><h1>{store.name}</h1></header><main><p>Shop our menu below.</p>"
             f"<div id=\"menu\"></div></main><script>{inject}</script>")
     return web.Response(text=_page(store.name, body), content_type="text/html")

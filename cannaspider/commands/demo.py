@@ -1,0 +1,87 @@
+"""`scrapy demo`: the whole Dutchie chain against the sandbox, end to end.
+
+migrate → sandbox → store_discovery → entry_point_discovery → product_discovery → (menus evolve)
+→ product_resync ×3 → a JSON feed and a summary. Every crawl runs as a real `scrapy crawl`
+subprocess, exactly as an operator or Scrapyd would run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from cannaspider.command_base import CannaspiderCommand
+from cannaspider.db import connect, database_url, migrations
+from cannaspider.sandbox.catalog import CatalogConfig
+from cannaspider.sandbox.server import Sandbox
+
+
+class Command(CannaspiderCommand):
+    def short_desc(self) -> str:
+        return "Run the whole Dutchie chain against the sandbox and print a summary"
+
+    def add_options(self, parser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--state", default="AZ")
+        parser.add_argument("--resyncs", type=int, default=3, help="menu epochs to advance and resync")
+        parser.add_argument("--output", default=None, help="feed of the last resync (default DATA_DIR/demo)")
+
+    def execute(self, args, opts) -> None:
+        url = database_url(self.settings)
+        migrations.apply(url, log=lambda line: print(f"  {line}"))
+        out = Path(opts.output or Path(self.settings.get("CANNASPIDER_DATA_DIR")) / "demo" / "products.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        state = opts.state.upper()
+        with Sandbox(CatalogConfig(states=(state,), stores_per_state=8)) as sandbox:
+            base = sandbox.urls.base
+            env = {**os.environ, "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql, "DATABASE_URL": url}
+            print(f"sandbox: {sandbox.urls.graphql}")
+
+            def crawl(*argv: str) -> None:
+                cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
+                print("$ scrapy crawl " + " ".join(argv))
+                result = subprocess.run(cmd, env=env)
+                if result.returncode != 0:
+                    raise SystemExit(f"error: `scrapy crawl {' '.join(argv)}` exited with {result.returncode}")
+
+            def set_epoch(epoch: int) -> None:
+                req = urllib.request.Request(f"{base}/_sandbox/epoch", data=json.dumps({"epoch": epoch}).encode(),
+                                             method="POST", headers={"content-type": "application/json"})
+                urllib.request.urlopen(req, timeout=10).read()
+
+            crawl("store_discovery", "-a", f"state={state}")
+            crawl("entry_point_discovery", "-a", f"state={state}")
+            crawl("product_discovery", "-a", f"state={state}")
+            for epoch in range(1, opts.resyncs + 1):
+                set_epoch(epoch)
+                print(f"(sandbox menus advanced to epoch {epoch})")
+                extra = ["-O", str(out)] if epoch == opts.resyncs else []
+                crawl("product_resync", "-a", f"state={state}", *extra)
+        self._summary(url, state, out)
+
+    def _summary(self, url: str, state: str, feed: Path) -> None:
+        with connect(url) as conn:
+            stores, resolved, unresolved = conn.execute(
+                "SELECT count(*), count(platform_dispensary_id), count(resolution_error) FROM dispensaries "
+                "WHERE state = %s", (state,)).fetchone()
+            products, in_stock, oos, missing = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE is_in_stock), count(*) FILTER (WHERE stock_status = 'oos'),"
+                " count(*) FILTER (WHERE consecutive_misses > 0) FROM store_products sp "
+                "JOIN dispensaries d ON d.id = sp.dispensary_id WHERE d.state = %s", (state,)).fetchone()
+            runs = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY status").fetchall())
+            snapshots = conn.execute("SELECT count(*) FROM store_product_snapshots").fetchone()[0]
+        items = len(json.loads(feed.read_text())) if feed.exists() else 0
+        print()
+        print(f"Summary for {state}")
+        print(f"  stores          {stores} ({resolved} resolved, {unresolved} with a resolution error)")
+        print(f"  products        {products}")
+        print(f"  in stock        {in_stock}")
+        print(f"  out of stock    {oos}   (missing from 3 consecutive complete crawls)")
+        print(f"  missing 1-2x    {missing - oos}")
+        print(f"  snapshots       {snapshots}")
+        print(f"  crawl runs      " + ", ".join(f"{n} {s}" for s, n in sorted(runs.items())))
+        print(f"  feed            {feed} ({items} items)")

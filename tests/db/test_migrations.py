@@ -1,0 +1,112 @@
+"""Migrations: in order, idempotent, recorded, each in a transaction that a failure rolls back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import psycopg
+import pytest
+
+from cannaspider.db import migrations
+from cannaspider.db.errors import DatabaseSetupError
+from tests.conftest import ROOT, run_scrapy
+
+
+@pytest.fixture
+def fresh_db(admin_url, db_url):
+    name = "cannaspider_test_migrations_" + os.environ.get("PYTEST_XDIST_WORKER", "gw")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    conninfo = psycopg.conninfo.conninfo_to_dict(db_url)
+    conninfo["dbname"] = name
+    yield psycopg.conninfo.make_conninfo(**conninfo)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _schema(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'public' ORDER BY 1, 2").fetchall()
+
+
+def test_apply_twice_changes_nothing(fresh_db):
+    first = migrations.apply(fresh_db, log=lambda _: None)
+    assert [m.version for m in first] == sorted(m.version for m in first)
+    schema = _schema(fresh_db)
+    assert migrations.apply(fresh_db, log=lambda _: None) == []
+    assert _schema(fresh_db) == schema
+    statuses = migrations.status(fresh_db)
+    assert statuses and all(s.applied_at is not None and not s.changed_since_applied for s in statuses)
+
+
+def test_contract_tables_and_columns_exist(db_url):
+    cols = {(t, c) for t, c, _ in _schema(db_url)}
+    for table, column in [
+        ("dispensaries", "platform_dispensary_id"), ("dispensaries", "menu_url"), ("dispensaries", "last_crawl_at"),
+        ("dispensaries", "crawl_enabled"), ("store_products", "provider_product_id"), ("store_products", "name_raw"),
+        ("store_products", "brand_name_raw"), ("store_products", "price_rec"), ("store_products", "price_med"),
+        ("store_products", "is_in_stock"), ("store_products", "stock_status"),
+        ("store_products", "consecutive_misses"), ("store_products", "last_seen_at"),
+        ("store_products", "local_image_path"), ("store_product_snapshots", "captured_at"),
+        ("worker_tasks", "priority"), ("worker_tasks", "run_after"), ("worker_tasks", "lease_expires_at"),
+        ("proxies", "failure_count"), ("proxies", "avg_response_time_ms"), ("keywords", "serp"),
+        ("dutchie_discovery_locations", "raw"), ("crawl_runs", "products_new"),
+    ]:
+        assert (table, column) in cols, (table, column)
+
+
+def test_snapshot_partitions_are_monthly_and_can_be_created_ahead(db_url):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("SELECT ensure_snapshot_partitions(current_date, 14)")
+        parts = [r[0] for r in conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'store_product_snapshots'::regclass ORDER BY 1").fetchall()]
+        assert len(parts) >= 14
+        # a row one year ahead lands in its own month
+        conn.execute("INSERT INTO store_product_snapshots (dispensary_id, provider_product_id, captured_at, "
+                     "is_in_stock, stock_status) VALUES (1, 'x', now() + interval '12 months', true, 'in_stock')")
+        conn.execute("DELETE FROM store_product_snapshots WHERE provider_product_id = 'x'")
+
+
+def test_failing_migration_rolls_back_and_stops(fresh_db, tmp_path):
+    folder = tmp_path / "migrations"
+    shutil.copytree(ROOT / "migrations", folder)
+    (folder / "900_half_good.sql").write_text(
+        "CREATE TABLE half_good (id int);\nINSERT INTO half_good VALUES (1);\nSELECT no_such_function();\n")
+    (folder / "901_after.sql").write_text("CREATE TABLE after_failure (id int);\n")
+    with pytest.raises(DatabaseSetupError) as err:
+        migrations.apply(fresh_db, folder, log=lambda _: None)
+    assert "900_half_good.sql failed and was rolled back" in str(err.value)
+    assert "\n" not in str(err.value)
+    with psycopg.connect(fresh_db) as conn:
+        assert conn.execute("SELECT to_regclass('half_good'), to_regclass('after_failure')").fetchone() == (None, None)
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()]
+    assert "900" not in versions and "001" in versions
+
+
+def test_failing_migration_via_command_exits_non_zero_with_one_line(fresh_db, tmp_path):
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    (folder / "001_broken.sql").write_text("CREATE TABLE t (id int);\nALTER TABLE nope ADD COLUMN x int;\n")
+    env = {**os.environ, "DATABASE_URL": fresh_db, "CANNASPIDER_MIGRATIONS_DIR": str(folder)}
+    result = run_scrapy("migrate", env=env)
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "001_broken.sql failed and was rolled back" in result.stderr
+    with psycopg.connect(fresh_db) as conn:
+        assert conn.execute("SELECT to_regclass('t')").fetchone() == (None,)
+    status = run_scrapy("migrate", "--status", env=env)
+    assert "001_broken.sql" in status.stdout and "pending" in status.stdout
+
+
+def test_concurrent_migrate_runs_apply_each_file_once(fresh_db):
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: migrations.apply(fresh_db, log=lambda _: None), range(3)))
+    applied = [m.version for batch in results for m in batch]
+    assert len(applied) == len(set(applied)) == len(migrations.discover())
