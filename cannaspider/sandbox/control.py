@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from cannaspider.sandbox.dutchie_api import DutchieState
+from cannaspider.sandbox.dutchie_api import DUTCHIE, DutchieState
 
 
 def _state(request: web.Request) -> DutchieState:
-    return request.app["dutchie"]
+    return request.app[DUTCHIE]
 
 
 async def get_state(request: web.Request) -> web.Response:
@@ -52,7 +52,7 @@ async def reset(request: web.Request) -> web.Response:
     s.faults.clear()
     s.current_hashes = dict(DEFAULT_PERSISTED_HASHES)
     s.requests.clear()
-    request.app["competitor_slow_seconds"] = 5.0
+    s.competitor_slow_seconds = 5.0
     return web.json_response({"ok": True})
 
 
@@ -80,8 +80,8 @@ async def menu(request: web.Request) -> web.Response:
 
 async def set_slow(request: web.Request) -> web.Response:
     body = await request.json()
-    request.app["competitor_slow_seconds"] = float(body["seconds"])
-    return web.json_response({"seconds": request.app["competitor_slow_seconds"]})
+    _state(request).competitor_slow_seconds = float(body["seconds"])
+    return web.json_response({"seconds": _state(request).competitor_slow_seconds})
 
 
 def add_routes(app: web.Application) -> None:

@@ -49,6 +49,10 @@ class DutchieState:
         self.current_hashes = dict(DEFAULT_PERSISTED_HASHES)
         self.faults = FaultSwitchboard(seed)
         self.requests: Counter[str] = Counter()
+        self.competitor_slow_seconds = 5.0
+
+
+DUTCHIE = web.AppKey("dutchie", DutchieState)
 
 
 def _json(data: object, status: int = 200) -> web.Response:
@@ -88,7 +92,7 @@ def _store_key(op: str, variables: dict) -> str | None:
 
 
 async def graphql(request: web.Request) -> web.StreamResponse:
-    state: DutchieState = request.app["dutchie"]
+    state: DutchieState = request.app[DUTCHIE]
     base = f"{request.scheme}://{request.host}"
     try:
         operation = await _read_operation(request)

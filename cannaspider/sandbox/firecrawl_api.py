@@ -93,6 +93,9 @@ class FirecrawlState:
         self.semaphore = asyncio.Semaphore(WORKERS)
 
 
+FIRECRAWL = web.AppKey("firecrawl", FirecrawlState)
+
+
 def _auth_failed(request: web.Request, state: FirecrawlState) -> web.Response | None:
     if state.down:
         return web.json_response({"success": False, "code": "UNKNOWN_ERROR",
@@ -103,7 +106,7 @@ def _auth_failed(request: web.Request, state: FirecrawlState) -> web.Response | 
 
 
 async def start_batch(request: web.Request) -> web.Response:
-    state: FirecrawlState = request.app["firecrawl"]
+    state: FirecrawlState = request.app[FIRECRAWL]
     if (denied := _auth_failed(request, state)) is not None:
         return denied
     try:
@@ -213,7 +216,7 @@ async def _fetch_into(job: Job, url: str) -> None:
 
 
 def _job_or_404(request: web.Request) -> Job | web.Response:
-    state: FirecrawlState = request.app["firecrawl"]
+    state: FirecrawlState = request.app[FIRECRAWL]
     job = state.jobs.get(request.match_info["id"])
     if job is None or (job.finished_at and time.time() - job.finished_at > 3600):
         return web.json_response({"success": False, "error": "Job not found"}, status=404)
@@ -221,7 +224,7 @@ def _job_or_404(request: web.Request) -> Job | web.Response:
 
 
 async def get_batch(request: web.Request) -> web.Response:
-    state: FirecrawlState = request.app["firecrawl"]
+    state: FirecrawlState = request.app[FIRECRAWL]
     if (denied := _auth_failed(request, state)) is not None:
         return denied
     job = _job_or_404(request)
@@ -239,7 +242,7 @@ async def get_batch(request: web.Request) -> web.Response:
 
 
 async def cancel_batch(request: web.Request) -> web.Response:
-    state: FirecrawlState = request.app["firecrawl"]
+    state: FirecrawlState = request.app[FIRECRAWL]
     if (denied := _auth_failed(request, state)) is not None:
         return denied
     job = _job_or_404(request)
@@ -250,7 +253,7 @@ async def cancel_batch(request: web.Request) -> web.Response:
 
 
 async def job_errors(request: web.Request) -> web.Response:
-    state: FirecrawlState = request.app["firecrawl"]
+    state: FirecrawlState = request.app[FIRECRAWL]
     if (denied := _auth_failed(request, state)) is not None:
         return denied
     job = _job_or_404(request)
@@ -264,12 +267,25 @@ async def not_found(request: web.Request) -> web.Response:
                              "</body></html>", status=404, content_type="text/html")
 
 
+async def control(request: web.Request) -> web.Response:
+    """Sandbox switches: an API key to require, a Redis-down instance, queue wait before workers."""
+    state: FirecrawlState = request.app[FIRECRAWL]
+    body = await request.json()
+    if "api_key" in body:
+        state.api_key = body["api_key"]
+    state.down = bool(body.get("down", state.down))
+    state.queue_delay = float(body.get("queue_delay", state.queue_delay))
+    return web.json_response({"api_key_required": state.api_key is not None, "down": state.down,
+                              "queue_delay": state.queue_delay})
+
+
 def make_app() -> web.Application:
     app = web.Application()
-    app["firecrawl"] = FirecrawlState()
+    app[FIRECRAWL] = FirecrawlState()
     app.router.add_post("/v2/batch/scrape", start_batch)
     app.router.add_get("/v2/batch/scrape/{id}", get_batch)
     app.router.add_delete("/v2/batch/scrape/{id}", cancel_batch)
     app.router.add_get("/v2/crawl/{id}/errors", job_errors)
+    app.router.add_post("/_sandbox/state", control)
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app

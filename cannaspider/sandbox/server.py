@@ -32,8 +32,7 @@ class SandboxURLs:
 
 def make_dutchie_app(config: CatalogConfig) -> web.Application:
     app = web.Application(client_max_size=8 * 1024 * 1024)
-    app["dutchie"] = dutchie_api.DutchieState(Catalog(config), seed=config.seed)
-    app["competitor_slow_seconds"] = 5.0
+    app[dutchie_api.DUTCHIE] = dutchie_api.DutchieState(Catalog(config), seed=config.seed)
     dutchie_api.add_routes(app)
     websites.add_routes(app)
     control.add_routes(app)

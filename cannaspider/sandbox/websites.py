@@ -13,6 +13,7 @@ from aiohttp import web
 from PIL import Image, ImageDraw
 
 from cannaspider.sandbox.catalog import Catalog, h
+from cannaspider.sandbox.dutchie_api import DUTCHIE
 
 
 @lru_cache(maxsize=4096)
@@ -38,7 +39,7 @@ def _page(title: str, body: str, lang: str = "en") -> str:
 
 
 async def store_website(request: web.Request) -> web.Response:
-    catalog: Catalog = request.app["dutchie"].catalog
+    catalog: Catalog = request.app[DUTCHIE].catalog
     store = catalog.find(request.match_info["cname"])
     if store is None:
         return web.Response(text=_page("Not found", "<h1>No such store</h1>"), status=404, content_type="text/html")
@@ -62,7 +63,7 @@ async def embed_script(request: web.Request) -> web.Response:
 
 
 async def menu_page(request: web.Request) -> web.Response:
-    catalog: Catalog = request.app["dutchie"].catalog
+    catalog: Catalog = request.app[DUTCHIE].catalog
     store = catalog.find(request.match_info["cname"])
     if store is None:
         return web.Response(text=_page("Not found", "<h1>Not found</h1>"), status=404, content_type="text/html")
@@ -104,7 +105,7 @@ COMPETITOR_PAGES: dict[str, tuple[int, str]] = {
 async def competitor_page(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if name == "slow.html":
-        await asyncio.sleep(float(request.app["competitor_slow_seconds"]))
+        await asyncio.sleep(request.app[DUTCHIE].competitor_slow_seconds)
         return web.Response(text=_page("Slow page", "<main><h1>Slow</h1><p>Finally here.</p></main>"),
                             content_type="text/html")
     status, body = COMPETITOR_PAGES.get(name, (404, _page("404 Not Found", "<h1>Not Found</h1>")))
