@@ -18,7 +18,7 @@ from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 OBJECT_ID = re.compile(r"^[0-9a-fA-F]{24}$")
 TAG = re.compile(r"<[^>]*>")
 SPACE = re.compile(r"\s+")
-OPTION = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?|\.\d+|\d+/\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
+OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
 POTENCY_UNITS = {"PERCENTAGE": "percent", "MILLIGRAMS": "mg", "MILLIGRAMS_PER_GRAM": "mg_per_g"}
 STRAIN_TYPES = {"indica": "Indica", "sativa": "Sativa", "hybrid": "Hybrid", "high cbd": "High CBD",
                 "1 to 1": "1:1", "1:1": "1:1", "indica-hybrid": "Indica-Hybrid",

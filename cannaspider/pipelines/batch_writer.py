@@ -17,7 +17,7 @@ from psycopg_pool import PoolTimeout
 from scrapy.crawler import Crawler
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.db.errors import first_line
+from cannaspider.db.errors import DatabaseSetupError, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class BatchWriterPipeline:
                 pool = await self.store.open()
                 async with pool.connection() as conn:
                     await self.write(conn, rows)
-            except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError) as exc:
                 # the server went away (restart, network): keep the rows for the next flush
                 self.buffer[:0] = rows
                 logger.error("%s: database unavailable, %d rows kept for the next attempt: %s",

@@ -1,0 +1,77 @@
+"""Pagination rules: when to stop, and when the crawl counts as complete."""
+
+from __future__ import annotations
+
+from cannaspider.dutchie.pagination import PageState, after_page
+
+
+def ids(start, n):
+    return [f"{i:024x}" for i in range(start, start + n)]
+
+
+def info(total, per_page=100):
+    return {"totalCount": total, "totalPages": -(-total // per_page)}
+
+
+def test_short_page_ends_a_complete_crawl():
+    state = PageState(per_page=100, max_pages=50)
+    assert after_page(state, 0, ids(0, 100), info(250)).next_page == 1
+    assert after_page(state, 1, ids(100, 100), info(250)).next_page == 2
+    d = after_page(state, 2, ids(200, 50), info(250))
+    assert d.next_page is None and d.complete
+
+
+def test_full_last_page_is_probed_once():
+    state = PageState(per_page=100, max_pages=50)
+    assert after_page(state, 0, ids(0, 100), info(200)).next_page == 1
+    d = after_page(state, 1, ids(100, 100), info(200))
+    assert d.next_page == 2  # totalCount says done, but the page was full
+    d = after_page(state, 2, [], info(200))
+    assert d.next_page is None and d.complete
+
+
+def test_total_count_lying_low_does_not_hide_products():
+    state = PageState(per_page=100, max_pages=50)
+    d = after_page(state, 0, ids(0, 100), info(100))
+    assert d.next_page == 1
+    d = after_page(state, 1, ids(100, 100), info(100))
+    assert d.next_page == 2
+    d = after_page(state, 2, ids(200, 30), info(100))
+    assert d.next_page is None and d.complete and len(state.seen) == 230
+
+
+def test_total_count_lying_high_makes_the_crawl_incomplete():
+    state = PageState(per_page=100, max_pages=50)
+    after_page(state, 0, ids(0, 100), info(600))
+    d = after_page(state, 1, ids(100, 40), info(600))
+    assert d.next_page is None and not d.complete and "totalCount 600" in d.reason
+
+
+def test_a_looping_server_is_stopped_and_incomplete():
+    state = PageState(per_page=100, max_pages=50)
+    after_page(state, 0, ids(0, 100), {"totalCount": 10**7, "totalPages": 10**5})
+    d = after_page(state, 1, ids(0, 100), {"totalCount": 10**7, "totalPages": 10**5})
+    assert d.next_page is None and not d.complete and "looping" in d.reason
+
+
+def test_page_cap_stops_an_endless_sequence_of_new_products():
+    state = PageState(per_page=100, max_pages=5)
+    page, decision = 0, None
+    while True:
+        decision = after_page(state, page, ids(page * 100, 100), {"totalCount": 10**7, "totalPages": 10**5})
+        if decision.next_page is None:
+            break
+        page = decision.next_page
+    assert page == 4 and not decision.complete and "page cap" in decision.reason
+
+
+def test_missing_query_info_falls_back_to_short_page():
+    state = PageState(per_page=100, max_pages=50)
+    assert after_page(state, 0, ids(0, 100), None).next_page == 1
+    d = after_page(state, 1, ids(100, 3), {"totalCount": "lots"})
+    assert d.next_page is None and d.complete
+
+
+def test_empty_store_is_complete():
+    d = after_page(PageState(per_page=100, max_pages=50), 0, [], {"totalCount": 0, "totalPages": 0})
+    assert d.next_page is None and d.complete
