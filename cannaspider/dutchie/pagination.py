@@ -26,6 +26,7 @@ class PageState:
     total_pages: int | None = None
     probing: bool = False
     duplicates: int = 0
+    anonymous: int = 0  # products without a usable id: delivered (and rejected), so they count
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,11 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def after_page(state: PageState, page: int, product_ids: list[str], query_info: dict | None) -> Decision:
+def after_page(state: PageState, page: int, product_ids: list[str], query_info: dict | None,
+               anonymous: int = 0) -> Decision:
+    """`product_ids`: the ids on this page (repeats included); `anonymous`: products without an id."""
     state.pages_fetched += 1
+    state.anonymous += anonymous
     info = query_info if isinstance(query_info, dict) else {}
     if _int(info.get("totalCount")) is not None:
         state.total_count = _int(info.get("totalCount"))
@@ -53,21 +57,21 @@ def after_page(state: PageState, page: int, product_ids: list[str], query_info: 
         else:
             state.seen[pid] = None
             new += 1
-    collected = len(state.seen)
+    collected = len(state.seen) + state.anonymous
 
     if state.probing:
         if not product_ids or new == 0:
             return _finish(state, "probe page past totalCount was empty")
         state.probing = False  # totalCount lied low: keep going
-    if not product_ids:
+    if not product_ids and not anonymous:
         return _finish(state, "empty page")
-    if new == 0:
+    if new == 0 and not anonymous:
         return Decision(None, False, f"page {page} repeated only products already seen: the server is "
                                      "looping; crawl incomplete")
     if page + 1 >= state.max_pages:
         return Decision(None, False, f"reached the page cap ({state.max_pages}) with more pages announced; "
                                      "crawl incomplete")
-    full = len(product_ids) >= state.per_page
+    full = len(product_ids) + anonymous >= state.per_page
     if not full:
         return _finish(state, "short page")
     count_done = state.total_count is not None and collected >= state.total_count
@@ -79,7 +83,7 @@ def after_page(state: PageState, page: int, product_ids: list[str], query_info: 
 
 
 def _finish(state: PageState, reason: str) -> Decision:
-    collected = len(state.seen)
+    collected = len(state.seen) + state.anonymous
     if state.total_count is not None and collected < state.total_count:
         return Decision(None, False, f"{reason}, but only {collected} of totalCount {state.total_count} "
                                      "products arrived; crawl incomplete")

@@ -10,6 +10,7 @@ import logging
 
 import psycopg
 from scrapy.crawler import Crawler
+from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
@@ -96,4 +97,5 @@ class CrawlCompletionPipeline:
         else:
             logger.warning("dispensary %s: crawl INCOMPLETE (%s): stored %d products, marked none missing",
                            item.dispensary_id, error, figures["seen_n"])
-        return item
+        # a control message, not data: keep it out of feeds (which `-O` would otherwise fill with it)
+        raise DropItem(f"dispensary {item.dispensary_id}: crawl closed", log_level="DEBUG")

@@ -119,7 +119,8 @@ class ProductSpider(DutchieSpider):
                 ids.append(pid)
             crawl.products_yielded += 1
             yield RawProduct(crawl.dispensary_id, crawl.crawl_run_id, raw, page)
-        decision = after_page(crawl.pages, page, ids + repeated, block.get("queryInfo"))
+        anonymous = len(products) - len(ids) - len(repeated)
+        decision = after_page(crawl.pages, page, ids + repeated, block.get("queryInfo"), anonymous)
         if decision.next_page is not None:
             yield self._page_request(crawl, decision.next_page)
         elif decision.complete:
