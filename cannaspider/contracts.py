@@ -71,8 +71,8 @@ class GraphQLContract(Contract):
         else:
             raise ValueError(f"@graphql does not know operation {operation!r}")
         settings = get_project_settings()
-        owner = self.method.__self__
-        meta = {**args.get("meta", {}), **owner.contract_meta(operation, variables)}
+        owner = args["callback"].__self__  # the spider the checked callback is bound to
+        meta = {**(args.get("meta") or {}), **owner.contract_meta(operation, variables)}
         request = graphql.build_request(
             settings.get("DUTCHIE_GRAPHQL_URL"), operation, variables,
             persisted_hash=settings.getdict("DUTCHIE_PERSISTED_HASHES").get(operation),

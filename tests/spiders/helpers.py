@@ -10,7 +10,7 @@ def add_store(db_url: str, store: dict, *, resolved: bool = True, menu_url: str 
         return conn.execute(
             "INSERT INTO dispensaries (name, slug, menu_url, state, city, platform_dispensary_id) "
             "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-            (store["name"], store["cName"], menu_url or store["menu_url"], store["state"], store["city"],
+            (store["name"], store["cName"], store["menu_url"] if menu_url is None else menu_url, store["state"], store["city"],
              store["id"] if resolved else None)).fetchone()[0]
 
 
