@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def uri_params(params: dict, spider) -> dict:
-    return {**params, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+    return {**params, "date": datetime.now(UTC).strftime("%Y-%m-%d")}

@@ -83,5 +83,5 @@ class Command(CannaspiderCommand):
         print(f"  out of stock    {oos}   (missing from 3 consecutive complete crawls)")
         print(f"  missing 1-2x    {missing - oos}")
         print(f"  snapshots       {snapshots}")
-        print(f"  crawl runs      " + ", ".join(f"{n} {s}" for s, n in sorted(runs.items())))
+        print("  crawl runs      " + ", ".join(f"{n} {s}" for s, n in sorted(runs.items())))
         print(f"  feed            {feed} ({items} items)")

@@ -84,7 +84,7 @@ class CrawlStore:
                 return False
             try:
                 await asyncio.wait_for(ledger.changed.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return ledger.accounted >= expected
         return True
 

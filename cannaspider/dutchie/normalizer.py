@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
@@ -131,7 +131,7 @@ def timestamp(value: object) -> datetime | None:
     text = str(value).strip()
     try:
         if text.isdigit():
-            return datetime.fromtimestamp(int(text) / 1000, tz=timezone.utc)
+            return datetime.fromtimestamp(int(text) / 1000, tz=UTC)
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except (ValueError, OverflowError, OSError):
         return None

@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -150,7 +150,7 @@ async def start_batch(request: web.Request) -> web.Response:
 
 def _fail(job: Job, url: str, code: str, message: str) -> None:
     job.failed += 1
-    job.errors.append({"id": str(uuid.uuid4()), "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    job.errors.append({"id": str(uuid.uuid4()), "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")
                        .replace("+00:00", "Z"), "url": url, "code": code, "error": message})
 
 
@@ -167,7 +167,7 @@ async def _scrape(state: FirecrawlState, job: Job, url: str) -> None:
                 job.failed += 1
                 return
             await asyncio.wait_for(_fetch_into(job, url), timeout=job.timeout_ms / 1000)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         _fail(job, url, "SCRAPE_TIMEOUT", "Scrape timed out")
     except asyncio.CancelledError:
         raise
@@ -230,7 +230,7 @@ async def get_batch(request: web.Request) -> web.Response:
     job = _job_or_404(request)
     if isinstance(job, web.Response):
         return job
-    expires = datetime.fromtimestamp(job.created, timezone.utc) + timedelta(days=1)
+    expires = datetime.fromtimestamp(job.created, UTC) + timedelta(days=1)
     body = {"success": True, "status": job.status, "completed": len(job.docs),
             "total": len(job.urls) - job.failed, "creditsUsed": len(job.docs),
             "expiresAt": expires.isoformat(timespec="milliseconds").replace("+00:00", "Z")}

@@ -85,7 +85,8 @@ COMPETITOR_PAGES: dict[str, tuple[int, str]] = {
     "js-only.html": (200, _page(
         "Loading...",
         "<div id=\"root\"></div><script>document.body.insertAdjacentHTML('beforeend',"
-        "'<main><h1>Dispensary Deals Near You</h1><p>Every special, updated hourly, rendered by JavaScript.</p></main>');"
+        "'<main><h1>Dispensary Deals Near You</h1>"
+        "<p>Every special, updated hourly, rendered by JavaScript.</p></main>');"
         "</script>")),
     "blocked.html": (403, _page(
         "Just a moment...",

@@ -10,7 +10,6 @@ cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_r
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, field
 
 from scrapy.http import Response

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -61,8 +61,8 @@ def test_potency_is_value_plus_unit_never_mixed():
 
 def test_timestamps_are_real_timestamps():
     p = norm(BASE)
-    assert p.provider_created_at == datetime.fromtimestamp(1_700_000_000, tz=timezone.utc)
-    assert p.provider_updated_at == datetime(2026, 3, 4, 12, tzinfo=timezone.utc)
+    assert p.provider_created_at == datetime.fromtimestamp(1_700_000_000, tz=UTC)
+    assert p.provider_updated_at == datetime(2026, 3, 4, 12, tzinfo=UTC)
     bad = norm({**BASE, "createdAt": "yesterday", "updatedAt": 12})
     assert bad.provider_updated_at is not None or bad.provider_created_at is None
 

@@ -105,8 +105,8 @@ def test_consumer_dispensaries_by_slug_and_by_id_is_shaped_like_the_real_fixture
 def test_dispensary_search_filters_by_distance_and_state(sandbox):
     az = sandbox.stores("AZ")
     anchor = az[0]
-    near = get(sandbox, "DispensarySearch",
-               dispensary_search_variables(anchor["lat"], anchor["lng"], 5, "AZ")).json()["data"]["filteredDispensaries"]
+    near = get(sandbox, "DispensarySearch", dispensary_search_variables(anchor["lat"], anchor["lng"], 5, "AZ"))
+    near = near.json()["data"]["filteredDispensaries"]
     assert anchor["id"] in {d["id"] for d in near}
     assert all(d["location"]["state"] == "AZ" and d["distance"] <= 5 for d in near)
     wide = get(sandbox, "DispensarySearch",

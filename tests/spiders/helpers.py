@@ -10,8 +10,8 @@ def add_store(db_url: str, store: dict, *, resolved: bool = True, menu_url: str 
         return conn.execute(
             "INSERT INTO dispensaries (name, slug, menu_url, state, city, platform_dispensary_id) "
             "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-            (store["name"], store["cName"], store["menu_url"] if menu_url is None else menu_url, store["state"], store["city"],
-             store["id"] if resolved else None)).fetchone()[0]
+            (store["name"], store["cName"], store["menu_url"] if menu_url is None else menu_url, store["state"],
+             store["city"], store["id"] if resolved else None)).fetchone()[0]
 
 
 def products_of(db_url: str, dispensary_id: int) -> dict[str, tuple]:
