@@ -56,7 +56,7 @@ BEGIN
                 SELECT 1 FROM worker_tasks r WHERE r.dispensary_id = t.dispensary_id AND r.status = 'running'))
          ORDER BY t.priority DESC, t.created_at ASC, t.id ASC
          FOR UPDATE SKIP LOCKED
-         LIMIT p_limit * 4
+         LIMIT p_limit
     LOOP
         EXIT WHEN n >= p_limit;
         BEGIN
