@@ -41,7 +41,7 @@ class EntryPointResolution:
     error: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class RawProduct:
     """One product exactly as FilteredProducts returned it; normalization turns it into StoreProduct."""
 
@@ -51,7 +51,7 @@ class RawProduct:
     page: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class ProductOption:
     option: str
     size_value: float | None
@@ -65,14 +65,14 @@ class ProductOption:
     kiosk_quantity_available: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class Potency:
     value: Decimal | None
     unit: str | None  # 'percent' | 'mg' | 'mg_per_g'
     range: list[Decimal] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class StoreProduct:
     """The canonical product (one row of store_products; one snapshot per crawl)."""
 

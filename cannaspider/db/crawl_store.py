@@ -12,11 +12,11 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from scrapy import signals
 from scrapy.crawler import Crawler
 
-from cannaspider.db.connection import database_url, open_async_pool
+from cannaspider.db.connection import CONNECT_TIMEOUT_S, database_url, open_async_pool
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 @dataclass
 class RunLedger:
     accounted: int = 0      # products written to the buffers or rejected by normalization
-    inserted: int = 0       # rows that were new in store_products
+    written: int = 0        # rows the product writer has committed to store_products
+    inserted: int = 0       # of which were new
     rejected: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -34,6 +35,8 @@ class CrawlStore:
         self.crawler = crawler
         self.settings = crawler.settings
         self.pool: AsyncConnectionPool | None = None
+        self.writer_pool: ConnectionPool | None = None
+        self.url: str | None = None
         self._opening: asyncio.Lock | None = None
         self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
         self.failed_runs: set[tuple] = set()  # (dispensary_id, run id) whose rows a batch lost
@@ -56,14 +59,31 @@ class CrawlStore:
             if self.pool is None:
                 url = await asyncio.to_thread(database_url, self.settings)
                 self.pool = await open_async_pool(url, max_size=self.settings.getint("DB_POOL_MAX_SIZE", 4))
+                self.url = url
                 async with self.pool.connection() as conn:
                     await conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")
         return self.pool
+
+    async def open_writer_pool(self) -> ConnectionPool:
+        """Blocking connections for the batch writers, which run their COPYs on worker threads."""
+        await self.open()
+        if self.writer_pool is None:
+            pool = ConnectionPool(self.url, min_size=1, max_size=2, open=False, check=ConnectionPool.check_connection,
+                                  kwargs={"connect_timeout": CONNECT_TIMEOUT_S})
+            await asyncio.to_thread(pool.open, True, CONNECT_TIMEOUT_S)
+            if self.writer_pool is None:
+                self.writer_pool = pool
+            else:
+                await asyncio.to_thread(pool.close)
+        return self.writer_pool
 
     async def close(self) -> None:
         if self.pool is not None:
             await self.pool.close()
             self.pool = None
+        if self.writer_pool is not None:
+            await asyncio.to_thread(self.writer_pool.close)
+            self.writer_pool = None
 
     # -- ledger ------------------------------------------------------------------------
     def account(self, run_key: object, n: int = 1, *, rejected: bool = False) -> None:
@@ -73,11 +93,25 @@ class CrawlStore:
             ledger.rejected += n
         ledger.changed.set()
 
+    def written(self, run_key: object, rows: int, inserted: int) -> None:
+        ledger = self.ledgers[run_key]
+        ledger.written += rows
+        ledger.inserted += inserted
+        ledger.changed.set()
+
     async def wait_accounted(self, run_key: object, expected: int, timeout: float) -> bool:
+        return await self._wait(run_key, lambda ledger: ledger.accounted >= expected, timeout)
+
+    async def wait_written(self, run_key: object, timeout: float) -> bool:
+        """Until every accounted product of the run that was not rejected is committed."""
+        return await self._wait(run_key, lambda ledger: ledger.written >= ledger.accounted - ledger.rejected,
+                                timeout)
+
+    async def _wait(self, run_key: object, done, timeout: float) -> bool:
         ledger = self.ledgers[run_key]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while ledger.accounted < expected:
+        while not done(ledger):
             ledger.changed.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -85,7 +119,7 @@ class CrawlStore:
             try:
                 await asyncio.wait_for(ledger.changed.wait(), remaining)
             except TimeoutError:
-                return ledger.accounted >= expected
+                return done(ledger)
         return True
 
     async def flush_all(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import lru_cache
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
@@ -17,7 +18,6 @@ from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 
 OBJECT_ID = re.compile(r"^[0-9a-fA-F]{24}$")
 TAG = re.compile(r"<[^>]*>")
-SPACE = re.compile(r"\s+")
 OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
 POTENCY_UNITS = {"PERCENTAGE": "percent", "MILLIGRAMS": "mg", "MILLIGRAMS_PER_GRAM": "mg_per_g"}
 STRAIN_TYPES = {"indica": "Indica", "sativa": "Sativa", "hybrid": "Hybrid", "high cbd": "High CBD",
@@ -34,12 +34,19 @@ class NormalizationError(ValueError):
 def clean_text(value: object) -> str | None:
     if not isinstance(value, str):
         return None
-    text = SPACE.sub(" ", html.unescape(TAG.sub(" ", value))).strip()
-    return text or None
+    if "<" in value or "&" in value:
+        value = html.unescape(TAG.sub(" ", value))
+    return " ".join(value.split()) or None
 
 
 def money(value: object) -> Decimal | None:
-    if value is None or isinstance(value, bool):
+    # hot path: tens of thousands of prices per crawl, nearly all plain numbers
+    cls = type(value)
+    if cls is int or cls is float:
+        if value < 0 or value != value or value in (float("inf"),):
+            return None
+        return Decimal(f"{value:.2f}")
+    if value is None or cls is bool:
         return None
     try:
         amount = Decimal(str(value).strip().lstrip("$"))
@@ -67,6 +74,7 @@ def _dict(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+@lru_cache(maxsize=4096)
 def parse_option_size(option: str) -> tuple[float | None, str | None]:
     """'1/8oz' → (3.5, 'g'); '.5g' → (0.5, 'g'); '1gC' → (1, 'g'); '100mg' → (100, 'mg'); 'N/A' → (None, None)."""
     match = OPTION.match(option or "")
@@ -92,22 +100,27 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _aligned(values: object, index: int) -> Decimal | None:
-    values = _list(values)
-    return money(values[index]) if index < len(values) else None
+def _prices(values: object) -> list[Decimal | None]:
+    return [money(v) for v in values] if isinstance(values, list) else []
 
 
-def _lowest(values: object) -> Decimal | None:
-    prices = [p for p in (money(v) for v in _list(values)) if p is not None]
-    return min(prices) if prices else None
+def _at(prices: list, index: int) -> Decimal | None:
+    return prices[index] if index < len(prices) else None
+
+
+def _lowest(prices: list) -> Decimal | None:
+    present = [p for p in prices if p is not None]
+    return min(present) if present else None
 
 
 def potency(content: object, scalar: object) -> Potency:
-    content = _dict(content)
-    unit = POTENCY_UNITS.get(str(content.get("unit") or "").upper())
-    rng = [v for v in (_decimal(x) for x in _list(content.get("range"))) if v is not None]
-    if rng and unit:
-        return Potency(value=max(rng), unit=unit, range=rng)
+    if type(content) is dict:
+        unit = POTENCY_UNITS.get(content.get("unit")) or POTENCY_UNITS.get(str(content.get("unit") or "").upper())
+        values = content.get("range")
+        if unit and type(values) is list and values:
+            rng = [v for v in map(_decimal, values) if v is not None]
+            if rng:
+                return Potency(value=max(rng), unit=unit, range=rng)
     fallback = _decimal(scalar)
     if fallback is not None:
         # the scalar THC/CBD fields are percentages on Dutchie
@@ -116,7 +129,10 @@ def potency(content: object, scalar: object) -> Potency:
 
 
 def _decimal(value: object) -> Decimal | None:
-    if value is None or isinstance(value, bool):
+    cls = type(value)
+    if cls is float or cls is int:
+        return Decimal(f"{value:.3f}") if value == value and abs(value) != float("inf") else None
+    if value is None or cls is bool:
         return None
     try:
         d = Decimal(str(value))
@@ -163,10 +179,10 @@ def _stock(pos_meta: object) -> dict[str, dict]:
 
 
 def _effects(raw: dict) -> dict:
-    for key, value in raw.items():
-        if key.lower() == "effects" and isinstance(value, dict):
-            return {str(k).lower(): v for k, v in value.items()}
-    return {}
+    value = raw.get("effects") or raw.get("Effects")
+    if value is None and "effects" not in raw and "Effects" not in raw:
+        value = next((v for k, v in raw.items() if k.lower() == "effects"), None)
+    return {str(k).lower(): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _strain(value: object) -> str | None:
@@ -189,24 +205,29 @@ def normalize(item: RawProduct) -> StoreProduct:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
 
     options_raw = [str(o) for o in _list(raw.get("Options"))]
-    rec_prices = raw.get("recPrices") if _list(raw.get("recPrices")) else raw.get("Prices")
-    stock = _stock(raw.get("POSMetaData"))
+    rec = _prices(raw.get("recPrices")) or _prices(raw.get("Prices"))
+    med = _prices(raw.get("medicalPrices"))
+    rec_sp = _prices(raw.get("recSpecialPrices"))
+    med_sp = _prices(raw.get("medicalSpecialPrices"))
+    pos = raw.get("POSMetaData")
+    stock = _stock(pos) if pos else {}
     options = []
     for i, opt in enumerate(options_raw):
         size, unit = parse_option_size(opt)
-        st = stock.get(opt, {})
+        st = stock.get(opt) or {}
         options.append(ProductOption(
             option=opt, size_value=size, size_unit=unit,
-            price_rec=_aligned(rec_prices, i), price_med=_aligned(raw.get("medicalPrices"), i),
-            price_rec_special=_aligned(raw.get("recSpecialPrices"), i),
-            price_med_special=_aligned(raw.get("medicalSpecialPrices"), i),
+            price_rec=_at(rec, i), price_med=_at(med, i), price_rec_special=_at(rec_sp, i),
+            price_med_special=_at(med_sp, i),
             quantity=_int(st.get("quantity")), quantity_available=_int(st.get("quantityAvailable")),
             kiosk_quantity_available=_int(st.get("kioskQuantityAvailable")),
         ))
     quantities = [o.quantity_available for o in options if o.quantity_available is not None]
-    specials = _specials(raw.get("specialData"))
-    rec_special, med_special = _lowest(raw.get("recSpecialPrices")), _lowest(raw.get("medicalSpecialPrices"))
+    special_data = raw.get("specialData")
+    specials = _specials(special_data) if special_data else []
+    rec_special, med_special = _lowest(rec_sp), _lowest(med_sp)
     brand = _dict(raw.get("brand"))
+    brand_name = raw.get("brandName")
     images = []
     for url in [raw.get("Image")] + [_dict(i).get("url") for i in _list(raw.get("images"))]:
         if isinstance(url, str) and url and url not in images:
@@ -224,13 +245,13 @@ def normalize(item: RawProduct) -> StoreProduct:
         provider_product_id=pid.strip(),
         name_raw=str(name_raw),
         name=name,
-        brand_name_raw=raw.get("brandName") if isinstance(raw.get("brandName"), str) else brand.get("name"),
+        brand_name_raw=brand_name if isinstance(brand_name, str) else brand.get("name"),
         brand_id=str(raw.get("brandId") or brand.get("id") or "") or None,
         category=clean_text(raw.get("type")),
         subcategory=clean_text(raw.get("subcategory")),
         strain_type=_strain(raw.get("strainType")),
-        price_rec=_lowest(rec_prices),
-        price_med=_lowest(raw.get("medicalPrices")),
+        price_rec=_lowest(rec),
+        price_med=_lowest(med),
         price_rec_special=rec_special,
         price_med_special=med_special,
         is_on_special=bool(raw.get("special")) or bool(specials) or rec_special is not None,

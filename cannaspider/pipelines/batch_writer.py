@@ -1,6 +1,10 @@
 """Base for pipelines that write in batches: items are buffered and written DB_WRITE_BATCH_SIZE
 at a time with COPY, never a round trip per row. The buffer is swapped out before any await, so
 concurrent items never write a row twice or lose one; a store's completion flushes early.
+
+A full batch is written in the background while the crawl goes on (PostgreSQL works on the other
+core); one batch at a time per writer, so a slow database slows the crawl instead of piling up
+memory.
 """
 
 from __future__ import annotations
@@ -8,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import asdict, is_dataclass
+import time
+from dataclasses import is_dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -28,16 +33,17 @@ def _json_default(value: object) -> object:
     if isinstance(value, datetime):
         return value.isoformat()
     if is_dataclass(value):
-        return asdict(value)
+        # shallow: nested dataclasses come back here (dataclasses.asdict deep-copies: slow)
+        return {name: getattr(value, name) for name in value.__dataclass_fields__}
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+_encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
+dumps = json.JSONEncoder(separators=(",", ":")).encode  # plain JSON values only: the C fast path
+
+
 def to_json(value: object) -> str:
-    if is_dataclass(value):
-        value = asdict(value)
-    elif isinstance(value, list):
-        value = [asdict(v) if is_dataclass(v) else v for v in value]
-    return json.dumps(value, default=_json_default, separators=(",", ":"))
+    return _encode(value)
 
 
 class BatchWriterPipeline:
@@ -49,6 +55,7 @@ class BatchWriterPipeline:
         self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE", 1000)
         self.buffer: list = []
         self.lock = asyncio.Lock()
+        self.inflight: asyncio.Future | None = None
         self.store.flushers.append(self.flush)
 
     @classmethod
@@ -61,27 +68,52 @@ class BatchWriterPipeline:
     async def close_spider(self) -> None:
         await self.flush()
 
-    async def process_item(self, item):
+    def process_item(self, item):
+        # Synchronous unless a batch is full: an awaitable per item costs more than the row.
         if not isinstance(item, self.item_class):
             return item
         self.buffer.append(self.row(item))
         self.after_buffered(item)
         if len(self.buffer) >= self.batch_size:
-            await self.flush()
+            if self.inflight is None or self.inflight.done():
+                self.inflight = asyncio.ensure_future(self._background_write())
+                return item
+            return self._after_inflight(item)
         return item
+
+    async def _after_inflight(self, item):
+        await asyncio.shield(self.inflight)
+        if len(self.buffer) >= self.batch_size and (self.inflight is None or self.inflight.done()):
+            self.inflight = asyncio.ensure_future(self._background_write())
+        return item
+
+    async def _background_write(self) -> None:
+        try:
+            await self._write_buffer()
+        except Exception:  # already logged, rows kept or their crawls marked; the next flush retries
+            pass
 
     def after_buffered(self, item) -> None:
         """Hook: called once the item's row is in the buffer."""
 
     async def flush(self) -> None:
+        """Write everything buffered so far (after any batch already being written)."""
+        if self.inflight is not None and not self.inflight.done():
+            await asyncio.shield(self.inflight)
+        await self._write_buffer()
+
+    async def _write_buffer(self) -> None:
         async with self.lock:
             rows, self.buffer = self.buffer, []
             if not rows:
                 return
             try:
-                pool = await self.store.open()
-                async with pool.connection() as conn:
-                    await self.write(conn, rows)
+                pool = await self.store.open_writer_pool()
+                started = time.perf_counter()
+                result = await asyncio.to_thread(self._write_blocking, pool, rows)
+                self.after_write(result)
+                self.crawler.stats.inc_value(f"cannaspider/db_write_ms/{type(self).__name__}",
+                                             round((time.perf_counter() - started) * 1000))
             except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError) as exc:
                 # the server went away (restart, network): keep the rows for the next flush
                 self.buffer[:0] = rows
@@ -100,8 +132,17 @@ class BatchWriterPipeline:
         """(dispensary_id, crawl_run_id) of a buffered row."""
         raise NotImplementedError
 
+    def _write_blocking(self, pool, rows: list[tuple]):
+        # On a worker thread with a blocking connection: the COPY's round trips do not wait for
+        # the event loop, which is busy parsing pages.
+        with pool.connection() as conn:
+            return self.write(conn, rows)
+
+    def after_write(self, result) -> None:
+        """Hook, on the event loop: what `write` returned."""
+
     def row(self, item) -> tuple:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    async def write(self, conn, rows: list[tuple]) -> None:  # pragma: no cover - abstract
+    def write(self, conn: psycopg.Connection, rows: list[tuple]):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -13,7 +13,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.db.errors import first_line
+from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.items import CrawlCompletion
 
 logger = logging.getLogger(__name__)
@@ -53,10 +53,19 @@ class CrawlCompletionPipeline:
         self.crawler = crawler
         self.store = CrawlStore.for_crawler(crawler)
         self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S", 120.0)
+        self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S", 0.5)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlCompletionPipeline:
         return cls(crawler)
+
+    def _crawl_is_draining(self) -> bool:
+        """No request left to download or schedule: no batch will fill up any more."""
+        engine = self.crawler.engine
+        slot = getattr(engine, "_slot", None) if engine else None
+        if engine is None or slot is None:
+            return True
+        return not engine.downloader.active and not slot.scheduler.has_pending_requests()
 
     async def process_item(self, item):
         if not isinstance(item, CrawlCompletion):
@@ -66,10 +75,18 @@ class CrawlCompletionPipeline:
         if not await self.store.wait_accounted(key, item.products_yielded, self.wait_timeout):
             complete = False
             error = f"only {self.store.ledgers[key].accounted} of {item.products_yielded} products were written"
+        # Let the store's rows reach the database with the batches they are in; flush early only
+        # when the crawl has gone quiet (a flush per store would cut every batch short).
         try:
-            await self.store.flush_all()
+            grace = 0.0 if self._crawl_is_draining() else self.batch_grace
+            if not await self.store.wait_written(key, grace):
+                await self.store.flush_all()
+                if not await self.store.wait_written(key, self.wait_timeout):
+                    complete, error = False, "the store's products were not all committed in time"
         except psycopg.Error as exc:
             complete, error = False, f"writing products failed: {first_line(exc)}"
+        except DatabaseSetupError as exc:
+            complete, error = False, f"writing products failed: {exc}"
         if key in self.store.failed_runs:
             complete, error = False, "a batch of this store's rows was refused by the database"
             self.store.failed_runs.discard(key)

@@ -6,7 +6,22 @@ from __future__ import annotations
 from collections import Counter
 
 from cannaspider.items import StoreProduct
-from cannaspider.pipelines.batch_writer import BatchWriterPipeline, to_json
+from cannaspider.pipelines.batch_writer import BatchWriterPipeline, dumps, to_json
+
+
+def _num(value):
+    return None if value is None else float(value)
+
+
+def options_json(options) -> str:
+    """The options column. Hot (one per product): plain dicts through the C encoder, no callbacks."""
+    return dumps([{
+        "option": o.option, "size_value": o.size_value, "size_unit": o.size_unit,
+        "price_rec": _num(o.price_rec), "price_med": _num(o.price_med),
+        "price_rec_special": _num(o.price_rec_special), "price_med_special": _num(o.price_med_special),
+        "quantity": o.quantity, "quantity_available": o.quantity_available,
+        "kiosk_quantity_available": o.kiosk_quantity_available,
+    } for o in options])
 
 COLUMNS = (
     "seq", "dispensary_id", "provider", "provider_product_id", "name_raw", "name", "brand_name_raw", "brand_id",
@@ -52,10 +67,10 @@ class ProductWriterPipeline(BatchWriterPipeline):
         return (
             self.seq, p.dispensary_id, p.provider, p.provider_product_id, p.name_raw, p.name, p.brand_name_raw,
             p.brand_id, p.category, p.subcategory, p.strain_type, p.price_rec, p.price_med,
-            p.price_rec_special, p.price_med_special, p.is_on_special, to_json(p.options),
-            p.thc.value, p.thc.unit, p.cbd.value, p.cbd.unit, to_json(p.cannabinoids), to_json(p.specials),
-            to_json(p.effects), p.image_url, to_json(p.images), p.quantity_available,
-            p.provider_created_at, p.provider_updated_at, p.crawl_run_id,
+            p.price_rec_special, p.price_med_special, p.is_on_special, options_json(p.options),
+            p.thc.value, p.thc.unit, p.cbd.value, p.cbd.unit, to_json(p.cannabinoids) if p.cannabinoids else "[]",
+            to_json(p.specials) if p.specials else "[]", dumps(p.effects), p.image_url, dumps(p.images),
+            p.quantity_available, p.provider_created_at, p.provider_updated_at, p.crawl_run_id,
         )
 
     def run_key(self, row: tuple) -> tuple:
@@ -64,15 +79,18 @@ class ProductWriterPipeline(BatchWriterPipeline):
     def after_buffered(self, item: StoreProduct) -> None:
         self.store.account((item.dispensary_id, item.crawl_run_id))
 
-    async def write(self, conn, rows: list[tuple]) -> None:
-        async with conn.transaction():
-            async with conn.cursor() as cur:
-                await cur.execute(STAGE)
-                async with cur.copy(f"COPY store_products_in ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-                    for row in rows:
-                        await copy.write_row(row)
-                await cur.execute(UPSERT)
-                inserted = Counter((d, r) for new, d, r in await cur.fetchall() if new)
-        for (dispensary_id, run_id), n in inserted.items():
-            self.store.ledgers[(dispensary_id, run_id)].inserted += n
-        self.crawler.stats.inc_value("cannaspider/products_written", len(rows))
+    def write(self, conn, rows: list[tuple]) -> tuple[Counter, int]:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(STAGE)
+            with cur.copy(f"COPY store_products_in ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cur.execute(UPSERT)
+            inserted = Counter((d, r) for new, d, r in cur.fetchall() if new)
+        return Counter(self.run_key(row) for row in rows), inserted
+
+    def after_write(self, result: tuple[Counter, Counter]) -> None:
+        written, inserted = result
+        for run_key, n in written.items():
+            self.store.written(run_key, n, inserted.get(run_key, 0))
+        self.crawler.stats.inc_value("cannaspider/products_written", sum(written.values()))

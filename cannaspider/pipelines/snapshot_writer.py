@@ -26,10 +26,12 @@ class SnapshotWriterPipeline(BatchWriterPipeline):
     def run_key(self, row: tuple) -> tuple:
         return (row[0], row[2])
 
-    async def write(self, conn, rows: list[tuple]) -> None:
-        async with conn.transaction():
-            async with conn.cursor() as cur:
-                async with cur.copy(f"COPY store_product_snapshots ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-                    for row in rows:
-                        await copy.write_row(row)
-        self.crawler.stats.inc_value("cannaspider/snapshots_written", len(rows))
+    def write(self, conn, rows: list[tuple]) -> int:
+        with conn.transaction(), conn.cursor() as cur:
+            with cur.copy(f"COPY store_product_snapshots ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        return len(rows)
+
+    def after_write(self, written: int) -> None:
+        self.crawler.stats.inc_value("cannaspider/snapshots_written", written)

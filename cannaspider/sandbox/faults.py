@@ -60,6 +60,10 @@ class FaultSwitchboard:
         with self._lock:
             return [asdict(r) for r in self._rules]
 
+    def could_fire(self, kinds: tuple[str, ...]) -> bool:
+        with self._lock:
+            return any(rule.kind in kinds for rule in self._rules)
+
     def fire(self, kinds: tuple[str, ...], operation: str, store_keys: tuple[str, ...], page: int | None
              ) -> list[FaultRule]:
         fired = []

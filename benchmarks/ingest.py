@@ -1,0 +1,138 @@
+"""Ingest benchmark: the product crawl against the sandbox, with every pipeline on, with
+pipelines off (the crawl ceiling) and with a per-row INSERT … ON CONFLICT pipeline (the
+baseline), all measured in this one run; plus peak RSS for two store counts.
+
+    ./dev bench                          # 50 stores × 300 products, each variant crawled twice
+    python benchmarks/ingest.py --stores 80 --products 300
+
+Everything talks to 127.0.0.1 only: the sandbox runs as a child process, the database is
+DATABASE_URL's server or the embedded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cannaspider.db import database_url, migrations  # noqa: E402
+
+FULL = None  # the project's ITEM_PIPELINES
+OFF = {}
+PER_ROW = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
+           "benchmarks.perrow_pipeline.PerRowUpsertPipeline": 300}
+
+
+def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cannaspider.sandbox", "--port", "0", "--firecrawl-port", "0", "--states", "AZ",
+         "--stores-per-state", str(stores), "--min-products", str(products), "--max-products", str(products)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    urls = json.loads(proc.stdout.readline())
+    return proc, urls
+
+
+def bench_database() -> str:
+    admin = database_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS "cannaspider_bench" WITH (FORCE)')
+        conn.execute('CREATE DATABASE "cannaspider_bench"')
+    info = psycopg.conninfo.conninfo_to_dict(admin)
+    info["dbname"] = "cannaspider_bench"
+    url = psycopg.conninfo.make_conninfo(**info)
+    migrations.apply(url, log=lambda _: None)
+    return url
+
+
+def seed(url: str, base: str) -> list[int]:
+    stores = json.loads(urllib.request.urlopen(base + "/_sandbox/stores", timeout=30).read())
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [conn.execute("INSERT INTO dispensaries (name, slug, state, platform_dispensary_id) "
+                             "VALUES (%s, %s, 'AZ', %s) RETURNING id", (s["name"], s["cName"], s["id"])).fetchone()[0]
+                for s in stores]
+
+
+def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
+    args = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a",
+            "dispensary_id=" + ",".join(map(str, dispensary_ids)), "-s", "FEEDS={}", "-s", "LOG_LEVEL=INFO"]
+    if pipelines is not None:
+        args += ["-s", "ITEM_PIPELINES=" + json.dumps(pipelines)]
+    result = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0 or "Traceback" in result.stderr:
+        raise SystemExit(f"crawl failed:\n{result.stderr[-3000:]}")
+    stats = {}
+    for key in ("elapsed_time_seconds", "memusage/max", "item_scraped_count", "item_dropped_count",
+                "cannaspider/stores_complete", "cannaspider/stores_incomplete"):
+        m = re.search(rf"'{re.escape(key)}': ([0-9.]+)", result.stderr)
+        stats[key] = float(m.group(1)) if m else 0.0
+    return stats
+
+
+def reset(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE store_products, store_product_snapshots, crawl_runs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--stores", type=int, default=50)
+    parser.add_argument("--products", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=2, help="crawls per variant (first inserts, then updates)")
+    args = parser.parse_args()
+
+    url = bench_database()
+    sandbox, urls = start_sandbox(args.stores, args.products)
+    try:
+        ids = seed(url, urls["base"])
+        env = {**os.environ, "DATABASE_URL": url, "DUTCHIE_GRAPHQL_URL": urls["graphql"],
+               "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        products = len(ids) * args.products
+        crawl(env, OFF, ids[:2])  # warm the sandbox's page cache and the OS file cache
+        results = {}
+        for name, pipelines in (("ceiling (pipelines off)", OFF), ("full pipeline", FULL),
+                                ("per-row upsert baseline", PER_ROW)):
+            reset(url)
+            runs = [crawl(env, pipelines, ids) for _ in range(args.rounds)]
+            seconds = sum(r["elapsed_time_seconds"] for r in runs)
+            results[name] = {"products_per_s": products * args.rounds / seconds, "seconds": seconds,
+                             "peak_rss_mb": max(r["memusage/max"] for r in runs) / 2**20,
+                             "incomplete": sum(r["cannaspider/stores_incomplete"] for r in runs)}
+        with psycopg.connect(url) as conn:
+            stored = conn.execute("SELECT count(*) FROM store_products").fetchone()[0]
+        reset(url)
+        small = crawl(env, FULL, ids[: max(len(ids) // 5, 1)])
+    finally:
+        sandbox.terminate()
+        sandbox.wait(10)
+
+    ceiling = results["ceiling (pipelines off)"]["products_per_s"]
+    full = results["full pipeline"]["products_per_s"]
+    per_row = results["per-row upsert baseline"]["products_per_s"]
+    print(f"ingest benchmark: {len(ids)} stores x {args.products} products, {args.rounds} crawls per variant")
+    for name, r in results.items():
+        print(f"  {name:26} {r['products_per_s']:9.0f} products/s   ({r['seconds']:.2f} s, "
+              f"peak RSS {r['peak_rss_mb']:.0f} MB)")
+    print(f"  full / ceiling             {full / ceiling:9.2f}   (target >= 0.70)")
+    print(f"  full / per-row baseline    {full / per_row:9.2f}   (target >= 3.00)")
+    small_rss = small["memusage/max"] / 2**20
+    big_rss = results["full pipeline"]["peak_rss_mb"]
+    print(f"  peak RSS, {max(len(ids) // 5, 1):3d} stores        {small_rss:9.0f} MB")
+    print(f"  peak RSS, {len(ids):3d} stores        {big_rss:9.0f} MB   (ratio {big_rss / small_rss:.2f}; "
+          "flat means it does not grow with stores)")
+    print(f"  rows in store_products after the per-row run: {stored}")
+    ok = full / ceiling >= 0.70 and full / per_row >= 3.0
+    print("targets met" if ok else "targets NOT met")
+
+
+if __name__ == "__main__":
+    main()
