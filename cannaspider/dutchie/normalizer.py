@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import html
 import re
-from functools import lru_cache
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import lru_cache
 
 from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 

@@ -61,9 +61,12 @@ class CrawlCompletionPipeline:
 
     def _crawl_is_draining(self) -> bool:
         """No request left to download or schedule: no batch will fill up any more."""
-        engine = self.crawler.engine
-        slot = getattr(engine, "_slot", None) if engine else None
-        if engine is None or slot is None:
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # not crawling (a pipeline driven directly, as in tests)
+            return True
+        slot = getattr(engine, "_slot", None)
+        if slot is None:
             return True
         return not engine.downloader.active and not slot.scheduler.has_pending_requests()
 
