@@ -216,7 +216,10 @@ async def _fetch_into(job: Job, url: str) -> None:
 
 
 def _job_or_404(request: web.Request) -> Job | web.Response:
+    """The job named in the path, or the response to send instead (auth failure, 404)."""
     state: FirecrawlState = request.app[FIRECRAWL]
+    if (denied := _auth_failed(request, state)) is not None:
+        return denied
     job = state.jobs.get(request.match_info["id"])
     if job is None or (job.finished_at and time.time() - job.finished_at > 3600):
         return web.json_response({"success": False, "error": "Job not found"}, status=404)
@@ -224,9 +227,6 @@ def _job_or_404(request: web.Request) -> Job | web.Response:
 
 
 async def get_batch(request: web.Request) -> web.Response:
-    state: FirecrawlState = request.app[FIRECRAWL]
-    if (denied := _auth_failed(request, state)) is not None:
-        return denied
     job = _job_or_404(request)
     if isinstance(job, web.Response):
         return job
@@ -242,9 +242,6 @@ async def get_batch(request: web.Request) -> web.Response:
 
 
 async def cancel_batch(request: web.Request) -> web.Response:
-    state: FirecrawlState = request.app[FIRECRAWL]
-    if (denied := _auth_failed(request, state)) is not None:
-        return denied
     job = _job_or_404(request)
     if isinstance(job, web.Response):
         return job
@@ -253,9 +250,6 @@ async def cancel_batch(request: web.Request) -> web.Response:
 
 
 async def job_errors(request: web.Request) -> web.Response:
-    state: FirecrawlState = request.app[FIRECRAWL]
-    if (denied := _auth_failed(request, state)) is not None:
-        return denied
     job = _job_or_404(request)
     if isinstance(job, web.Response):
         return job
