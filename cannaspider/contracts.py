@@ -4,6 +4,8 @@
     @graphql ConsumerDispensaries slug=sandbox:AZ:1
     @graphql DispensarySearch near=sandbox:AZ:0 state=AZ distance=50
 
+    @website sandbox:AZ:3
+
 `sandbox:STATE:N` names the N-th store of that state in the default sandbox catalog, so
 `scrapy check` runs against `scrapy sandbox` (DUTCHIE_GRAPHQL_URL pointing at it); any other value
 is used as is (a platform id or a slug), for checks against the real service.
@@ -78,4 +80,21 @@ class GraphQLContract(Contract):
             persisted_hash=settings.getdict("DUTCHIE_PERSISTED_HASHES").get(operation),
             client_name=settings.get("DUTCHIE_CLIENT_NAME"), callback=args["callback"], meta=meta)
         args.update(url=request.url, headers=request.headers, meta=request.meta)
+        return args
+
+
+class WebsiteContract(Contract):
+    """@website STORE — the store's own website, rendered in the browser (scrapy-playwright)."""
+
+    name = "website"
+
+    def adjust_request_args(self, args: dict) -> dict:
+        (ref,) = self.args
+        store = _store(ref)
+        if store is not None:
+            base = get_project_settings().get("DUTCHIE_GRAPHQL_URL").split("/api-")[0].rsplit("/graphql", 1)[0]
+            url = f"{base}/sites/{store.cname}/"
+        else:
+            url = ref
+        args.update(url=url, meta={**(args.get("meta") or {}), "playwright": True, "dispensary_id": 0})
         return args

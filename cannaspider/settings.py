@@ -83,4 +83,4 @@ FEEDS = {
     },
 }
 
-SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10}
+SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}

@@ -109,7 +109,13 @@ class EntryPointDiscoverySpider(DutchieSpider):
         yield EntryPointResolution(dispensary_id, pid.lower(), first.get("cName") or slug, response.meta["via"])
 
     def parse_website(self, response: Response):
-        """The store's own website, rendered: find Dutchie's embedded-menu script or iframe."""
+        """The store's own website, rendered: find Dutchie's embedded-menu script or iframe.
+
+        @website sandbox:AZ:3
+        @returns items 1 1
+        @returns requests 0 0
+        @scrapes dispensary_id platform_dispensary_id method
+        """
         dispensary_id = response.meta["dispensary_id"]
         html = response.text
         pid = slugs.id_from_embed(html)

@@ -7,13 +7,13 @@ from tests.conftest import run_scrapy
 
 def test_scrapy_check_passes_against_the_sandbox(scrapy_env):
     listed = run_scrapy("check", "-l", env=scrapy_env)
-    for method in ("parse_products", "parse_dispensary", "parse_search"):
+    for method in ("parse_products", "parse_dispensary", "parse_search", "parse_website"):
         assert method in listed.stdout
     result = run_scrapy("check", env=scrapy_env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK" in result.stderr
     ran = [line for line in result.stderr.splitlines() if line.startswith("Ran ")]
-    assert ran and int(ran[0].split()[1]) >= 5
+    assert ran and int(ran[0].split()[1]) >= 6
 
 
 def test_scrapy_check_fails_when_the_service_misbehaves(scrapy_env, sandbox):
