@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import platformdirs
 from scrapy.utils.conf import closest_scrapy_cfg
 
 
@@ -25,7 +26,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "PostgreSQL URL. Unset: an embedded server under CANNASPIDER_DATA_DIR/postgres."),
     EnvVar("CANNASPIDER_DATA_DIR", "CANNASPIDER_DATA_DIR",
            "Folder for local state (embedded PostgreSQL, feeds, images). Default: ./.data "
-           "beside scrapy.cfg."),
+           "beside scrapy.cfg, or the user data folder when run from an egg (Scrapyd)."),
     EnvVar("DUTCHIE_GRAPHQL_URL", "DUTCHIE_GRAPHQL_URL", "Dutchie GraphQL endpoint."),
     EnvVar("DUTCHIE_PERSISTED_HASHES", "DUTCHIE_PERSISTED_HASHES",
            "JSON object {operationName: sha256} overriding the persisted-query hashes."),
@@ -40,16 +41,18 @@ ENV_VARS: tuple[EnvVar, ...] = (
 )
 
 
-def project_root() -> Path:
+def project_root() -> Path | None:
+    """The folder of the nearest scrapy.cfg (a checkout); None when running from an egg (Scrapyd)."""
     cfg = closest_scrapy_cfg()
-    if cfg:
-        return Path(cfg).resolve().parent
-    return Path(__file__).resolve().parent.parent
+    return Path(cfg).resolve().parent if cfg else None
 
 
 def data_dir() -> Path:
     raw = os.environ.get("CANNASPIDER_DATA_DIR")
-    return Path(raw).expanduser().resolve() if raw else project_root() / ".data"
+    if raw:
+        return Path(raw).expanduser().resolve()
+    root = project_root()
+    return root / ".data" if root else Path(platformdirs.user_data_dir("cannaspider"))
 
 
 def overrides() -> dict[str, object]:

