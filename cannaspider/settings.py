@@ -26,6 +26,8 @@ RETRY_HTTP_CODES = [500, 502, 504, 522, 524, 408]
 HTTPERROR_ALLOWED_CODES = [403, 503]
 CONCURRENT_ITEMS = 200
 LOG_LEVEL = "INFO"
+EXTENSIONS = {"cannaspider.extensions.gc_tuning.GCTuning": 0}
+GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPython's defaults
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"
 LOG_SCRAPED_ITEMS = False  # True: Scrapy's per-item "Scraped from" DEBUG lines
 TELNETCONSOLE_ENABLED = False
@@ -36,6 +38,12 @@ CANNASPIDER_DATA_DIR = str(env.data_dir())
 DATABASE_URL = None  # None: embedded PostgreSQL under CANNASPIDER_DATA_DIR/postgres
 DB_POOL_MAX_SIZE = 4
 DB_WRITE_BATCH_SIZE = 1000  # rows per COPY batch in the store writers
+# How long a store's completion waits for its rows to be committed before it counts as incomplete,
+# and how long it lets batches fill with other stores' rows before flushing them early.
+CRAWL_COMPLETION_WAIT_S = 120.0
+CRAWL_COMPLETION_BATCH_GRACE_S = 5.0
+# A crawl_runs row still 'running' after this long belongs to a process that died: marked failed.
+CRAWL_RUN_ABANDONED_AFTER = "2 hours"
 
 # --- Dutchie --------------------------------------------------------------------------------
 DUTCHIE_GRAPHQL_URL = "https://dutchie.com/api-3/graphql"

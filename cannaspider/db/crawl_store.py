@@ -62,6 +62,11 @@ class CrawlStore:
                 self.url = url
                 async with self.pool.connection() as conn:
                     await conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")
+                    # runs whose process died (killed worker, lost database) must not stay 'running'
+                    await conn.execute(
+                        "UPDATE crawl_runs SET status = 'failed', finished_at = now(), error = 'abandoned: the "
+                        "crawl process ended before closing this run' WHERE status = 'running' "
+                        "AND started_at < now() - %s::interval", (self.settings.get("CRAWL_RUN_ABANDONED_AFTER"),))
         return self.pool
 
     async def open_writer_pool(self) -> ConnectionPool:
@@ -101,6 +106,10 @@ class CrawlStore:
 
     async def wait_accounted(self, run_key: object, expected: int, timeout: float) -> bool:
         return await self._wait(run_key, lambda ledger: ledger.accounted >= expected, timeout)
+
+    def is_written(self, run_key: object) -> bool:
+        ledger = self.ledgers[run_key]
+        return ledger.written >= ledger.accounted - ledger.rejected
 
     async def wait_written(self, run_key: object, timeout: float) -> bool:
         """Until every accounted product of the run that was not rejected is committed."""

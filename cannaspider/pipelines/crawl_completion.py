@@ -6,9 +6,11 @@ marks nothing missing, and records why. Either way the crawl_runs row gets its f
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import psycopg
+from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
@@ -53,11 +55,14 @@ class CrawlCompletionPipeline:
         self.crawler = crawler
         self.store = CrawlStore.for_crawler(crawler)
         self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S", 120.0)
-        self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S", 0.5)
+        self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S", 5.0)
+        self.pending: set[asyncio.Future] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlCompletionPipeline:
-        return cls(crawler)
+        pipeline = cls(crawler)
+        crawler.signals.connect(pipeline.spider_idle, signal=signals.spider_idle)
+        return pipeline
 
     def _crawl_is_draining(self) -> bool:
         """No request left to download or schedule: no batch will fill up any more."""
@@ -70,22 +75,54 @@ class CrawlCompletionPipeline:
             return True
         return not engine.downloader.active and not slot.scheduler.has_pending_requests()
 
-    async def process_item(self, item):
+    def process_item(self, item):
         if not isinstance(item, CrawlCompletion):
             return item
+        # Closing a store waits for its rows to be committed; doing that inline would hold the
+        # response's slot in the scraper and stall downloads, so it runs beside the crawl.
+        task = asyncio.ensure_future(self._close_store(item))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+        # a control message, not data: keep it out of feeds (which `-O` would otherwise fill with it)
+        raise DropItem(f"dispensary {item.dispensary_id}: crawl closing", log_level="DEBUG")
+
+    async def close_spider(self) -> None:
+        while self.pending:
+            await asyncio.gather(*list(self.pending), return_exceptions=True)
+
+    async def _close_store(self, item: CrawlCompletion) -> None:
+        try:
+            await self._apply(item)
+        except Exception:
+            logger.exception("dispensary %s: could not close crawl run %s (it stays 'running' until the next "
+                             "crawl process marks it abandoned)", item.dispensary_id, item.crawl_run_id)
+
+    async def _wait_committed(self, key: tuple) -> bool:
+        """Until the store's rows are committed. Batches fill up with other stores' rows while the
+        crawl is busy; when it goes idle (spider_idle, see spider_idle()) or after a grace period,
+        the buffers are flushed early."""
+        if self._crawl_is_draining():
+            await self.store.flush_all()
+        if await self.store.wait_written(key, self.batch_grace):
+            return True
+        await self.store.flush_all()
+        return await self.store.wait_written(key, self.wait_timeout)
+
+    async def spider_idle(self) -> None:
+        # nothing left to download: no batch will fill up any more, so stores waiting for their
+        # rows get them written now
+        if self.pending:
+            await self.store.flush_all()
+
+    async def _apply(self, item: CrawlCompletion) -> None:
         key = (item.dispensary_id, item.crawl_run_id)
         complete, error = item.complete, item.error
         if not await self.store.wait_accounted(key, item.products_yielded, self.wait_timeout):
             complete = False
             error = f"only {self.store.ledgers[key].accounted} of {item.products_yielded} products were written"
-        # Let the store's rows reach the database with the batches they are in; flush early only
-        # when the crawl has gone quiet (a flush per store would cut every batch short).
         try:
-            grace = 0.0 if self._crawl_is_draining() else self.batch_grace
-            if not await self.store.wait_written(key, grace):
-                await self.store.flush_all()
-                if not await self.store.wait_written(key, self.wait_timeout):
-                    complete, error = False, "the store's products were not all committed in time"
+            if not await self._wait_committed(key):
+                complete, error = False, "the store's products were not all committed in time"
         except psycopg.Error as exc:
             complete, error = False, f"writing products failed: {first_line(exc)}"
         except DatabaseSetupError as exc:
@@ -117,5 +154,4 @@ class CrawlCompletionPipeline:
         else:
             logger.warning("dispensary %s: crawl INCOMPLETE (%s): stored %d products, marked none missing",
                            item.dispensary_id, error, figures["seen_n"])
-        # a control message, not data: keep it out of feeds (which `-O` would otherwise fill with it)
-        raise DropItem(f"dispensary {item.dispensary_id}: crawl closed", log_level="DEBUG")
+

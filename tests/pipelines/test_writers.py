@@ -48,8 +48,9 @@ class Chain:
         item = await settle(self.products.process_item(item))
         item = await settle(self.snapshots.process_item(item))
         try:
-            return await self.completion.process_item(item)
+            return self.completion.process_item(item)
         except DropItem:
+            await self.completion.close_spider()  # the store closes in the background: wait for it
             return None
 
     async def crawl(self, dispensary_id: int, indices: list[int], *, complete: bool = True, epoch: int = 0,
