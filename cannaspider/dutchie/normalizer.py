@@ -39,13 +39,19 @@ def clean_text(value: object) -> str | None:
     return " ".join(value.split()) or None
 
 
+@lru_cache(maxsize=65536)
+def _money_from_number(value: float) -> Decimal | None:
+    if value < 0 or value != value or value == float("inf"):
+        return None
+    return Decimal(f"{value:.2f}")
+
+
 def money(value: object) -> Decimal | None:
-    # hot path: tens of thousands of prices per crawl, nearly all plain numbers
+    # hot path: tens of thousands of prices per crawl, nearly all plain numbers that repeat
+    # (Decimals are immutable, so cached ones are safe to share)
     cls = type(value)
     if cls is int or cls is float:
-        if value < 0 or value != value or value in (float("inf"),):
-            return None
-        return Decimal(f"{value:.2f}")
+        return _money_from_number(value)
     if value is None or cls is bool:
         return None
     try:
@@ -128,10 +134,15 @@ def potency(content: object, scalar: object) -> Potency:
     return Potency(value=None, unit=None, range=None)
 
 
+@lru_cache(maxsize=65536)
+def _decimal_from_number(value: float) -> Decimal | None:
+    return Decimal(f"{value:.3f}") if value == value and abs(value) != float("inf") else None
+
+
 def _decimal(value: object) -> Decimal | None:
     cls = type(value)
     if cls is float or cls is int:
-        return Decimal(f"{value:.3f}") if value == value and abs(value) != float("inf") else None
+        return _decimal_from_number(value)
     if value is None or cls is bool:
         return None
     try:

@@ -10,13 +10,11 @@ memory.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from dataclasses import is_dataclass
-from datetime import datetime
 from decimal import Decimal
 
+import orjson
 import psycopg
 from psycopg_pool import PoolTimeout
 from scrapy.crawler import Crawler
@@ -30,20 +28,12 @@ logger = logging.getLogger(__name__)
 def _json_default(value: object) -> object:
     if isinstance(value, Decimal):
         return float(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if is_dataclass(value):
-        # shallow: nested dataclasses come back here (dataclasses.asdict deep-copies: slow)
-        return {name: getattr(value, name) for name in value.__dataclass_fields__}
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-_encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
-dumps = json.JSONEncoder(separators=(",", ":")).encode  # plain JSON values only: the C fast path
-
-
 def to_json(value: object) -> str:
-    return _encode(value)
+    """JSON text for a jsonb column. orjson: dataclasses and datetimes natively, ~10x the stdlib."""
+    return orjson.dumps(value, default=_json_default).decode()
 
 
 class BatchWriterPipeline:

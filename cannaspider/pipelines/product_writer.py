@@ -5,23 +5,17 @@ from __future__ import annotations
 
 from collections import Counter
 
+import orjson
+
 from cannaspider.items import StoreProduct
-from cannaspider.pipelines.batch_writer import BatchWriterPipeline, dumps, to_json
-
-
-def _num(value):
-    return None if value is None else float(value)
+from cannaspider.pipelines.batch_writer import BatchWriterPipeline, to_json
 
 
 def options_json(options) -> str:
-    """The options column. Hot (one per product): plain dicts through the C encoder, no callbacks."""
-    return dumps([{
-        "option": o.option, "size_value": o.size_value, "size_unit": o.size_unit,
-        "price_rec": _num(o.price_rec), "price_med": _num(o.price_med),
-        "price_rec_special": _num(o.price_rec_special), "price_med_special": _num(o.price_med_special),
-        "quantity": o.quantity, "quantity_available": o.quantity_available,
-        "kiosk_quantity_available": o.kiosk_quantity_available,
-    } for o in options])
+    """The options column: one per product, so orjson straight from the dataclasses (prices as
+    numbers, not strings)."""
+    return orjson.dumps(options, default=float).decode()
+
 
 COLUMNS = (
     "seq", "dispensary_id", "provider", "provider_product_id", "name_raw", "name", "brand_name_raw", "brand_id",
@@ -69,7 +63,8 @@ class ProductWriterPipeline(BatchWriterPipeline):
             p.brand_id, p.category, p.subcategory, p.strain_type, p.price_rec, p.price_med,
             p.price_rec_special, p.price_med_special, p.is_on_special, options_json(p.options),
             p.thc.value, p.thc.unit, p.cbd.value, p.cbd.unit, to_json(p.cannabinoids) if p.cannabinoids else "[]",
-            to_json(p.specials) if p.specials else "[]", dumps(p.effects), p.image_url, dumps(p.images),
+            to_json(p.specials) if p.specials else "[]", to_json(p.effects) if p.effects else "{}", p.image_url,
+            to_json(p.images) if p.images else "[]",
             p.quantity_available, p.provider_created_at, p.provider_updated_at, p.crawl_run_id,
         )
 
