@@ -74,7 +74,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
     def after_buffered(self, item: StoreProduct) -> None:
         self.store.account((item.dispensary_id, item.crawl_run_id))
 
-    def write(self, conn, rows: list[tuple]) -> tuple[Counter, int]:
+    def write(self, conn, rows: list[tuple]) -> tuple[Counter, Counter]:
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(STAGE)
             with cur.copy(f"COPY store_products_in ({', '.join(COLUMNS)}) FROM STDIN") as copy:
