@@ -12,11 +12,11 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool
 from scrapy import signals
 from scrapy.crawler import Crawler
 
-from cannaspider.db.connection import CONNECT_TIMEOUT_S, database_url, open_async_pool
+from cannaspider.db.connection import database_url, open_async_pool
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ class CrawlStore:
         self.crawler = crawler
         self.settings = crawler.settings
         self.pool: AsyncConnectionPool | None = None
-        self.writer_pool: ConnectionPool | None = None
         self.url: str | None = None
         self._opening: asyncio.Lock | None = None
         self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
@@ -69,26 +68,11 @@ class CrawlStore:
                         "AND started_at < now() - %s::interval", (self.settings.get("CRAWL_RUN_ABANDONED_AFTER"),))
         return self.pool
 
-    async def open_writer_pool(self) -> ConnectionPool:
-        """Blocking connections for the batch writers, which run their COPYs on worker threads."""
-        await self.open()
-        if self.writer_pool is None:
-            pool = ConnectionPool(self.url, min_size=1, max_size=2, open=False, check=ConnectionPool.check_connection,
-                                  kwargs={"connect_timeout": CONNECT_TIMEOUT_S})
-            await asyncio.to_thread(pool.open, True, CONNECT_TIMEOUT_S)
-            if self.writer_pool is None:
-                self.writer_pool = pool
-            else:
-                await asyncio.to_thread(pool.close)
-        return self.writer_pool
-
     async def close(self) -> None:
         if self.pool is not None:
             await self.pool.close()
             self.pool = None
-        if self.writer_pool is not None:
-            await asyncio.to_thread(self.writer_pool.close)
-            self.writer_pool = None
+
 
     # -- ledger ------------------------------------------------------------------------
     def account(self, run_key: object, n: int = 1, *, rejected: bool = False) -> None:

@@ -98,9 +98,10 @@ class BatchWriterPipeline:
             if not rows:
                 return
             try:
-                pool = await self.store.open_writer_pool()
+                pool = await self.store.open()
                 started = time.perf_counter()
-                result = await asyncio.to_thread(self._write_blocking, pool, rows)
+                async with pool.connection() as conn:
+                    result = await self.write(conn, rows)
                 self.after_write(result)
                 self.crawler.stats.inc_value(f"cannaspider/db_write_ms/{type(self).__name__}",
                                              round((time.perf_counter() - started) * 1000))
@@ -122,17 +123,12 @@ class BatchWriterPipeline:
         """(dispensary_id, crawl_run_id) of a buffered row."""
         raise NotImplementedError
 
-    def _write_blocking(self, pool, rows: list[tuple]):
-        # On a worker thread with a blocking connection: the COPY's round trips do not wait for
-        # the event loop, which is busy parsing pages.
-        with pool.connection() as conn:
-            return self.write(conn, rows)
-
     def after_write(self, result) -> None:
         """Hook, on the event loop: what `write` returned."""
 
     def row(self, item) -> tuple:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def write(self, conn: psycopg.Connection, rows: list[tuple]):  # pragma: no cover - abstract
+    async def write(self, conn: psycopg.AsyncConnection, rows: list[tuple]):  # pragma: no cover - abstract
+        """Write `rows` (one transaction); return what after_write takes."""
         raise NotImplementedError

@@ -74,14 +74,14 @@ class ProductWriterPipeline(BatchWriterPipeline):
     def after_buffered(self, item: StoreProduct) -> None:
         self.store.account((item.dispensary_id, item.crawl_run_id))
 
-    def write(self, conn, rows: list[tuple]) -> tuple[Counter, Counter]:
-        with conn.transaction(), conn.cursor() as cur:
-            cur.execute(STAGE)
-            with cur.copy(f"COPY store_products_in ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+    async def write(self, conn, rows: list[tuple]) -> tuple[Counter, Counter]:
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(STAGE)
+            async with cur.copy(f"COPY store_products_in ({', '.join(COLUMNS)}) FROM STDIN") as copy:
                 for row in rows:
-                    copy.write_row(row)
-            cur.execute(UPSERT)
-            inserted = Counter((d, r) for new, d, r in cur.fetchall() if new)
+                    await copy.write_row(row)
+            await cur.execute(UPSERT)
+            inserted = Counter((d, r) for new, d, r in await cur.fetchall() if new)
         return Counter(self.run_key(row) for row in rows), inserted
 
     def after_write(self, result: tuple[Counter, Counter]) -> None:

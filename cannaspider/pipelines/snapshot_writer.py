@@ -26,11 +26,11 @@ class SnapshotWriterPipeline(BatchWriterPipeline):
     def run_key(self, row: tuple) -> tuple:
         return (row[0], row[2])
 
-    def write(self, conn, rows: list[tuple]) -> int:
-        with conn.transaction(), conn.cursor() as cur:
-            with cur.copy(f"COPY store_product_snapshots ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+    async def write(self, conn, rows: list[tuple]) -> int:
+        async with conn.transaction(), conn.cursor() as cur:
+            async with cur.copy(f"COPY store_product_snapshots ({', '.join(COLUMNS)}) FROM STDIN") as copy:
                 for row in rows:
-                    copy.write_row(row)
+                    await copy.write_row(row)
         return len(rows)
 
     def after_write(self, written: int) -> None:
