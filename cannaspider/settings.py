@@ -68,13 +68,18 @@ FIRECRAWL_API_URL = None
 FIRECRAWL_API_KEY = None
 
 # --- Pipelines and feeds --------------------------------------------------------------------
-ITEM_PIPELINES = {
+# Every pipeline sees every item, and each step costs a few microseconds per item whether it
+# acts or not: each spider enables only the pipelines its items need (custom_settings), from these.
+DISCOVERY_PIPELINES = {
     "cannaspider.pipelines.dispensary_writer.DispensaryWriterPipeline": 100,
+}
+PRODUCT_PIPELINES = {
     "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
     "cannaspider.pipelines.product_writer.ProductWriterPipeline": 300,
     "cannaspider.pipelines.snapshot_writer.SnapshotWriterPipeline": 400,
     "cannaspider.pipelines.crawl_completion.CrawlCompletionPipeline": 900,
 }
+ITEM_PIPELINES = {**DISCOVERY_PIPELINES, **PRODUCT_PIPELINES}
 # Each crawl also writes its items as JSON lines under a dated path (see README, "Feeds").
 # `-O file.json` on the command line replaces this default.
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds

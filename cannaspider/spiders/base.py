@@ -27,6 +27,13 @@ def parse_id_list(value: str | int | None) -> list[int]:
 class DutchieSpider(scrapy.Spider):
     role: str = ""
     store: CrawlStore
+    pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
+
+    @classmethod
+    def update_settings(cls, settings) -> None:
+        super().update_settings(settings)
+        # spider priority: `-s ITEM_PIPELINES=…` on the command line (and `scrapy check`) still win
+        settings.set("ITEM_PIPELINES", settings.getdict(cls.pipelines_setting), priority="spider")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args, **kwargs):

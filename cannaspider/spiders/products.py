@@ -37,6 +37,7 @@ class StoreCrawl:
 class ProductSpider(DutchieSpider):
     name = "product_resync"
     role = "product_resync"
+    pipelines_setting = "PRODUCT_PIPELINES"
 
     def __init__(self, dispensary_id: str | None = None, state: str | None = None, *args, **kwargs):
         super().__init__(*args, **kwargs)
