@@ -52,9 +52,6 @@ class BatchWriterPipeline:
     def from_crawler(cls, crawler: Crawler):
         return cls(crawler)
 
-    async def open_spider(self) -> None:
-        await self.store.open()
-
     async def close_spider(self) -> None:
         await self.flush()
 

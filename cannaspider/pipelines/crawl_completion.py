@@ -108,11 +108,13 @@ class CrawlCompletionPipeline:
         await self.store.flush_all()
         return await self.store.wait_written(key, self.wait_timeout)
 
-    async def spider_idle(self) -> None:
-        # nothing left to download: no batch will fill up any more, so stores waiting for their
-        # rows get them written now
+    def spider_idle(self) -> None:
+        # Nothing left to download: no batch will fill up any more, so stores waiting for their
+        # rows get them written now. (spider_idle handlers cannot be coroutines: schedule it.)
         if self.pending:
-            await self.store.flush_all()
+            flush = asyncio.ensure_future(self.store.flush_all())
+            self.pending.add(flush)
+            flush.add_done_callback(self.pending.discard)
 
     async def _apply(self, item: CrawlCompletion) -> None:
         key = (item.dispensary_id, item.crawl_run_id)
