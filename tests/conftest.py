@@ -56,6 +56,18 @@ def db_url(admin_url, worker_id) -> str:
 
 
 @pytest.fixture
+def empty_database(admin_url, worker_id, request):
+    """A brand-new, unmigrated database for this test (dropped afterwards); returns its URL."""
+    name = f"cannaspider_test_{worker_id}_{request.node.name}"[:63].lower()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_dbname(admin_url, name)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
 def db(db_url) -> str:
     """The worker's database, emptied."""
     with psycopg.connect(db_url, autocommit=True) as conn:

@@ -24,7 +24,7 @@ STRAIN_TYPES = {"indica": "Indica", "sativa": "Sativa", "hybrid": "Hybrid", "hig
                 "1 to 1": "1:1", "1:1": "1:1", "indica-hybrid": "Indica-Hybrid",
                 "sativa-hybrid": "Sativa-Hybrid", "cbd": "CBD"}
 GRAMS_PER_OZ = Decimal("28")
-CENT = Decimal("0.01")
+QUANTUM = {2: Decimal("0.01"), 3: Decimal("0.001")}
 
 
 class NormalizationError(ValueError):
@@ -40,27 +40,31 @@ def clean_text(value: object) -> str | None:
 
 
 @lru_cache(maxsize=65536)
-def _money_from_number(value: float) -> Decimal | None:
-    if value < 0 or value != value or value == float("inf"):
+def _decimal_of(value: float, places: int) -> Decimal | None:
+    # Hot path: tens of thousands of prices and potencies per crawl, nearly all plain numbers
+    # that repeat. Decimals are immutable, so cached ones are safe to share.
+    if value != value or value in (float("inf"), float("-inf")):
         return None
-    return Decimal(f"{value:.2f}")
+    return Decimal(f"{value:.{places}f}")
 
 
-def money(value: object) -> Decimal | None:
-    # hot path: tens of thousands of prices per crawl, nearly all plain numbers that repeat
-    # (Decimals are immutable, so cached ones are safe to share)
+def _parse_decimal(value: object, places: int, strip: str = "") -> Decimal | None:
+    """None, bools and garbage → None; numbers and numeric strings → a Decimal with `places` decimals."""
     cls = type(value)
-    if cls is int or cls is float:
-        return _money_from_number(value)
+    if cls is float or cls is int:
+        return _decimal_of(value, places)
     if value is None or cls is bool:
         return None
     try:
-        amount = Decimal(str(value).strip().lstrip("$"))
+        number = Decimal(str(value).strip().lstrip(strip))
     except (InvalidOperation, ValueError):
         return None
-    if not amount.is_finite() or amount < 0:
-        return None
-    return amount.quantize(CENT, rounding=ROUND_HALF_UP)
+    return number.quantize(QUANTUM[places], rounding=ROUND_HALF_UP) if number.is_finite() else None
+
+
+def money(value: object) -> Decimal | None:
+    amount = _parse_decimal(value, 2, strip="$")
+    return None if amount is None or amount < 0 else amount
 
 
 def _int(value: object) -> int | None:
@@ -134,22 +138,8 @@ def potency(content: object, scalar: object) -> Potency:
     return Potency(value=None, unit=None, range=None)
 
 
-@lru_cache(maxsize=65536)
-def _decimal_from_number(value: float) -> Decimal | None:
-    return Decimal(f"{value:.3f}") if value == value and abs(value) != float("inf") else None
-
-
 def _decimal(value: object) -> Decimal | None:
-    cls = type(value)
-    if cls is float or cls is int:
-        return _decimal_from_number(value)
-    if value is None or cls is bool:
-        return None
-    try:
-        d = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        return None
-    return d.quantize(Decimal("0.001")) if d.is_finite() else None
+    return _parse_decimal(value, 3)
 
 
 def timestamp(value: object) -> datetime | None:

@@ -11,32 +11,22 @@ import psycopg
 from tests.conftest import run_scrapy
 
 
-def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(admin_url, db_url, tmp_path):
-    name = "cannaspider_test_demo_" + os.environ.get("PYTEST_XDIST_WORKER", "gw")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(db_url)
-    info["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**info)
-    try:
-        env = {**os.environ, "DATABASE_URL": url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
-        env.pop("DUTCHIE_GRAPHQL_URL", None)
-        result = run_scrapy("demo", "--state", "NV", env=env, timeout=600)
-        assert result.returncode == 0, result.stderr[-3000:]
-        out = result.stdout
-        for step in ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync"):
-            assert f"$ scrapy crawl {step}" in out
-        figures = {k: int(v) for k, v in re.findall(r"^\s+(stores|products|in stock|out of stock)\s+(\d+)", out,
-                                                    re.MULTILINE)}
-        assert figures["stores"] == 8 and figures["products"] > 1000
-        assert figures["out of stock"] > 0 and figures["in stock"] + figures["out of stock"] == figures["products"]
-        feed = tmp_path / "data" / "demo" / "products.json"
-        items = json.loads(feed.read_text())
-        assert len(items) == figures["in stock"]  # the last resync's feed: what is on the menus now
-        with psycopg.connect(url) as conn:
-            statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
-        assert statuses == {"complete": 8 * 4}
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_database, tmp_path):
+    url = empty_database
+    env = {**os.environ, "DATABASE_URL": url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
+    env.pop("DUTCHIE_GRAPHQL_URL", None)
+    result = run_scrapy("demo", "--state", "NV", env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for step in ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync"):
+        assert f"$ scrapy crawl {step}" in out
+    figures = {k: int(v) for k, v in re.findall(r"^\s+(stores|products|in stock|out of stock)\s+(\d+)", out,
+                                                re.MULTILINE)}
+    assert figures["stores"] == 8 and figures["products"] > 1000
+    assert figures["out of stock"] > 0 and figures["in stock"] + figures["out of stock"] == figures["products"]
+    feed = tmp_path / "data" / "demo" / "products.json"
+    items = json.loads(feed.read_text())
+    assert len(items) == figures["in stock"]  # the last resync's feed: what is on the menus now
+    with psycopg.connect(url) as conn:
+        statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
+    assert statuses == {"complete": 8 * 4}

@@ -15,25 +15,14 @@ def test_database_url_from_environment_wins(monkeypatch, db_url):
     assert database_url() == db_url
 
 
-def test_scrapy_migrate_uses_database_url(db_url, admin_url, tmp_path):
+def test_scrapy_migrate_uses_database_url(empty_database, tmp_path):
     # a fresh database: `scrapy migrate` with DATABASE_URL must create the schema there and only there
-    name = "cannaspider_test_url_honoured"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    conninfo = psycopg.conninfo.conninfo_to_dict(db_url)
-    conninfo["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**conninfo)
-    try:
-        env = {**os.environ, "DATABASE_URL": url, "CANNASPIDER_DATA_DIR": str(tmp_path / "unused")}
-        result = run_scrapy("migrate", env=env)
-        assert result.returncode == 0, result.stderr
-        with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] >= 4
-        assert not (tmp_path / "unused" / "postgres").exists()  # no embedded server was started
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    env = {**os.environ, "DATABASE_URL": empty_database, "CANNASPIDER_DATA_DIR": str(tmp_path / "unused")}
+    result = run_scrapy("migrate", env=env)
+    assert result.returncode == 0, result.stderr
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] >= 4
+    assert not (tmp_path / "unused" / "postgres").exists()  # no embedded server was started
 
 
 def test_unreachable_server_is_one_clear_line_without_the_password(tmp_path):

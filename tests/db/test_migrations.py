@@ -14,16 +14,8 @@ from tests.conftest import ROOT, run_scrapy
 
 
 @pytest.fixture
-def fresh_db(admin_url, db_url):
-    name = "cannaspider_test_migrations_" + os.environ.get("PYTEST_XDIST_WORKER", "gw")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    conninfo = psycopg.conninfo.conninfo_to_dict(db_url)
-    conninfo["dbname"] = name
-    yield psycopg.conninfo.make_conninfo(**conninfo)
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def fresh_db(empty_database):
+    return empty_database
 
 
 def _schema(url: str) -> list[tuple]:
