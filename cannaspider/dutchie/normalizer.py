@@ -111,7 +111,10 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
 
 
 def _prices(values: object) -> list[Decimal | None]:
-    return [money(v) for v in values] if isinstance(values, list) else []
+    if not values or type(values) is not list:
+        return []
+    # plain non-negative numbers straight to the cache; anything else through money()
+    return [_decimal_of(v, 2) if type(v) in (float, int) and v >= 0 else money(v) for v in values]
 
 
 def _at(prices: list, index: int) -> Decimal | None:
@@ -125,17 +128,20 @@ def _lowest(prices: list) -> Decimal | None:
 
 def potency(content: object, scalar: object) -> Potency:
     if type(content) is dict:
-        unit = POTENCY_UNITS.get(content.get("unit")) or POTENCY_UNITS.get(str(content.get("unit") or "").upper())
         values = content.get("range")
-        if unit and type(values) is list and values:
-            rng = [v for v in map(_decimal, values) if v is not None]
-            if rng:
-                return Potency(value=max(rng), unit=unit, range=rng)
-    fallback = _decimal(scalar)
-    if fallback is not None:
-        # the scalar THC/CBD fields are percentages on Dutchie
-        return Potency(value=fallback, unit="percent", range=None)
-    return Potency(value=None, unit=None, range=None)
+        if values and type(values) is list:  # range is often null: check it before the unit
+            raw_unit = content.get("unit")
+            unit = POTENCY_UNITS.get(raw_unit) or POTENCY_UNITS.get(str(raw_unit or "").upper())
+            if unit:
+                rng = [v for v in map(_decimal, values) if v is not None]
+                if rng:
+                    return Potency(max(rng), unit, rng)
+    if scalar is not None:
+        fallback = _decimal(scalar)
+        if fallback is not None:
+            # the scalar THC/CBD fields are percentages on Dutchie
+            return Potency(fallback, "percent", None)
+    return Potency(None, None, None)
 
 
 def _decimal(value: object) -> Decimal | None:
