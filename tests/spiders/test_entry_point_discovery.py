@@ -64,3 +64,13 @@ def test_unresolvable_stores_get_a_recorded_reason(scrapy_env, db, sandbox, sql)
     assert "no usable menu_url" in _resolution(sql, no_url)[2]
     assert "request failed" in _resolution(sql, dead)[2]
     assert all(_resolution(sql, d)[0] is None for d in (no_embed, unknown_slug, no_url, dead))
+
+
+def test_a_second_row_for_the_same_store_is_reported_not_crashed(crawl, db, sandbox, sql):
+    store = sandbox.stores("AZ")[0]
+    first = add_store(db, store)                      # already resolved
+    duplicate = add_store(db, store, resolved=False)  # the same store, added again by hand
+    result = crawl("entry_point_discovery", dispensary_id=str(duplicate))
+    assert result.returncode == 0
+    pid, _slug, error, _resolved = _resolution(sql, duplicate)
+    assert pid is None and error == f"platform id {store['id']} already belongs to dispensary {first}"
