@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import orjson
 import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
@@ -22,16 +23,18 @@ logger = logging.getLogger(__name__)
 
 OOS_AFTER_MISSES = 3
 
-RESET_SEEN = """
+# the ids seen in the feed travel as one JSON array (one string parameter, exact for any id)
+SEEN = "ARRAY(SELECT jsonb_array_elements_text(%(seen)s::jsonb))"
+RESET_SEEN = f"""
 UPDATE store_products
    SET consecutive_misses = 0, last_seen_at = now(), is_in_stock = true, stock_status = 'in_stock'
- WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id = ANY(%(seen)s)
+ WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id = ANY({SEEN})
    AND (consecutive_misses <> 0 OR stock_status <> 'in_stock')
 """
-COUNT_MISS = """
+COUNT_MISS = f"""
 UPDATE store_products
    SET consecutive_misses = consecutive_misses + 1, updated_at = now()
- WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND NOT (provider_product_id = ANY(%(seen)s))
+ WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND NOT (provider_product_id = ANY({SEEN}))
    AND consecutive_misses < %(limit)s
 """
 MARK_OOS = """
@@ -133,8 +136,9 @@ class CrawlCompletionPipeline:
             complete, error = False, "a batch of this store's rows was refused by the database"
             self.store.failed_runs.discard(key)
         ledger = self.store.ledgers.pop(key, None)
-        figures = {"d": item.dispensary_id, "seen": list(item.seen_product_ids), "limit": OOS_AFTER_MISSES,
-                   "run": item.crawl_run_id, "pages": item.pages_fetched, "seen_n": len(item.seen_product_ids),
+        figures = {"d": item.dispensary_id, "seen": orjson.dumps(item.seen_product_ids).decode(),
+                   "limit": OOS_AFTER_MISSES, "run": item.crawl_run_id, "pages": item.pages_fetched,
+                   "seen_n": len(item.seen_product_ids),
                    "new": ledger.inserted if ledger else 0, "errors": item.errors, "missed": 0, "oos": 0,
                    "error": error, "status": "complete" if complete else "incomplete"}
         pool = await self.store.open()

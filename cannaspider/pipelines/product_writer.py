@@ -1,49 +1,35 @@
-"""Upserts StoreProduct into store_products: COPY a batch into a temporary table, then one
-INSERT … ON CONFLICT. A product in the feed is in stock with zero misses (it came back)."""
+"""Upserts StoreProduct into store_products, a batch per statement: the batch travels as one JSON
+document (orjson, in C) that PostgreSQL unpacks with jsonb_array_elements, then one INSERT … ON
+CONFLICT. A product in the feed is in stock with zero misses (it came back)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-import orjson
-
 from cannaspider.items import StoreProduct
-from cannaspider.pipelines.batch_writer import BatchWriterPipeline, to_json
+from cannaspider.pipelines.batch_writer import BatchWriterPipeline, batch_json, json_columns
 
-
-def options_json(options) -> str:
-    """The options column: one per product, so orjson straight from the dataclasses (prices as
-    numbers, not strings)."""
-    return orjson.dumps(options, default=float).decode()
-
-
+# (column, SQL type) in row order; jsonb columns carry nested JSON as is
 COLUMNS = (
-    "seq", "dispensary_id", "provider", "provider_product_id", "name_raw", "name", "brand_name_raw", "brand_id",
-    "category", "subcategory", "strain_type", "price_rec", "price_med", "price_rec_special",
-    "price_med_special", "is_on_special", "options", "thc_value", "thc_unit", "cbd_value", "cbd_unit",
-    "cannabinoids", "specials", "effects", "image_url", "images", "quantity_available",
-    "provider_created_at", "provider_updated_at", "last_crawl_run_id",
+    ("seq", "bigint"), ("dispensary_id", "bigint"), ("provider", "text"), ("provider_product_id", "text"),
+    ("name_raw", "text"), ("name", "text"), ("brand_name_raw", "text"), ("brand_id", "text"),
+    ("category", "text"), ("subcategory", "text"), ("strain_type", "text"), ("price_rec", "numeric"),
+    ("price_med", "numeric"), ("price_rec_special", "numeric"), ("price_med_special", "numeric"),
+    ("is_on_special", "boolean"), ("options", "jsonb"), ("thc_value", "numeric"), ("thc_unit", "text"),
+    ("cbd_value", "numeric"), ("cbd_unit", "text"), ("cannabinoids", "jsonb"), ("specials", "jsonb"),
+    ("effects", "jsonb"), ("image_url", "text"), ("images", "jsonb"), ("quantity_available", "integer"),
+    ("provider_created_at", "timestamptz"), ("provider_updated_at", "timestamptz"), ("last_crawl_run_id", "bigint"),
 )
-TARGET = COLUMNS[1:]
+TARGET = [name for name, _ in COLUMNS[1:]]
 UPDATABLE = [c for c in TARGET if c not in ("dispensary_id", "provider", "provider_product_id")]
 
-STAGE = f"""
-CREATE TEMP TABLE store_products_in (
-    seq bigint, {", ".join(f"{c} text" for c in TARGET)}
-) ON COMMIT DROP
-"""
 UPSERT = f"""
 INSERT INTO store_products AS sp ({", ".join(TARGET)}, is_in_stock, stock_status, consecutive_misses,
                                   last_seen_at, updated_at)
-SELECT DISTINCT ON (dispensary_id::bigint, provider, provider_product_id)
-       dispensary_id::bigint, provider, provider_product_id, name_raw, name, brand_name_raw, brand_id,
-       category, subcategory, strain_type, price_rec::numeric, price_med::numeric, price_rec_special::numeric,
-       price_med_special::numeric, is_on_special::boolean, options::jsonb, thc_value::numeric, thc_unit,
-       cbd_value::numeric, cbd_unit, cannabinoids::jsonb, specials::jsonb, effects::jsonb, image_url,
-       images::jsonb, quantity_available::integer, provider_created_at::timestamptz,
-       provider_updated_at::timestamptz, last_crawl_run_id::bigint, true, 'in_stock', 0, now(), now()
-  FROM store_products_in
- ORDER BY dispensary_id::bigint, provider, provider_product_id, seq DESC
+SELECT DISTINCT ON (dispensary_id, provider, provider_product_id)
+       {", ".join(TARGET)}, true, 'in_stock', 0, now(), now()
+  FROM (SELECT {json_columns(COLUMNS)} FROM jsonb_array_elements(%s::jsonb) AS r) AS batch
+ ORDER BY dispensary_id, provider, provider_product_id, seq DESC
 ON CONFLICT (dispensary_id, provider, provider_product_id) DO UPDATE SET
     {", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATABLE)},
     is_in_stock = true, stock_status = 'in_stock', consecutive_misses = 0,
@@ -57,15 +43,14 @@ class ProductWriterPipeline(BatchWriterPipeline):
     seq = 0
 
     def row(self, p: StoreProduct) -> tuple:
+        # references only: the whole batch is encoded at once when it is written
         self.seq += 1
         return (
             self.seq, p.dispensary_id, p.provider, p.provider_product_id, p.name_raw, p.name, p.brand_name_raw,
             p.brand_id, p.category, p.subcategory, p.strain_type, p.price_rec, p.price_med,
-            p.price_rec_special, p.price_med_special, p.is_on_special, options_json(p.options),
-            p.thc.value, p.thc.unit, p.cbd.value, p.cbd.unit, to_json(p.cannabinoids) if p.cannabinoids else "[]",
-            to_json(p.specials) if p.specials else "[]", to_json(p.effects) if p.effects else "{}", p.image_url,
-            to_json(p.images) if p.images else "[]",
-            p.quantity_available, p.provider_created_at, p.provider_updated_at, p.crawl_run_id,
+            p.price_rec_special, p.price_med_special, p.is_on_special, p.options,
+            p.thc.value, p.thc.unit, p.cbd.value, p.cbd.unit, p.cannabinoids, p.specials, p.effects, p.image_url,
+            p.images, p.quantity_available, p.provider_created_at, p.provider_updated_at, p.crawl_run_id,
         )
 
     def run_key(self, row: tuple) -> tuple:
@@ -75,13 +60,8 @@ class ProductWriterPipeline(BatchWriterPipeline):
         self.store.account((item.dispensary_id, item.crawl_run_id))
 
     async def write(self, conn, rows: list[tuple]) -> tuple[Counter, Counter]:
-        async with conn.transaction(), conn.cursor() as cur:
-            await cur.execute(STAGE)
-            async with cur.copy(f"COPY store_products_in ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-                for row in rows:
-                    await copy.write_row(row)
-            await cur.execute(UPSERT)
-            inserted = Counter((d, r) for new, d, r in await cur.fetchall() if new)
+        cur = await conn.execute(UPSERT, (batch_json(rows),))
+        inserted = Counter((d, r) for new, d, r in await cur.fetchall() if new)
         return Counter(self.run_key(row) for row in rows), inserted
 
     def after_write(self, result: tuple[Counter, Counter]) -> None:

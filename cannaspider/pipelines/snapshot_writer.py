@@ -1,16 +1,22 @@
-"""One store_product_snapshots row per product per crawl, COPYed straight into the partitioned
-table (PostgreSQL routes each row to its month)."""
+"""One store_product_snapshots row per product per crawl, a batch per INSERT from one JSON
+document into the partitioned table (PostgreSQL routes each row to its month)."""
 
 from __future__ import annotations
 
 from cannaspider.items import StoreProduct
-from cannaspider.pipelines.batch_writer import BatchWriterPipeline, to_json
+from cannaspider.pipelines.batch_writer import BatchWriterPipeline, batch_json, json_columns
 
 COLUMNS = (
-    "dispensary_id", "provider_product_id", "crawl_run_id", "price_rec", "price_med", "price_rec_special",
-    "price_med_special", "is_on_special", "specials", "is_in_stock", "stock_status", "quantity_available",
-    "thc_value", "thc_unit", "cbd_value", "cbd_unit",
+    ("dispensary_id", "bigint"), ("provider_product_id", "text"), ("crawl_run_id", "bigint"),
+    ("price_rec", "numeric"), ("price_med", "numeric"), ("price_rec_special", "numeric"),
+    ("price_med_special", "numeric"), ("is_on_special", "boolean"), ("specials", "jsonb"),
+    ("is_in_stock", "boolean"), ("stock_status", "text"), ("quantity_available", "integer"),
+    ("thc_value", "numeric"), ("thc_unit", "text"), ("cbd_value", "numeric"), ("cbd_unit", "text"),
 )
+INSERT = f"""
+INSERT INTO store_product_snapshots ({", ".join(name for name, _ in COLUMNS)})
+SELECT {json_columns(COLUMNS)} FROM jsonb_array_elements(%s::jsonb) AS r
+"""
 
 
 class SnapshotWriterPipeline(BatchWriterPipeline):
@@ -19,7 +25,7 @@ class SnapshotWriterPipeline(BatchWriterPipeline):
     def row(self, p: StoreProduct) -> tuple:
         return (
             p.dispensary_id, p.provider_product_id, p.crawl_run_id, p.price_rec, p.price_med,
-            p.price_rec_special, p.price_med_special, p.is_on_special, to_json(p.specials) if p.specials else None,
+            p.price_rec_special, p.price_med_special, p.is_on_special, p.specials or None,
             True, "in_stock", p.quantity_available, p.thc.value, p.thc.unit, p.cbd.value, p.cbd.unit,
         )
 
@@ -27,10 +33,7 @@ class SnapshotWriterPipeline(BatchWriterPipeline):
         return (row[0], row[2])
 
     async def write(self, conn, rows: list[tuple]) -> int:
-        async with conn.transaction(), conn.cursor() as cur:
-            async with cur.copy(f"COPY store_product_snapshots ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-                for row in rows:
-                    await copy.write_row(row)
+        await conn.execute(INSERT, (batch_json(rows),))
         return len(rows)
 
     def after_write(self, written: int) -> None:
