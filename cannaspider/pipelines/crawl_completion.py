@@ -23,32 +23,48 @@ logger = logging.getLogger(__name__)
 
 OOS_AFTER_MISSES = 3
 
-# the ids seen in the feed travel as one JSON array (one string parameter, exact for any id)
-SEEN = "ARRAY(SELECT jsonb_array_elements_text(%(seen)s::jsonb))"
-RESET_SEEN = f"""
-UPDATE store_products
-   SET consecutive_misses = 0, last_seen_at = now(), is_in_stock = true, stock_status = 'in_stock'
- WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id = ANY({SEEN})
-   AND (consecutive_misses <> 0 OR stock_status <> 'in_stock')
+# One statement per store (one round trip, atomic). The seed's three updates, folded together:
+# products in the feed get their misses reset and are back in stock; the others get one more
+# miss (up to 3), and those reaching 3 are marked 'oos' in the same update. The ids seen in the
+# feed travel as one JSON array: one string parameter, exact for any id.
+CLOSE_COMPLETE = """
+WITH seen AS MATERIALIZED (SELECT jsonb_array_elements_text(%(seen)s::jsonb) AS id),
+reset AS (
+    UPDATE store_products
+       SET consecutive_misses = 0, last_seen_at = now(), is_in_stock = true, stock_status = 'in_stock'
+     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id IN (SELECT id FROM seen)
+       AND (consecutive_misses <> 0 OR stock_status <> 'in_stock')
+    RETURNING 1),
+missed AS (
+    UPDATE store_products
+       SET consecutive_misses = consecutive_misses + 1,
+           stock_status = CASE WHEN consecutive_misses + 1 >= %(limit)s THEN 'oos' ELSE stock_status END,
+           is_in_stock = CASE WHEN consecutive_misses + 1 >= %(limit)s THEN false ELSE is_in_stock END,
+           updated_at = now()
+     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id NOT IN (SELECT id FROM seen)
+       AND consecutive_misses < %(limit)s
+    RETURNING consecutive_misses),
+store AS (
+    UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() WHERE id = %(d)s RETURNING 1),
+run AS (
+    UPDATE crawl_runs
+       SET status = 'complete', finished_at = now(),
+           duration_ms = (extract(epoch FROM now() - started_at) * 1000)::integer,
+           pages_fetched = %(pages)s, products_seen = %(seen_n)s, products_new = %(new)s,
+           products_missed = (SELECT count(*) FROM missed),
+           products_marked_oos = (SELECT count(*) FROM missed WHERE consecutive_misses >= %(limit)s),
+           errors = %(errors)s, error = NULL
+     WHERE id = %(run)s
+    RETURNING 1)
+SELECT (SELECT count(*) FROM missed), (SELECT count(*) FROM missed WHERE consecutive_misses >= %(limit)s),
+       (SELECT count(*) FROM reset), (SELECT count(*) FROM store), (SELECT count(*) FROM run)
 """
-COUNT_MISS = f"""
-UPDATE store_products
-   SET consecutive_misses = consecutive_misses + 1, updated_at = now()
- WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND NOT (provider_product_id = ANY({SEEN}))
-   AND consecutive_misses < %(limit)s
-"""
-MARK_OOS = """
-UPDATE store_products
-   SET stock_status = 'oos', is_in_stock = false, updated_at = now()
- WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND consecutive_misses >= %(limit)s
-   AND stock_status <> 'oos'
-"""
-FINISH_RUN = """
+CLOSE_INCOMPLETE = """
 UPDATE crawl_runs
-   SET status = %(status)s, finished_at = now(),
+   SET status = 'incomplete', finished_at = now(),
        duration_ms = (extract(epoch FROM now() - started_at) * 1000)::integer,
        pages_fetched = %(pages)s, products_seen = %(seen_n)s, products_new = %(new)s,
-       products_missed = %(missed)s, products_marked_oos = %(oos)s, errors = %(errors)s, error = %(error)s
+       errors = %(errors)s, error = %(error)s
  WHERE id = %(run)s
 """
 
@@ -138,20 +154,15 @@ class CrawlCompletionPipeline:
         ledger = self.store.ledgers.pop(key, None)
         figures = {"d": item.dispensary_id, "seen": orjson.dumps(item.seen_product_ids).decode(),
                    "limit": OOS_AFTER_MISSES, "run": item.crawl_run_id, "pages": item.pages_fetched,
-                   "seen_n": len(item.seen_product_ids),
-                   "new": ledger.inserted if ledger else 0, "errors": item.errors, "missed": 0, "oos": 0,
-                   "error": error, "status": "complete" if complete else "incomplete"}
+                   "seen_n": len(item.seen_product_ids), "new": ledger.inserted if ledger else 0,
+                   "errors": item.errors, "missed": 0, "oos": 0, "error": error}
         pool = await self.store.open()
         async with pool.connection() as conn:
-            async with conn.transaction():
-                if complete:
-                    await conn.execute(RESET_SEEN, figures)
-                    figures["missed"] = (await conn.execute(COUNT_MISS, figures)).rowcount
-                    figures["oos"] = (await conn.execute(MARK_OOS, figures)).rowcount
-                    await conn.execute("UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() "
-                                       "WHERE id = %(d)s", figures)
-                if item.crawl_run_id is not None:
-                    await conn.execute(FINISH_RUN, figures)
+            if complete:
+                row = await (await conn.execute(CLOSE_COMPLETE, figures)).fetchone()
+                figures["missed"], figures["oos"] = row[0], row[1]
+            elif item.crawl_run_id is not None:
+                await conn.execute(CLOSE_INCOMPLETE, figures)
         stats = self.crawler.stats
         stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
         if complete:
