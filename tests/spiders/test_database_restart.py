@@ -29,7 +29,10 @@ def test_crawl_survives_a_database_restart(tmp_path, sandbox, scrapy_env):
         crawl = subprocess.Popen([sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", f"dispensary_id={d}",
                                   "-s", "DB_WRITE_BATCH_SIZE=50"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60
+        while not products_of(url, d):            # the crawl has started and written its first rows
+            assert time.monotonic() < deadline and crawl.poll() is None, crawl.stderr.read()[-3000:]
+            time.sleep(0.05)
         assert embedded.stop(pgdata)               # the server goes down mid-crawl, while page 1
         time.sleep(2.5)                            # arrives and its rows are due to be written…
         assert embedded.ensure_running(pgdata) == url  # …and comes back before page 2
