@@ -27,7 +27,10 @@ class RunLedger:
     written: int = 0        # rows the product writer has committed to store_products
     inserted: int = 0       # of which were new
     rejected: int = 0
+    # set when a waiter's condition may have become true; account() only wakes the waiter once the
+    # count it waits for is reached (it runs once per product: waking on each would cost more)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    accounted_target: int | None = None
 
 
 class CrawlStore:
@@ -73,14 +76,14 @@ class CrawlStore:
             await self.pool.close()
             self.pool = None
 
-
     # -- ledger ------------------------------------------------------------------------
     def account(self, run_key: object, n: int = 1, *, rejected: bool = False) -> None:
         ledger = self.ledgers[run_key]
         ledger.accounted += n
         if rejected:
             ledger.rejected += n
-        ledger.changed.set()
+        if ledger.accounted_target is not None and ledger.accounted >= ledger.accounted_target:
+            ledger.changed.set()
 
     def written(self, run_key: object, rows: int, inserted: int) -> None:
         ledger = self.ledgers[run_key]
@@ -89,6 +92,7 @@ class CrawlStore:
         ledger.changed.set()
 
     async def wait_accounted(self, run_key: object, expected: int, timeout: float) -> bool:
+        self.ledgers[run_key].accounted_target = expected
         return await self._wait(run_key, lambda ledger: ledger.accounted >= expected, timeout)
 
     def is_written(self, run_key: object) -> bool:

@@ -4,8 +4,8 @@ buffer is swapped out before any await, so concurrent items never write a row tw
 a store's completion flushes early.
 
 A full batch is written in the background while the crawl goes on (PostgreSQL works on the other
-core); one batch at a time per writer, so a slow database slows the crawl instead of piling up
-memory.
+core), one write at a time per writer; items only wait when four batches are queued, so a slow
+database slows the crawl down instead of piling up memory.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class BatchWriterPipeline:
         self.crawler = crawler
         self.store = CrawlStore.for_crawler(crawler)
         self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE", 1000)
+        self.max_buffered = 4 * self.batch_size
         self.buffer: list = []
         self.lock = asyncio.Lock()
         self.inflight: asyncio.Future | None = None
@@ -85,21 +86,21 @@ class BatchWriterPipeline:
         if len(self.buffer) >= self.batch_size:
             if self.inflight is None or self.inflight.done():
                 self.inflight = asyncio.ensure_future(self._background_write())
-                return item
-            return self._after_inflight(item)
+            elif len(self.buffer) >= self.max_buffered:
+                return self._after_inflight(item)  # the database is far behind: slow the crawl down
         return item
 
     async def _after_inflight(self, item):
         await asyncio.shield(self.inflight)
-        if len(self.buffer) >= self.batch_size and (self.inflight is None or self.inflight.done()):
-            self.inflight = asyncio.ensure_future(self._background_write())
         return item
 
     async def _background_write(self) -> None:
         try:
             await self._write_buffer()
         except Exception:  # already logged, rows kept or their crawls marked; the next flush retries
-            pass
+            return
+        if len(self.buffer) >= self.batch_size:  # rows kept arriving while this batch was written
+            self.inflight = asyncio.ensure_future(self._background_write())
 
     def after_buffered(self, item) -> None:
         """Hook: called once the item's row is in the buffer."""
