@@ -21,7 +21,8 @@ CONCURRENT_REQUESTS_PER_DOMAIN = 32
 DOWNLOAD_TIMEOUT = 60
 RETRY_ENABLED = True
 RETRY_TIMES = 3
-# 403/503 are Cloudflare blocks: BlockDetectionMiddleware decides on those, not RetryMiddleware.
+# 403/503 reach the spiders, which tell a Cloudflare block or challenge page from an API error
+# (dutchie/graphql.py) and end that store's crawl as incomplete; retrying them blindly won't help.
 RETRY_HTTP_CODES = [500, 502, 504, 522, 524, 408]
 HTTPERROR_ALLOWED_CODES = [403, 503]
 CONCURRENT_ITEMS = 200
@@ -31,7 +32,6 @@ GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPyt
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"
 LOG_SCRAPED_ITEMS = False  # True: Scrapy's per-item "Scraped from" DEBUG lines
 TELNETCONSOLE_ENABLED = False
-REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
 
 # --- Local state ----------------------------------------------------------------------------
 CANNASPIDER_DATA_DIR = str(env.data_dir())
@@ -69,7 +69,7 @@ FIRECRAWL_API_KEY = None
 
 # --- Pipelines and feeds --------------------------------------------------------------------
 # Every pipeline sees every item, and each step costs a few microseconds per item whether it
-# acts or not: each spider enables only the pipelines its items need (custom_settings), from these.
+# acts or not: each spider enables only the group its items need (spiders/base.py update_settings).
 DISCOVERY_PIPELINES = {
     "cannaspider.pipelines.dispensary_writer.DispensaryWriterPipeline": 100,
 }
@@ -86,6 +86,9 @@ CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
 FEED_EXPORT_ENCODING = "utf-8"
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
 
+# --- Contracts (`scrapy check`) -------------------------------------------------------------
+SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}
+
 # --- Environment overrides (the only place they are applied) --------------------------------
 globals().update(env.overrides())
 
@@ -95,5 +98,3 @@ FEEDS = {
         "item_classes": ["cannaspider.items.StoreProduct", "cannaspider.items.DispensaryRecord"],
     },
 }
-
-SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}
