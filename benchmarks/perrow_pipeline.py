@@ -5,11 +5,11 @@ spider (DESIGN §3)."""
 
 from __future__ import annotations
 
+import orjson
 import psycopg
 
 from cannaspider.db import database_url
 from cannaspider.items import StoreProduct
-from cannaspider.pipelines.batch_writer import to_json
 
 UPSERT_ONE = """
 INSERT INTO store_products (dispensary_id, provider, provider_product_id, name_raw, name, brand_name_raw, category,
@@ -41,6 +41,7 @@ class PerRowUpsertPipeline:
             return item
         self.conn.execute(UPSERT_ONE, (
             item.dispensary_id, item.provider, item.provider_product_id, item.name_raw, item.name,
-            item.brand_name_raw, item.category, item.price_rec, item.price_med, to_json(item.options),
+            item.brand_name_raw, item.category, item.price_rec, item.price_med,
+            orjson.dumps(item.options, default=float).decode(),
             item.thc.value, item.thc.unit, item.crawl_run_id))
         return item

@@ -38,7 +38,6 @@ class CrawlStore:
         self.crawler = crawler
         self.settings = crawler.settings
         self.pool: AsyncConnectionPool | None = None
-        self.url: str | None = None
         self._opening: asyncio.Lock | None = None
         self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
         self.failed_runs: set[tuple] = set()  # (dispensary_id, run id) whose rows a batch lost
@@ -61,7 +60,6 @@ class CrawlStore:
             if self.pool is None:
                 url = await asyncio.to_thread(database_url, self.settings)
                 self.pool = await open_async_pool(url, max_size=self.settings.getint("DB_POOL_MAX_SIZE", 4))
-                self.url = url
                 async with self.pool.connection() as conn:
                     await conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")
                     # runs whose process died (killed worker, lost database) must not stay 'running'
@@ -94,10 +92,6 @@ class CrawlStore:
     async def wait_accounted(self, run_key: object, expected: int, timeout: float) -> bool:
         self.ledgers[run_key].accounted_target = expected
         return await self._wait(run_key, lambda ledger: ledger.accounted >= expected, timeout)
-
-    def is_written(self, run_key: object) -> bool:
-        ledger = self.ledgers[run_key]
-        return ledger.written >= ledger.accounted - ledger.rejected
 
     async def wait_written(self, run_key: object, timeout: float) -> bool:
         """Until every accounted product of the run that was not rejected is committed."""

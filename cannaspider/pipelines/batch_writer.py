@@ -32,14 +32,9 @@ def _json_default(value: object) -> object:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def to_json(value: object) -> str:
-    """JSON text for a jsonb value. orjson: dataclasses and datetimes natively, ~10x the stdlib."""
-    return orjson.dumps(value, default=_json_default).decode()
-
-
 def batch_json(rows: list[tuple]) -> str:
-    """A whole batch as one JSON array of row arrays: encoded in C in one call, sent as one
-    parameter (no per-row formatting in Python, one round trip)."""
+    """A whole batch as one JSON array of row arrays: encoded in C in one call (orjson handles the
+    dataclasses and datetimes itself), sent as one parameter: no per-row formatting in Python."""
     return orjson.dumps(rows, default=_json_default).decode()
 
 
