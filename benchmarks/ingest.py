@@ -109,6 +109,8 @@ def main() -> None:
             for name, pipelines in variants[repeat % len(variants):] + variants[:repeat % len(variants)]:
                 reset(url)
                 runs = [crawl(env, pipelines, ids) for _ in range(args.crawls)]
+                if pipelines is FULL and any(r["cannaspider/stores_complete"] != len(ids) for r in runs):
+                    raise SystemExit(f"the full pipeline did not complete every store: {runs}")
                 seconds = sum(r["elapsed_time_seconds"] for r in runs)
                 measured[name].append({"products_per_s": products * args.crawls / seconds, "seconds": seconds,
                                        "peak_rss_mb": max(r["memusage/max"] for r in runs) / 2**20})
