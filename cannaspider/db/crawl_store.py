@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class RunLedger:
     accounted: int = 0      # products written to the buffers or rejected by normalization
-    written: int = 0        # rows the product writer has committed to store_products
+    written: int = 0        # rows the product writer has settled: committed, or refused for good
     inserted: int = 0       # of which were new
     rejected: int = 0
     # set when a waiter's condition may have become true; account() only wakes the waiter once the

@@ -129,6 +129,7 @@ class BatchWriterPipeline:
                 # the batch itself was refused: its stores' crawls cannot count as complete
                 for run_key in {self.run_key(row) for row in rows}:
                     self.store.failed_runs.add(run_key)
+                self.after_refused(rows)
                 logger.error("%s: a batch of %d rows was refused by the database: %s",
                              type(self).__name__, len(rows), first_line(exc))
                 raise
@@ -136,6 +137,9 @@ class BatchWriterPipeline:
     def run_key(self, row: tuple) -> tuple:
         """(dispensary_id, crawl_run_id) of a buffered row."""
         raise NotImplementedError
+
+    def after_refused(self, rows: list[tuple]) -> None:
+        """Hook: the database refused these rows for good (their crawls are already marked)."""
 
     def after_write(self, result) -> None:
         """Hook, on the event loop: what `write` returned."""

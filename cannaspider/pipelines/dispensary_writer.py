@@ -54,7 +54,7 @@ class DispensaryWriterPipeline:
         return item
 
     async def _write_dispensary(self, item: DispensaryRecord) -> DispensaryRecord:
-        values = {k: v for k, v in item.__dict__.items()}
+        values = dict(item.__dict__)
         values["raw"] = Jsonb(item.raw or {})
         pool = await self.store.open()
         async with pool.connection() as conn:

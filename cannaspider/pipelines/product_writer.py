@@ -64,6 +64,11 @@ class ProductWriterPipeline(BatchWriterPipeline):
         inserted = Counter((d, r) for new, d, r in await cur.fetchall() if new)
         return Counter(self.run_key(row) for row in rows), inserted
 
+    def after_refused(self, rows: list[tuple]) -> None:
+        # settled, if not stored: the store's completion need not wait out its timeout for them
+        for run_key, n in Counter(self.run_key(row) for row in rows).items():
+            self.store.written(run_key, n, 0)
+
     def after_write(self, result: tuple[Counter, Counter]) -> None:
         written, inserted = result
         for run_key, n in written.items():
