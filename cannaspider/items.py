@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
 
 
 @dataclass
@@ -51,15 +50,15 @@ class RawProduct:
     page: int = 0
 
 
-@dataclass(slots=True)
+@dataclass  # no slots: orjson serialises a __dict__ dataclass ~4x faster (the options jsonb column)
 class ProductOption:
     option: str
     size_value: float | None
     size_unit: str | None
-    price_rec: Decimal | None
-    price_med: Decimal | None
-    price_rec_special: Decimal | None
-    price_med_special: Decimal | None
+    price_rec: float | None
+    price_med: float | None
+    price_rec_special: float | None
+    price_med_special: float | None
     quantity: int | None
     quantity_available: int | None
     kiosk_quantity_available: int | None
@@ -67,9 +66,9 @@ class ProductOption:
 
 @dataclass(slots=True)
 class Potency:
-    value: Decimal | None
+    value: float | None
     unit: str | None  # 'percent' | 'mg' | 'mg_per_g'
-    range: list[Decimal] | None = None
+    range: list[float] | None = None
 
 
 @dataclass(slots=True)
@@ -86,10 +85,10 @@ class StoreProduct:
     category: str | None
     subcategory: str | None
     strain_type: str | None
-    price_rec: Decimal | None
-    price_med: Decimal | None
-    price_rec_special: Decimal | None
-    price_med_special: Decimal | None
+    price_rec: float | None
+    price_med: float | None
+    price_rec_special: float | None
+    price_med_special: float | None
     is_on_special: bool
     options: list[ProductOption]
     thc: Potency

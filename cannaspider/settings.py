@@ -25,7 +25,10 @@ RETRY_TIMES = 3
 # (dutchie/graphql.py) and end that store's crawl as incomplete; retrying them blindly won't help.
 RETRY_HTTP_CODES = [500, 502, 504, 522, 524, 408]
 HTTPERROR_ALLOWED_CODES = [403, 503]
-CONCURRENT_ITEMS = 200
+# Scrapy starts CONCURRENT_ITEMS tasks for every response and queues up to twice as many items: 64
+# takes a whole FilteredProducts page (DUTCHIE_PER_PAGE = 100) without blocking, with a third of the
+# tasks that 200 cost (measured: the product crawl ~20 % faster with pipelines off, ~8 % with them on).
+CONCURRENT_ITEMS = 64
 LOG_LEVEL = "INFO"
 EXTENSIONS = {"cannaspider.extensions.gc_tuning.GCTuning": 0}
 GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPython's defaults
@@ -76,10 +79,12 @@ DISCOVERY_PIPELINES = {
 PRODUCT_PIPELINES = {
     "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
     "cannaspider.pipelines.product_writer.ProductWriterPipeline": 300,
-    "cannaspider.pipelines.snapshot_writer.SnapshotWriterPipeline": 400,
     "cannaspider.pipelines.crawl_completion.CrawlCompletionPipeline": 900,
 }
 ITEM_PIPELINES = {**DISCOVERY_PIPELINES, **PRODUCT_PIPELINES}
+# Scrapy's chain, but a pipeline's plain return value goes straight to the next one (no coroutine
+# per pipeline per item); see pipelines/item_processor.py.
+ITEM_PROCESSOR = "cannaspider.pipelines.item_processor.DirectCallItemPipelineManager"
 # Each crawl also writes its items as JSON lines under a dated path (see README, "Feeds").
 # `-O file.json` on the command line replaces this default.
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds

@@ -4,6 +4,12 @@ Every quirk of the real payload is handled here (DESIGN §5): price arrays align
 and [] when empty, irregular option strings, {unit, range} potency with range possibly null,
 POSMetaData usually null, special true-or-null, effects key casing, createdAt as epoch-ms string.
 A product we cannot identify or name raises NormalizationError; anything else degrades to None.
+
+Money is a float rounded to the cent and potency a float rounded to 3 places: the API sends JSON
+numbers, PostgreSQL stores numeric, and floats go to the writers' JSON encoder (orjson, in C) with
+no per-value Python call, where Decimals cost half a microsecond each. This runs once per product
+of every crawl (millions a day), so the common shapes take the shortest path: type checks inline,
+few calls, labels (category, strain type) cached.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import re
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from functools import lru_cache
+from math import inf
 
 from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 
@@ -39,40 +46,44 @@ def clean_text(value: object) -> str | None:
     return " ".join(value.split()) or None
 
 
-@lru_cache(maxsize=65536)
-def _decimal_of(value: float, places: int) -> Decimal | None:
-    # Hot path: tens of thousands of prices and potencies per crawl, nearly all plain numbers
-    # that repeat. Decimals are immutable, so cached ones are safe to share.
-    if value != value or value in (float("inf"), float("-inf")):
-        return None
-    return Decimal(f"{value:.{places}f}")
+@lru_cache(maxsize=4096)
+def _label(value: str) -> str | None:
+    # category, subcategory: a few dozen distinct strings across every store
+    return clean_text(value)
 
 
-def _parse_decimal(value: object, places: int, strip: str = "") -> Decimal | None:
-    """None, bools and garbage → None; numbers and numeric strings → a Decimal with `places` decimals."""
+def _number(value: object, places: int, strip: str = "") -> float | None:
+    """None, bools, NaN, infinities and garbage → None; numbers and numeric strings → a float rounded
+    to `places` decimals (strings half-up, exactly, through Decimal)."""
     cls = type(value)
-    if cls is float or cls is int:
-        return _decimal_of(value, places)
+    if cls is float:
+        return round(value, places) if -inf < value < inf else None
     if value is None or cls is bool:
         return None
     try:
+        if cls is int:
+            return float(value)
         number = Decimal(str(value).strip().lstrip(strip))
-    except (InvalidOperation, ValueError):
+        if not number.is_finite():
+            return None
+        return float(number.quantize(QUANTUM[places], rounding=ROUND_HALF_UP))
+    except (InvalidOperation, ValueError, OverflowError):  # garbage, or beyond any real price
         return None
-    return number.quantize(QUANTUM[places], rounding=ROUND_HALF_UP) if number.is_finite() else None
 
 
-def money(value: object) -> Decimal | None:
-    amount = _parse_decimal(value, 2, strip="$")
+def money(value: object) -> float | None:
+    amount = _number(value, 2, "$")
     return None if amount is None or amount < 0 else amount
 
 
 def _int(value: object) -> int | None:
+    if type(value) is int:
+        return value
     if value is None or isinstance(value, bool):
         return None
     try:
         return int(float(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -110,20 +121,21 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _prices(values: object) -> list[Decimal | None]:
+def _prices(values: object) -> list[float | None]:
     if not values or type(values) is not list:
         return []
-    # plain non-negative numbers straight to the cache; anything else through money()
-    return [_decimal_of(v, 2) if type(v) in (float, int) and v >= 0 else money(v) for v in values]
+    # plain non-negative floats inline; anything else (ints, strings, garbage) through money()
+    return [round(v, 2) if type(v) is float and 0 <= v < inf else money(v) for v in values]
 
 
-def _at(prices: list, index: int) -> Decimal | None:
-    return prices[index] if index < len(prices) else None
-
-
-def _lowest(prices: list) -> Decimal | None:
-    present = [p for p in prices if p is not None]
-    return min(present) if present else None
+def _lowest(prices: list) -> float | None:
+    if not prices:
+        return None
+    if None in prices:
+        prices = [p for p in prices if p is not None]
+        if not prices:
+            return None
+    return min(prices)
 
 
 def potency(content: object, scalar: object) -> Potency:
@@ -133,29 +145,27 @@ def potency(content: object, scalar: object) -> Potency:
             raw_unit = content.get("unit")
             unit = POTENCY_UNITS.get(raw_unit) or POTENCY_UNITS.get(str(raw_unit or "").upper())
             if unit:
-                rng = [v for v in map(_decimal, values) if v is not None]
+                rng = [round(v, 3) if type(v) is float and -inf < v < inf else _number(v, 3) for v in values]
+                if None in rng:
+                    rng = [v for v in rng if v is not None]
                 if rng:
                     return Potency(max(rng), unit, rng)
     if scalar is not None:
-        fallback = _decimal(scalar)
+        fallback = _number(scalar, 3)
         if fallback is not None:
             # the scalar THC/CBD fields are percentages on Dutchie
             return Potency(fallback, "percent", None)
     return Potency(None, None, None)
 
 
-def _decimal(value: object) -> Decimal | None:
-    return _parse_decimal(value, 3)
-
-
 def timestamp(value: object) -> datetime | None:
     if value is None or isinstance(value, bool):
         return None
-    text = str(value).strip()
+    text = value.strip() if type(value) is str else str(value).strip()
     try:
-        if text.isdigit():
-            return datetime.fromtimestamp(int(text) / 1000, tz=UTC)
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if text.isdigit():  # epoch milliseconds (tz positional: twice as fast as tz=UTC)
+            return datetime.fromtimestamp(int(text) / 1000, UTC)
+        return datetime.fromisoformat(text)  # Python 3.11+ reads the trailing Z itself
     except (ValueError, OverflowError, OSError):
         return None
 
@@ -172,7 +182,7 @@ def _specials(special_data: object) -> list[dict]:
             out.append({
                 "name": clean_text(sp.get("specialName")),
                 "type": sp.get("specialType") or ("bogo" if kind == "bogoSpecials" else "sale"),
-                "discount": _decimal(sp.get("discount")),
+                "discount": _number(sp.get("discount"), 3),
                 "percent_discount": sp.get("percentDiscount"),
                 "bundle_price": money(_dict(sp.get("itemsForAPrice")).get("value")),
                 "required_quantity": next((q for q in rewards if q is not None), None),
@@ -182,7 +192,7 @@ def _specials(special_data: object) -> list[dict]:
 
 def _stock(pos_meta: object) -> dict[str, dict]:
     children = _list(_dict(pos_meta).get("children"))
-    return {str(_dict(c).get("option")): _dict(c) for c in children if _dict(c).get("option") is not None}
+    return {str(c["option"]): c for c in children if type(c) is dict and c.get("option") is not None}
 
 
 def _effects(raw: dict) -> dict:
@@ -192,60 +202,96 @@ def _effects(raw: dict) -> dict:
     return {str(k).lower(): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def _strain(value: object) -> str | None:
-    text = clean_text(value)
+@lru_cache(maxsize=1024)
+def _strain_of(text: str) -> str | None:
+    text = clean_text(text)
     if not text or text.upper() == "N/A":
         return None
     return STRAIN_TYPES.get(text.lower(), text)
+
+
+def _strain(value: object) -> str | None:
+    return _strain_of(value) if type(value) is str else None
+
+
+def _options(raw: dict, options_raw: list, rec: list, med: list, rec_sp: list, med_sp: list) -> list[ProductOption]:
+    pos = raw.get("POSMetaData")
+    stock = _stock(pos) if pos else None
+    n_rec, n_med, n_rec_sp, n_med_sp = len(rec), len(med), len(rec_sp), len(med_sp)
+    options = []
+    for i, opt in enumerate(options_raw):
+        if type(opt) is not str:
+            opt = str(opt)
+        size, unit = parse_option_size(opt)
+        st = stock.get(opt) if stock else None
+        if st:
+            quantity = _int(st.get("quantity"))
+            available = _int(st.get("quantityAvailable"))
+            kiosk = _int(st.get("kioskQuantityAvailable"))
+        else:
+            quantity = available = kiosk = None
+        options.append(ProductOption(
+            opt, size, unit,
+            rec[i] if i < n_rec else None, med[i] if i < n_med else None,
+            rec_sp[i] if i < n_rec_sp else None, med_sp[i] if i < n_med_sp else None,
+            quantity, available, kiosk,
+        ))
+    return options
+
+
+def _images(raw: dict) -> list[str]:
+    images = []
+    first = raw.get("Image")
+    if isinstance(first, str) and first:
+        images.append(first)
+    for image in _list(raw.get("images")):
+        url = image.get("url") if type(image) is dict else None
+        if isinstance(url, str) and url and url not in images:
+            images.append(url)
+    return images
+
+
+def _cannabinoids(values: list) -> list[dict]:
+    out = []
+    for c in values:
+        c = _dict(c)
+        name = clean_text(_dict(c.get("cannabinoid")).get("name"))
+        if name:
+            out.append({"name": name, "value": _number(c.get("value"), 3),
+                        "unit": POTENCY_UNITS.get(str(c.get("unit") or "").upper())})
+    return out
 
 
 def normalize(item: RawProduct) -> StoreProduct:
     raw = item.raw
     if not isinstance(raw, dict):
         raise NormalizationError(f"product is a {type(raw).__name__}, not an object")
-    pid = raw.get("_id") or raw.get("id")
+    get = raw.get
+    pid = get("_id") or get("id")
     if not isinstance(pid, str) or not pid.strip():
         raise NormalizationError("product has no _id/id")
-    name_raw = raw.get("Name")
+    name_raw = get("Name")
     name = clean_text(name_raw)
     if not name:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
 
-    options_raw = [str(o) for o in _list(raw.get("Options"))]
-    rec = _prices(raw.get("recPrices")) or _prices(raw.get("Prices"))
-    med = _prices(raw.get("medicalPrices"))
-    rec_sp = _prices(raw.get("recSpecialPrices"))
-    med_sp = _prices(raw.get("medicalSpecialPrices"))
-    pos = raw.get("POSMetaData")
-    stock = _stock(pos) if pos else {}
-    options = []
-    for i, opt in enumerate(options_raw):
-        size, unit = parse_option_size(opt)
-        st = stock.get(opt) or {}
-        options.append(ProductOption(
-            option=opt, size_value=size, size_unit=unit,
-            price_rec=_at(rec, i), price_med=_at(med, i), price_rec_special=_at(rec_sp, i),
-            price_med_special=_at(med_sp, i),
-            quantity=_int(st.get("quantity")), quantity_available=_int(st.get("quantityAvailable")),
-            kiosk_quantity_available=_int(st.get("kioskQuantityAvailable")),
-        ))
+    rec = _prices(get("recPrices")) or _prices(get("Prices"))
+    med = _prices(get("medicalPrices"))
+    rec_sp = _prices(get("recSpecialPrices"))
+    med_sp = _prices(get("medicalSpecialPrices"))
+    options_raw = get("Options")
+    options = _options(raw, options_raw, rec, med, rec_sp, med_sp) if type(options_raw) is list else []
     quantities = [o.quantity_available for o in options if o.quantity_available is not None]
-    special_data = raw.get("specialData")
+    special_data = get("specialData")
     specials = _specials(special_data) if special_data else []
-    rec_special, med_special = _lowest(rec_sp), _lowest(med_sp)
-    brand = _dict(raw.get("brand"))
-    brand_name = raw.get("brandName")
-    images = []
-    for url in [raw.get("Image")] + [_dict(i).get("url") for i in _list(raw.get("images"))]:
-        if isinstance(url, str) and url and url not in images:
-            images.append(url)
-    cannabinoids = []
-    for c in _list(raw.get("cannabinoidsV2")):
-        c = _dict(c)
-        cname = clean_text(_dict(c.get("cannabinoid")).get("name"))
-        if cname:
-            cannabinoids.append({"name": cname, "value": _decimal(c.get("value")),
-                                 "unit": POTENCY_UNITS.get(str(c.get("unit") or "").upper())})
+    rec_special = _lowest(rec_sp)
+    brand = get("brand")
+    if type(brand) is not dict:
+        brand = {}
+    brand_name = get("brandName")
+    category, subcategory = get("type"), get("subcategory")
+    cannabinoids = get("cannabinoidsV2")
+    images = _images(raw)
     return StoreProduct(
         dispensary_id=item.dispensary_id,
         crawl_run_id=item.crawl_run_id,
@@ -253,24 +299,24 @@ def normalize(item: RawProduct) -> StoreProduct:
         name_raw=str(name_raw),
         name=name,
         brand_name_raw=brand_name if isinstance(brand_name, str) else brand.get("name"),
-        brand_id=str(raw.get("brandId") or brand.get("id") or "") or None,
-        category=clean_text(raw.get("type")),
-        subcategory=clean_text(raw.get("subcategory")),
-        strain_type=_strain(raw.get("strainType")),
+        brand_id=str(get("brandId") or brand.get("id") or "") or None,
+        category=_label(category) if type(category) is str else None,
+        subcategory=_label(subcategory) if type(subcategory) is str else None,
+        strain_type=_strain(get("strainType")),
         price_rec=_lowest(rec),
         price_med=_lowest(med),
         price_rec_special=rec_special,
-        price_med_special=med_special,
-        is_on_special=bool(raw.get("special")) or bool(specials) or rec_special is not None,
+        price_med_special=_lowest(med_sp),
+        is_on_special=bool(get("special")) or bool(specials) or rec_special is not None,
         options=options,
-        thc=potency(raw.get("THCContent"), raw.get("THC")),
-        cbd=potency(raw.get("CBDContent"), raw.get("CBD")),
-        cannabinoids=cannabinoids,
+        thc=potency(get("THCContent"), get("THC")),
+        cbd=potency(get("CBDContent"), get("CBD")),
+        cannabinoids=_cannabinoids(cannabinoids) if cannabinoids and type(cannabinoids) is list else [],
         specials=specials,
         effects=_effects(raw),
         image_url=images[0] if images else None,
         images=images,
         quantity_available=sum(quantities) if quantities else None,
-        provider_created_at=timestamp(raw.get("createdAt")),
-        provider_updated_at=timestamp(raw.get("updatedAt")),
+        provider_created_at=timestamp(get("createdAt")),
+        provider_updated_at=timestamp(get("updatedAt")),
     )

@@ -1,6 +1,6 @@
 """Garbage-collector tuning for high-volume crawls.
 
-A menu crawl allocates millions of short-lived objects (JSON dicts, Decimals, items). With
+A menu crawl allocates millions of short-lived objects (JSON dicts, items, rows). With
 CPython's default thresholds (700, 10, 10) the collector runs full generation-2 passes over
 Scrapy's whole heap every few thousand products; measured on the sandbox ingest benchmark, the
 defaults cost about a third of the crawl's time. Raising the thresholds and freezing the objects

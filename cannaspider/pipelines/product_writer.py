@@ -1,13 +1,15 @@
-"""Upserts StoreProduct into store_products, a batch per statement: the batch travels as one JSON
-document (orjson, in C) that PostgreSQL unpacks with jsonb_array_elements, then one INSERT … ON
-CONFLICT. A product in the feed is in stock with zero misses (it came back)."""
+"""Writes StoreProduct, a batch per statement: the store_products upsert and the crawl's
+store_product_snapshots rows, from one JSON document that PostgreSQL unpacks once
+(jsonb_array_elements). One statement is one transaction: a product's current row and its
+point-in-time snapshot are committed together or not at all. A product in the feed is in stock
+with zero misses (it came back)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from cannaspider.items import StoreProduct
-from cannaspider.pipelines.batch_writer import BatchWriterPipeline, batch_json, json_columns
+from cannaspider.pipelines.batch_writer import BatchWriterPipeline, json_columns
 
 # (column, SQL type) in row order; jsonb columns carry nested JSON as is
 COLUMNS = (
@@ -22,19 +24,38 @@ COLUMNS = (
 )
 TARGET = [name for name, _ in COLUMNS[1:]]
 UPDATABLE = [c for c in TARGET if c not in ("dispensary_id", "provider", "provider_product_id")]
+# a snapshot: what the product looked like in this crawl (in the feed, so in stock)
+SNAPSHOT = {
+    "dispensary_id": "dispensary_id", "provider_product_id": "provider_product_id",
+    "crawl_run_id": "last_crawl_run_id", "price_rec": "price_rec", "price_med": "price_med",
+    "price_rec_special": "price_rec_special", "price_med_special": "price_med_special",
+    "is_on_special": "is_on_special", "specials": "nullif(specials, '[]'::jsonb)", "is_in_stock": "true",
+    "stock_status": "'in_stock'", "quantity_available": "quantity_available", "thc_value": "thc_value",
+    "thc_unit": "thc_unit", "cbd_value": "cbd_value", "cbd_unit": "cbd_unit",
+}
 
-UPSERT = f"""
-INSERT INTO store_products AS sp ({", ".join(TARGET)}, is_in_stock, stock_status, consecutive_misses,
-                                  last_seen_at, updated_at)
-SELECT DISTINCT ON (dispensary_id, provider, provider_product_id)
-       {", ".join(TARGET)}, true, 'in_stock', 0, now(), now()
-  FROM (SELECT {json_columns(COLUMNS)} FROM jsonb_array_elements(%s::jsonb) AS r) AS batch
- ORDER BY dispensary_id, provider, provider_product_id, seq DESC
-ON CONFLICT (dispensary_id, provider, provider_product_id) DO UPDATE SET
-    {", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATABLE)},
-    is_in_stock = true, stock_status = 'in_stock', consecutive_misses = 0,
-    last_seen_at = now(), updated_at = now()
-RETURNING (xmax = 0) AS inserted, dispensary_id, last_crawl_run_id
+# Data-modifying CTEs all run, each seeing the batch once. Two crawls of one store in the same
+# batch send a product twice: both are snapshots, the later one is the product row (seq).
+WRITE = f"""
+WITH batch AS MATERIALIZED (
+    SELECT {json_columns(COLUMNS)} FROM jsonb_array_elements(%t) AS r),
+snapshots AS (
+    INSERT INTO store_product_snapshots ({", ".join(SNAPSHOT)})
+    SELECT {", ".join(SNAPSHOT.values())} FROM batch),
+upserted AS (
+    INSERT INTO store_products AS sp ({", ".join(TARGET)}, is_in_stock, stock_status, consecutive_misses,
+                                      last_seen_at, updated_at)
+    SELECT DISTINCT ON (dispensary_id, provider, provider_product_id)
+           {", ".join(TARGET)}, true, 'in_stock', 0, now(), now()
+      FROM batch
+     ORDER BY dispensary_id, provider, provider_product_id, seq DESC
+    ON CONFLICT (dispensary_id, provider, provider_product_id) DO UPDATE SET
+        {", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATABLE)},
+        is_in_stock = true, stock_status = 'in_stock', consecutive_misses = 0,
+        last_seen_at = now(), updated_at = now()
+    RETURNING (xmax = 0) AS inserted, dispensary_id, last_crawl_run_id)
+SELECT dispensary_id, last_crawl_run_id, count(*) FROM upserted WHERE inserted
+ GROUP BY dispensary_id, last_crawl_run_id
 """
 
 
@@ -43,7 +64,6 @@ class ProductWriterPipeline(BatchWriterPipeline):
     seq = 0
 
     def row(self, p: StoreProduct) -> tuple:
-        # references only: the whole batch is encoded at once when it is written
         self.seq += 1
         return (
             self.seq, p.dispensary_id, p.provider, p.provider_product_id, p.name_raw, p.name, p.brand_name_raw,
@@ -53,24 +73,21 @@ class ProductWriterPipeline(BatchWriterPipeline):
             p.images, p.quantity_available, p.provider_created_at, p.provider_updated_at, p.crawl_run_id,
         )
 
-    def run_key(self, row: tuple) -> tuple:
-        return (row[1], row[-1])
-
     def after_buffered(self, item: StoreProduct) -> None:
         self.store.account((item.dispensary_id, item.crawl_run_id))
 
-    async def write(self, conn, rows: list[tuple]) -> tuple[Counter, Counter]:
-        cur = await conn.execute(UPSERT, (batch_json(rows),))
-        inserted = Counter((d, r) for new, d, r in await cur.fetchall() if new)
-        return Counter(self.run_key(row) for row in rows), inserted
+    async def write(self, conn, batch) -> dict:
+        # new rows per store and crawl; rows settled are counted from the batch's keys (after_write)
+        cur = await conn.execute(WRITE, (batch,))
+        return {(d, r): n for d, r, n in await cur.fetchall()}
 
-    def after_refused(self, rows: list[tuple]) -> None:
+    def after_refused(self, keys: list[tuple]) -> None:
         # settled, if not stored: the store's completion need not wait out its timeout for them
-        for run_key, n in Counter(self.run_key(row) for row in rows).items():
+        for run_key, n in Counter(keys).items():
             self.store.written(run_key, n, 0)
 
-    def after_write(self, result: tuple[Counter, Counter]) -> None:
-        written, inserted = result
-        for run_key, n in written.items():
+    def after_write(self, keys: list[tuple], inserted: dict) -> None:
+        for run_key, n in Counter(keys).items():
             self.store.written(run_key, n, inserted.get(run_key, 0))
-        self.crawler.stats.inc_value("cannaspider/products_written", sum(written.values()))
+        self.crawler.stats.inc_value("cannaspider/products_written", len(keys))
+        self.crawler.stats.inc_value("cannaspider/snapshots_written", len(keys))

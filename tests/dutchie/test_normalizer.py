@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
-from decimal import Decimal
 
 import pytest
 
@@ -41,22 +40,31 @@ def test_option_sizes(option, expected):
 def test_prices_aligned_with_options_and_lowest_price_wins():
     p = norm(BASE)
     assert [o.option for o in p.options] == ["1/8oz", "1gC", "N/A"]
-    assert [o.price_rec for o in p.options] == [Decimal("35.00"), Decimal("12.00"), Decimal("5.00")]
-    assert p.price_rec == Decimal("5.00") and p.price_med is None  # [] is "no medical price", not 0
+    assert [o.price_rec for o in p.options] == [35.0, 12.0, 5.0]
+    assert p.price_rec == 5.0 and p.price_med is None  # [] is "no medical price", not 0
     assert p.options[0].size_value == 3.5 and p.options[0].size_unit == "g"
 
 
+
+def test_money_is_a_float_to_the_cent_and_potency_to_three_places():
+    p = norm({**BASE, "recPrices": [35.004999, "$12.005", 7], "recSpecialPrices": [float("nan"), -1, True],
+              "THCContent": {"unit": "PERCENTAGE", "range": [21.12345, "19.9995"]}})
+    assert [o.price_rec for o in p.options] == [35.0, 12.01, 7.0]  # strings round half-up, exactly
+    assert all(type(o.price_rec) is float for o in p.options)
+    assert [o.price_rec_special for o in p.options] == [None, None, None] and p.price_rec_special is None
+    assert p.thc.range == [21.123, 20.0] and p.thc.value == 21.123
+
 def test_potency_is_value_plus_unit_never_mixed():
     p = norm(BASE)
-    assert (p.thc.value, p.thc.unit, p.thc.range) == (Decimal("24.000"), "percent", [Decimal("21.500"),
-                                                                                       Decimal("24.000")])
+    assert (p.thc.value, p.thc.unit, p.thc.range) == (24.0, "percent", [21.5,
+                                                                                       24.0])
     assert (p.cbd.value, p.cbd.unit) == (None, None)  # range null and no scalar: nothing, not 0%
     mg = norm({**BASE, "THCContent": {"unit": "MILLIGRAMS", "range": [100]}})
-    assert (mg.thc.value, mg.thc.unit) == (Decimal("100.000"), "mg")
+    assert (mg.thc.value, mg.thc.unit) == (100.0, "mg")
     per_g = norm({**BASE, "THCContent": {"unit": "MILLIGRAMS_PER_GRAM", "range": [250]}})
     assert per_g.thc.unit == "mg_per_g"
     scalar = norm({**BASE, "THCContent": None, "THC": 18.2})
-    assert (scalar.thc.value, scalar.thc.unit) == (Decimal("18.200"), "percent")
+    assert (scalar.thc.value, scalar.thc.unit) == (18.2, "percent")
 
 
 def test_timestamps_are_real_timestamps():
@@ -79,9 +87,9 @@ def test_specials_stock_and_effects():
                                         {"option": "1gC", "quantity": "4", "quantityAvailable": None}]},
            "Effects": {"Relaxed": 3}}
     p = norm(raw)
-    assert p.is_on_special and p.price_rec_special == Decimal("4.00")
+    assert p.is_on_special and p.price_rec_special == 4.0
     assert [s["type"] for s in p.specials] == ["sale", "bogo"]
-    assert p.specials[1]["bundle_price"] == Decimal("45.00") and p.specials[1]["required_quantity"] == 3
+    assert p.specials[1]["bundle_price"] == 45.0 and p.specials[1]["required_quantity"] == 3
     assert p.options[0].quantity_available == 10 and p.options[1].quantity == 4
     assert p.quantity_available == 10
     assert p.effects == {"relaxed": 3}

@@ -16,7 +16,6 @@ from cannaspider.items import CrawlCompletion, RawProduct
 from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
-from cannaspider.pipelines.snapshot_writer import SnapshotWriterPipeline
 from cannaspider.sandbox.catalog import _product
 
 
@@ -30,13 +29,12 @@ async def settle(result):
 
 
 class Chain:
-    """normalize → products → snapshots → completion, as Scrapy would run them."""
+    """normalize → products (and their snapshots) → completion, as Scrapy would run them."""
 
     def __init__(self, batch_size: int = 1000, **settings):
         self.crawler = get_crawler(settings_dict={"DB_WRITE_BATCH_SIZE": batch_size, **settings})
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
-        self.snapshots = SnapshotWriterPipeline.from_crawler(self.crawler)
         self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
         self.store = CrawlStore.for_crawler(self.crawler)
 
@@ -46,7 +44,6 @@ class Chain:
         except DropItem:
             return None
         item = await settle(self.products.process_item(item))
-        item = await settle(self.snapshots.process_item(item))
         try:
             return self.completion.process_item(item)
         except DropItem:
@@ -64,7 +61,6 @@ class Chain:
 
     async def close(self):
         await self.products.close_spider()
-        await self.snapshots.close_spider()
         await self.store.close()
 
 
@@ -84,9 +80,9 @@ def state(sql, d):
 
 def test_batches_are_written_during_the_crawl_and_the_rest_on_close(dispensary, sql):
     async def settle_writers(chain):
-        for writer in (chain.products, chain.snapshots):
-            while writer.inflight and not writer.inflight.done():  # background writes (they chain)
-                await writer.inflight
+        writer = chain.products
+        while writer.inflight and not writer.inflight.done():  # background writes (they chain)
+            await writer.inflight
 
     async def scenario():
         chain = Chain(batch_size=4)
@@ -182,3 +178,43 @@ def test_database_outage_keeps_buffered_rows_and_the_crawl_marks_nothing_missing
 
     asyncio.run(scenario())
     assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s", (dispensary,))[0][0] == 2
+
+
+def test_a_refused_batch_writes_neither_products_nor_snapshots_and_closes_the_crawl_incomplete(dispensary, sql):
+    async def scenario():
+        chain = Chain(CRAWL_COMPLETION_WAIT_S=60)
+        run_id = await chain.store.start_run(dispensary, "product_resync")
+        items = [raw(i, dispensary, run_id) for i in range(3)]
+        items[1].raw = {**items[1].raw, "recPrices": [1e15] * len(items[1].raw["Options"])}  # > numeric(12, 2)
+        for item in items:
+            await chain.feed(item)
+        started = asyncio.get_running_loop().time()
+        seen = [i.raw["_id"] for i in items]
+        await chain.feed(CrawlCompletion(dispensary, run_id, True, 3, 1, seen_product_ids=seen))
+        waited = asyncio.get_running_loop().time() - started
+        await chain.close()
+        return waited
+
+    waited = asyncio.run(scenario())
+    assert waited < 30  # settled at once, not after the completion's 60 s wait
+    assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s", (dispensary,))[0][0] == 0
+    assert sql("SELECT count(*) FROM store_product_snapshots WHERE dispensary_id = %s", (dispensary,))[0][0] == 0
+    status, error = sql("SELECT status, error FROM crawl_runs ORDER BY id DESC LIMIT 1")[0]
+    assert status == "incomplete" and "refused by the database" in error
+
+
+def test_each_product_gets_a_snapshot_per_crawl_with_that_crawls_prices(dispensary, sql):
+    async def scenario():
+        chain = Chain(batch_size=1000)
+        await chain.crawl(dispensary, [0, 1, 2], epoch=0)
+        await chain.crawl(dispensary, [0, 1, 2], epoch=1)  # two crawls can share a batch: both snapshots stay
+        await chain.close()
+
+    asyncio.run(scenario())
+    snaps = sql("SELECT crawl_run_id, provider_product_id, price_rec, is_in_stock FROM store_product_snapshots "
+                "WHERE dispensary_id = %s ORDER BY crawl_run_id, provider_product_id", (dispensary,))
+    runs = [r[0] for r in sql("SELECT id FROM crawl_runs ORDER BY id")]
+    assert len(snaps) == 6 and sorted({s[0] for s in snaps}) == runs and all(s[3] for s in snaps)
+    current = dict(sql("SELECT provider_product_id, price_rec FROM store_products WHERE dispensary_id = %s",
+                       (dispensary,)))
+    assert {s[1]: s[2] for s in snaps if s[0] == runs[1]} == current  # the product row is the latest crawl
