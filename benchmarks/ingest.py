@@ -2,7 +2,7 @@
 pipelines off (the crawl ceiling) and with a per-row INSERT … ON CONFLICT pipeline (the
 baseline), all measured in this one run; plus peak RSS for two store counts.
 
-    ./dev bench                          # 50 stores × 300 products, each measurement 2 crawls, 3 repeats
+    ./dev bench                          # 50 stores × 300 products, each measurement 2 crawls, 5 repeats
     python benchmarks/ingest.py --stores 80 --products 300 --repeats 5
 
 Everything talks to 127.0.0.1 only: the sandbox runs as a child process, the database is
@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cannaspider.db import database_url, migrations  # noqa: E402
+from cannaspider.dutchie import normalizer  # noqa: E402
 
 FULL = None  # the project's ITEM_PIPELINES
 OFF = {}
@@ -89,7 +90,7 @@ def main() -> None:
     parser.add_argument("--stores", type=int, default=50)
     parser.add_argument("--products", type=int, default=300)
     parser.add_argument("--crawls", type=int, default=2, help="crawls per measurement (first inserts, then updates)")
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=int, default=5,
                         help="measurements per variant, interleaved across variants; the median is reported")
     args = parser.parse_args()
 
@@ -125,7 +126,8 @@ def main() -> None:
     full = results["full pipeline"]["products_per_s"]
     per_row = results["per-row upsert baseline"]["products_per_s"]
     print(f"ingest benchmark: {len(ids)} stores x {args.products} products; each measurement is "
-          f"{args.crawls} crawls; median of {args.repeats} interleaved measurements per variant")
+          f"{args.crawls} crawls; median of {args.repeats} interleaved measurements per variant; "
+          f"normalizer: {normalizer.IMPLEMENTATION}")
     for name, r in results.items():
         spread = ", ".join(f"{m['products_per_s']:.0f}" for m in measured[name])
         print(f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; "
