@@ -40,7 +40,7 @@ TELNETCONSOLE_ENABLED = False
 CANNASPIDER_DATA_DIR = str(env.data_dir())
 DATABASE_URL = None  # None: embedded PostgreSQL under CANNASPIDER_DATA_DIR/postgres
 DB_POOL_MAX_SIZE = 4
-DB_WRITE_BATCH_SIZE = 1000  # rows per write statement in the product and snapshot writers
+DB_WRITE_BATCH_SIZE = 1000  # products per write statement (their store_products rows and snapshots)
 # How long a store's completion waits for its rows to be committed before it counts as incomplete,
 # and how long it lets batches fill with other stores' rows before flushing them early.
 CRAWL_COMPLETION_WAIT_S = 120.0
