@@ -9,7 +9,8 @@ Money is a float rounded to the cent and potency a float rounded to 3 places: th
 numbers, PostgreSQL stores numeric, and floats go to the writers' JSON encoder (orjson, in C) with
 no per-value Python call, where Decimals cost half a microsecond each. This runs once per product
 of every crawl (millions a day), so the common shapes take the shortest path: type checks inline,
-few calls, labels (category, strain type) cached.
+few calls, labels (category, strain type) cached; and `./dev setup` compiles this file with
+Cython into a twin that is swapped in at import (see the end of the file, and speedups.py).
 """
 
 from __future__ import annotations
