@@ -215,11 +215,14 @@ def _strain(value: object) -> str | None:
     return _strain_of(value) if type(value) is str else None
 
 
-def _options(raw: dict, options_raw: list, rec: list, med: list, rec_sp: list, med_sp: list) -> list[ProductOption]:
+def _options(raw: dict, options_raw: list, rec: list, med: list, rec_sp: list,
+             med_sp: list) -> tuple[list[ProductOption], int | None]:
+    """The options, and the sum of their available quantities (None when no option has one)."""
     pos = raw.get("POSMetaData")
     stock = _stock(pos) if pos else None
     n_rec, n_med, n_rec_sp, n_med_sp = len(rec), len(med), len(rec_sp), len(med_sp)
     options = []
+    total = None
     for i, opt in enumerate(options_raw):
         if type(opt) is not str:
             opt = str(opt)
@@ -229,6 +232,8 @@ def _options(raw: dict, options_raw: list, rec: list, med: list, rec_sp: list, m
             quantity = _int(st.get("quantity"))
             available = _int(st.get("quantityAvailable"))
             kiosk = _int(st.get("kioskQuantityAvailable"))
+            if available is not None:
+                total = available if total is None else total + available
         else:
             quantity = available = kiosk = None
         options.append(ProductOption(
@@ -237,7 +242,7 @@ def _options(raw: dict, options_raw: list, rec: list, med: list, rec_sp: list, m
             rec_sp[i] if i < n_rec_sp else None, med_sp[i] if i < n_med_sp else None,
             quantity, available, kiosk,
         ))
-    return options
+    return options, total
 
 
 def _images(raw: dict) -> list[str]:
@@ -281,8 +286,8 @@ def normalize(item: RawProduct) -> StoreProduct:
     rec_sp = _prices(get("recSpecialPrices"))
     med_sp = _prices(get("medicalSpecialPrices"))
     options_raw = get("Options")
-    options = _options(raw, options_raw, rec, med, rec_sp, med_sp) if type(options_raw) is list else []
-    quantities = [o.quantity_available for o in options if o.quantity_available is not None]
+    options, quantity_available = (_options(raw, options_raw, rec, med, rec_sp, med_sp)
+                                   if type(options_raw) is list else ([], None))
     special_data = get("specialData")
     specials = _specials(special_data) if special_data else []
     rec_special = _lowest(rec_sp)
@@ -293,33 +298,34 @@ def normalize(item: RawProduct) -> StoreProduct:
     category, subcategory = get("type"), get("subcategory")
     cannabinoids = get("cannabinoidsV2")
     images = _images(raw)
+    # positional, in field order (keywords cost a dict and a parse per product)
     return StoreProduct(
-        dispensary_id=item.dispensary_id,
-        crawl_run_id=item.crawl_run_id,
-        provider_product_id=pid.strip(),
-        name_raw=str(name_raw),
-        name=name,
-        brand_name_raw=brand_name if isinstance(brand_name, str) else brand.get("name"),
-        brand_id=str(get("brandId") or brand.get("id") or "") or None,
-        category=_label(category) if type(category) is str else None,
-        subcategory=_label(subcategory) if type(subcategory) is str else None,
-        strain_type=_strain(get("strainType")),
-        price_rec=_lowest(rec),
-        price_med=_lowest(med),
-        price_rec_special=rec_special,
-        price_med_special=_lowest(med_sp),
-        is_on_special=bool(get("special")) or bool(specials) or rec_special is not None,
-        options=options,
-        thc=potency(get("THCContent"), get("THC")),
-        cbd=potency(get("CBDContent"), get("CBD")),
-        cannabinoids=_cannabinoids(cannabinoids) if cannabinoids and type(cannabinoids) is list else [],
-        specials=specials,
-        effects=_effects(raw),
-        image_url=images[0] if images else None,
-        images=images,
-        quantity_available=sum(quantities) if quantities else None,
-        provider_created_at=timestamp(get("createdAt")),
-        provider_updated_at=timestamp(get("updatedAt")),
+        item.dispensary_id,                                                     # dispensary_id
+        item.crawl_run_id,                                                      # crawl_run_id
+        pid.strip(),                                                            # provider_product_id
+        str(name_raw),                                                          # name_raw
+        name,                                                                   # name
+        brand_name if isinstance(brand_name, str) else brand.get("name"),       # brand_name_raw
+        str(get("brandId") or brand.get("id") or "") or None,                   # brand_id
+        _label(category) if type(category) is str else None,                   # category
+        _label(subcategory) if type(subcategory) is str else None,             # subcategory
+        _strain(get("strainType")),                                             # strain_type
+        _lowest(rec),                                                           # price_rec
+        _lowest(med),                                                           # price_med
+        rec_special,                                                            # price_rec_special
+        _lowest(med_sp),                                                        # price_med_special
+        bool(get("special")) or bool(specials) or rec_special is not None,      # is_on_special
+        options,                                                                # options
+        potency(get("THCContent"), get("THC")),                                 # thc
+        potency(get("CBDContent"), get("CBD")),                                 # cbd
+        _cannabinoids(cannabinoids) if cannabinoids and type(cannabinoids) is list else [],  # cannabinoids
+        specials,                                                               # specials
+        _effects(raw),                                                          # effects
+        images[0] if images else None,                                          # image_url
+        images,                                                                 # images
+        quantity_available,                                                     # quantity_available
+        timestamp(get("createdAt")),                                            # provider_created_at
+        timestamp(get("updatedAt")),                                            # provider_updated_at
     )
 
 
