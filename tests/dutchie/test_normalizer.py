@@ -210,3 +210,25 @@ def test_a_twin_built_from_another_source_is_ignored(monkeypatch):
         assert normalizer._compiled_twin() is None
     fake.SOURCE_SHA256 = hashlib.sha256(Path(normalizer.__file__).read_bytes()).hexdigest()
     assert normalizer._compiled_twin() is fake
+
+
+def test_every_field_lands_under_its_own_name():
+    # normalize() builds StoreProduct positionally: a reordered items.py must fail here
+    p = norm({**BASE, "medicalPrices": [30, 10, 4], "recSpecialPrices": [33, 11, 4.5],
+              "medicalSpecialPrices": [29, 9, 3], "cannabinoidsV2": [{"value": 1.5, "unit": "PERCENTAGE",
+                                                                     "cannabinoid": {"name": "CBG"}}],
+              "Effects": {"Calm": 2}, "POSMetaData": {"children": [{"option": "1gC", "quantityAvailable": 6}]},
+              "specialData": {"saleSpecials": [{"specialName": "Deal"}]}})
+    assert dataclasses.asdict(p) | {"options": None, "thc": None, "cbd": None} == {
+        "dispensary_id": 7, "crawl_run_id": 3, "provider_product_id": BASE["_id"], "name_raw": "Blue Dream",
+        "name": "Blue Dream", "brand_name_raw": "Bud Bros", "brand_id": BASE["brandId"], "category": "Flower",
+        "subcategory": "premium", "strain_type": "Hybrid", "price_rec": 5.0, "price_med": 4.0,
+        "price_rec_special": 4.5, "price_med_special": 3.0, "is_on_special": True, "options": None,
+        "thc": None, "cbd": None, "cannabinoids": [{"name": "CBG", "value": 1.5, "unit": "percent"}],
+        "specials": [{"name": "Deal", "type": "sale", "discount": None, "percent_discount": None,
+                      "bundle_price": None, "required_quantity": None}],
+        "effects": {"calm": 2}, "image_url": BASE["Image"], "images": [BASE["Image"]], "quantity_available": 6,
+        "provider_created_at": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC),
+        "provider_updated_at": datetime(2026, 3, 4, 12, 0, tzinfo=UTC), "provider": "dutchie",
+    }
+    assert [o.option for o in p.options] == BASE["Options"] and p.thc.unit == "percent" and p.cbd.value is None
