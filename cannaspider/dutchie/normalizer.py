@@ -24,7 +24,6 @@ from math import inf
 
 from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 
-OBJECT_ID = re.compile(r"^[0-9a-fA-F]{24}$")
 TAG = re.compile(r"<[^>]*>")
 OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
 POTENCY_UNITS = {"PERCENTAGE": "percent", "MILLIGRAMS": "mg", "MILLIGRAMS_PER_GRAM": "mg_per_g"}

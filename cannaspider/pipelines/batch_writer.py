@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from decimal import Decimal
 
 import orjson
 import psycopg
@@ -31,15 +30,9 @@ from cannaspider.db.errors import DatabaseSetupError, first_line
 logger = logging.getLogger(__name__)
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, Decimal):
-        return float(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
 def encode_row(row: tuple) -> bytes:
     """One row as a JSON array (orjson handles dataclasses and datetimes itself)."""
-    return orjson.dumps(row, default=_json_default)
+    return orjson.dumps(row)
 
 
 def batch_document(rows: list[bytes]) -> Jsonb:
