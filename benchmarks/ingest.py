@@ -31,15 +31,35 @@ from cannaspider.dutchie import normalizer  # noqa: E402
 FULL = None  # the project's ITEM_PIPELINES
 OFF = {}
 NORMALIZE_ONLY = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200}
-PER_ROW = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
-           "benchmarks.perrow_pipeline.PerRowUpsertPipeline": 300}
+PER_ROW = {
+    "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
+    "benchmarks.perrow_pipeline.PerRowUpsertPipeline": 300,
+}
 
 
 def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cannaspider.sandbox", "--port", "0", "--firecrawl-port", "0", "--states", "AZ",
-         "--stores-per-state", str(stores), "--min-products", str(products), "--max-products", str(products)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "cannaspider.sandbox",
+            "--port",
+            "0",
+            "--firecrawl-port",
+            "0",
+            "--states",
+            "AZ",
+            "--stores-per-state",
+            str(stores),
+            "--min-products",
+            str(products),
+            "--max-products",
+            str(products),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     urls = json.loads(proc.stdout.readline())
     return proc, urls
 
@@ -59,22 +79,44 @@ def bench_database() -> str:
 def seed(url: str, base: str) -> list[int]:
     stores = json.loads(urllib.request.urlopen(base + "/_sandbox/stores", timeout=30).read())
     with psycopg.connect(url, autocommit=True) as conn:
-        return [conn.execute("INSERT INTO dispensaries (name, slug, state, platform_dispensary_id) "
-                             "VALUES (%s, %s, 'AZ', %s) RETURNING id", (s["name"], s["cName"], s["id"])).fetchone()[0]
-                for s in stores]
+        return [
+            conn.execute(
+                "INSERT INTO dispensaries (name, slug, state, platform_dispensary_id) "
+                "VALUES (%s, %s, 'AZ', %s) RETURNING id",
+                (s["name"], s["cName"], s["id"]),
+            ).fetchone()[0]
+            for s in stores
+        ]
 
 
 def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
-    args = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a",
-            "dispensary_id=" + ",".join(map(str, dispensary_ids)), "-s", "FEEDS={}", "-s", "LOG_LEVEL=INFO"]
+    args = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "product_resync",
+        "-a",
+        "dispensary_id=" + ",".join(map(str, dispensary_ids)),
+        "-s",
+        "FEEDS={}",
+        "-s",
+        "LOG_LEVEL=INFO",
+    ]
     if pipelines is not None:
         args += ["-s", "ITEM_PIPELINES=" + json.dumps(pipelines)]
     result = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0 or "Traceback" in result.stderr:
         raise SystemExit(f"crawl failed:\n{result.stderr[-3000:]}")
     stats = {}
-    for key in ("elapsed_time_seconds", "memusage/max", "item_scraped_count", "item_dropped_count",
-                "cannaspider/stores_complete", "cannaspider/stores_incomplete"):
+    for key in (
+        "elapsed_time_seconds",
+        "memusage/max",
+        "item_scraped_count",
+        "item_dropped_count",
+        "cannaspider/stores_complete",
+        "cannaspider/stores_incomplete",
+    ):
         m = re.search(rf"'{re.escape(key)}': ([0-9.]+)", result.stderr)
         stats[key] = float(m.group(1)) if m else 0.0
     return stats
@@ -90,31 +132,48 @@ def main() -> None:
     parser.add_argument("--stores", type=int, default=50)
     parser.add_argument("--products", type=int, default=300)
     parser.add_argument("--crawls", type=int, default=2, help="crawls per measurement (first inserts, then updates)")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="measurements per variant, interleaved across variants; the median is reported")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="measurements per variant, interleaved across variants; the median is reported",
+    )
     args = parser.parse_args()
 
     url = bench_database()
     sandbox, urls = start_sandbox(args.stores, args.products)
     try:
         ids = seed(url, urls["base"])
-        env = {**os.environ, "DATABASE_URL": url, "DUTCHIE_GRAPHQL_URL": urls["graphql"],
-               "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "DUTCHIE_GRAPHQL_URL": urls["graphql"],
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
         products = len(ids) * args.products
         crawl(env, OFF, ids[:2])  # warm the sandbox's page cache and the OS file cache
-        variants = (("ceiling (pipelines off)", OFF), ("full pipeline", FULL), ("per-row upsert baseline", PER_ROW),
-                    ("normalize only", NORMALIZE_ONLY))
+        variants = (
+            ("ceiling (pipelines off)", OFF),
+            ("full pipeline", FULL),
+            ("per-row upsert baseline", PER_ROW),
+            ("normalize only", NORMALIZE_ONLY),
+        )
         measured: dict[str, list[dict]] = {name: [] for name, _ in variants}
         for repeat in range(args.repeats):
             # interleaved and rotated, so drift in a shared machine's speed hits every variant alike
-            for name, pipelines in variants[repeat % len(variants):] + variants[:repeat % len(variants)]:
+            for name, pipelines in variants[repeat % len(variants) :] + variants[: repeat % len(variants)]:
                 reset(url)
                 runs = [crawl(env, pipelines, ids) for _ in range(args.crawls)]
                 if pipelines is FULL and any(r["cannaspider/stores_complete"] != len(ids) for r in runs):
                     raise SystemExit(f"the full pipeline did not complete every store: {runs}")
                 seconds = sum(r["elapsed_time_seconds"] for r in runs)
-                measured[name].append({"products_per_s": products * args.crawls / seconds, "seconds": seconds,
-                                       "peak_rss_mb": max(r["memusage/max"] for r in runs) / 2**20})
+                measured[name].append(
+                    {
+                        "products_per_s": products * args.crawls / seconds,
+                        "seconds": seconds,
+                        "peak_rss_mb": max(r["memusage/max"] for r in runs) / 2**20,
+                    }
+                )
         results = {name: sorted(ms, key=lambda m: m["products_per_s"])[len(ms) // 2] for name, ms in measured.items()}
         reset(url)
         small = crawl(env, FULL, ids[: max(len(ids) // 5, 1)])
@@ -125,23 +184,30 @@ def main() -> None:
     ceiling = results["ceiling (pipelines off)"]["products_per_s"]
     full = results["full pipeline"]["products_per_s"]
     per_row = results["per-row upsert baseline"]["products_per_s"]
-    print(f"ingest benchmark: {len(ids)} stores x {args.products} products; each measurement is "
-          f"{args.crawls} crawls; median of {args.repeats} interleaved measurements per variant; "
-          f"normalizer: {normalizer.IMPLEMENTATION}")
+    print(
+        f"ingest benchmark: {len(ids)} stores x {args.products} products; each measurement is "
+        f"{args.crawls} crawls; median of {args.repeats} interleaved measurements per variant; "
+        f"normalizer: {normalizer.IMPLEMENTATION}"
+    )
     for name, r in results.items():
         spread = ", ".join(f"{m['products_per_s']:.0f}" for m in measured[name])
-        print(f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; "
-              f"all: {spread})")
+        print(
+            f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; all: {spread})"
+        )
     print(f"  full / ceiling             {full / ceiling:9.2f}   (target >= 0.70)")
     print(f"  full / per-row baseline    {full / per_row:9.2f}   (target >= 3.00)")
     normalized = results["normalize only"]["products_per_s"]
-    print(f"  full / normalize only      {full / normalized:9.2f}   (information: the writers' share, if "
-          "normalizing counted as parsing)")
+    print(
+        f"  full / normalize only      {full / normalized:9.2f}   (information: the writers' share, if "
+        "normalizing counted as parsing)"
+    )
     small_rss = small["memusage/max"] / 2**20
     big_rss = results["full pipeline"]["peak_rss_mb"]
     print(f"  peak RSS, {max(len(ids) // 5, 1):3d} stores        {small_rss:9.0f} MB")
-    print(f"  peak RSS, {len(ids):3d} stores        {big_rss:9.0f} MB   (ratio {big_rss / small_rss:.2f}; "
-          "flat means it does not grow with stores)")
+    print(
+        f"  peak RSS, {len(ids):3d} stores        {big_rss:9.0f} MB   (ratio {big_rss / small_rss:.2f}; "
+        "flat means it does not grow with stores)"
+    )
     ok = full / ceiling >= 0.70 and full / per_row >= 3.0
     print("targets met" if ok else "targets NOT met")
 

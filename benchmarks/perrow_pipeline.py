@@ -39,9 +39,22 @@ class PerRowUpsertPipeline:
     def process_item(self, item):
         if not isinstance(item, StoreProduct):
             return item
-        self.conn.execute(UPSERT_ONE, (
-            item.dispensary_id, item.provider, item.provider_product_id, item.name_raw, item.name,
-            item.brand_name_raw, item.category, item.price_rec, item.price_med,
-            orjson.dumps(item.options, default=float).decode(),
-            item.thc.value, item.thc.unit, item.crawl_run_id))
+        self.conn.execute(
+            UPSERT_ONE,
+            (
+                item.dispensary_id,
+                item.provider,
+                item.provider_product_id,
+                item.name_raw,
+                item.name,
+                item.brand_name_raw,
+                item.category,
+                item.price_rec,
+                item.price_med,
+                orjson.dumps(item.options, default=float).decode(),
+                item.thc.value,
+                item.thc.unit,
+                item.crawl_run_id,
+            ),
+        )
         return item

@@ -62,8 +62,9 @@ class GraphQLContract(Contract):
         operation, *pairs = self.args
         params = dict(p.split("=", 1) for p in pairs)
         if operation == FILTERED_PRODUCTS:
-            variables = products_variables(_store_id(params["store"]), int(params.get("page", 0)),
-                                           int(params.get("perPage", 100)))
+            variables = products_variables(
+                _store_id(params["store"]), int(params.get("page", 0)), int(params.get("perPage", 100))
+            )
         elif operation == CONSUMER_DISPENSARIES:
             variables = consumer_dispensaries_variables(_slug(params["slug"]))
         elif operation == DISPENSARY_SEARCH:
@@ -76,9 +77,14 @@ class GraphQLContract(Contract):
         owner = args["callback"].__self__  # the spider the checked callback is bound to
         meta = {**(args.get("meta") or {}), **owner.contract_meta(operation, variables)}
         request = graphql.build_request(
-            settings.get("DUTCHIE_GRAPHQL_URL"), operation, variables,
+            settings.get("DUTCHIE_GRAPHQL_URL"),
+            operation,
+            variables,
             persisted_hash=settings.getdict("DUTCHIE_PERSISTED_HASHES").get(operation),
-            client_name=settings.get("DUTCHIE_CLIENT_NAME"), callback=args["callback"], meta=meta)
+            client_name=settings.get("DUTCHIE_CLIENT_NAME"),
+            callback=args["callback"],
+            meta=meta,
+        )
         args.update(url=request.url, headers=request.headers, meta=request.meta)
         return args
 

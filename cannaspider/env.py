@@ -22,20 +22,30 @@ class EnvVar:
 
 
 ENV_VARS: tuple[EnvVar, ...] = (
-    EnvVar("DATABASE_URL", "DATABASE_URL",
-           "PostgreSQL URL. Unset: an embedded server under CANNASPIDER_DATA_DIR/postgres."),
-    EnvVar("CANNASPIDER_DATA_DIR", "CANNASPIDER_DATA_DIR",
-           "Folder for local state (embedded PostgreSQL, feeds, images). Default: ./.data "
-           "beside scrapy.cfg, or the user data folder when run from an egg (Scrapyd)."),
+    EnvVar(
+        "DATABASE_URL", "DATABASE_URL", "PostgreSQL URL. Unset: an embedded server under CANNASPIDER_DATA_DIR/postgres."
+    ),
+    EnvVar(
+        "CANNASPIDER_DATA_DIR",
+        "CANNASPIDER_DATA_DIR",
+        "Folder for local state (embedded PostgreSQL, feeds, images). Default: ./.data "
+        "beside scrapy.cfg, or the user data folder when run from an egg (Scrapyd).",
+    ),
     EnvVar("DUTCHIE_GRAPHQL_URL", "DUTCHIE_GRAPHQL_URL", "Dutchie GraphQL endpoint."),
-    EnvVar("DUTCHIE_PERSISTED_HASHES", "DUTCHIE_PERSISTED_HASHES",
-           "JSON object {operationName: sha256} overriding the persisted-query hashes."),
+    EnvVar(
+        "DUTCHIE_PERSISTED_HASHES",
+        "DUTCHIE_PERSISTED_HASHES",
+        "JSON object {operationName: sha256} overriding the persisted-query hashes.",
+    ),
     EnvVar("DUTCHIE_PER_PAGE", "DUTCHIE_PER_PAGE", "Products per FilteredProducts page."),
     EnvVar("CHROMIUM_PATH", "CHROMIUM_PATH", "Chromium used by scrapy-playwright."),
     EnvVar("FIRECRAWL_API_URL", "FIRECRAWL_API_URL", "Base URL of the self-hosted Firecrawl."),
     EnvVar("FIRECRAWL_API_KEY", "FIRECRAWL_API_KEY", "Bearer key for Firecrawl (secret)."),
-    EnvVar("CANNASPIDER_FEED_DIR", "CANNASPIDER_FEED_DIR",
-           "Where the default JSON-lines feeds go. Default: DATA_DIR/feeds."),
+    EnvVar(
+        "CANNASPIDER_FEED_DIR",
+        "CANNASPIDER_FEED_DIR",
+        "Where the default JSON-lines feeds go. Default: DATA_DIR/feeds.",
+    ),
     EnvVar("CANNASPIDER_LOG_LEVEL", "LOG_LEVEL", "Scrapy log level."),
     EnvVar("CANNASPIDER_CONCURRENCY", "CONCURRENT_REQUESTS", "Concurrent requests per process."),
 )

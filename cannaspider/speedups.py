@@ -55,7 +55,10 @@ def build() -> Path:
         # `cythonize -i` builds in place, in the temporary folder: nothing but the .so reaches the tree
         result = subprocess.run(
             [sys.executable, "-m", "Cython.Build.Cythonize", "-3", "-i", "-q", str(copy)],
-            cwd=tmp, capture_output=True, text=True)
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
         built = Path(tmp) / f"{TWIN}{suffix}"
         if result.returncode != 0 or not built.exists():
             output = (result.stderr or result.stdout).strip().splitlines()
@@ -80,8 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         target = build()
     except Exception as exc:  # no compiler, no Cython, no headers: plain Python it is
-        print(f"warning: the compiled normalizer was not built ({exc}); crawls use plain Python, "
-              "about a quarter slower per product", file=sys.stderr)
+        print(
+            f"warning: the compiled normalizer was not built ({exc}); crawls use plain Python, "
+            "about a quarter slower per product",
+            file=sys.stderr,
+        )
         return 0
     print(f"built {target.relative_to(PACKAGE_DIR.parent)}")
     return 0

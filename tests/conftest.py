@@ -19,8 +19,16 @@ from cannaspider.sandbox.server import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA_DIR = ROOT / ".data" / "test"
-TABLES = ("store_product_snapshots", "store_products", "crawl_runs", "dutchie_discovery_locations",
-          "worker_tasks", "dispensaries", "proxies", "keywords")
+TABLES = (
+    "store_product_snapshots",
+    "store_products",
+    "crawl_runs",
+    "dutchie_discovery_locations",
+    "worker_tasks",
+    "dispensaries",
+    "proxies",
+    "keywords",
+)
 
 
 def _admin_url() -> str:
@@ -78,10 +86,12 @@ def db(db_url) -> str:
 @pytest.fixture
 def sql(db):
     """Run a query on the test database and get its rows."""
+
     def run(query: str, params=None):
         with psycopg.connect(db, autocommit=True) as conn:
             cur = conn.execute(query, params)
             return cur.fetchall() if cur.description else cur.rowcount
+
     return run
 
 
@@ -101,8 +111,9 @@ class SandboxClient:
 
     def call(self, method: str, path: str, body: object | None = None):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.urls.base + path, data=data, method=method,
-                                     headers={"content-type": "application/json"})
+        req = urllib.request.Request(
+            self.urls.base + path, data=data, method=method, headers={"content-type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
@@ -145,13 +156,15 @@ def scrapy_env(db, sandbox, tmp_path) -> dict:
 
 
 def run_scrapy(*args: str, env: dict, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scrapy", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
 def crawl(scrapy_env):
     """`scrapy crawl SPIDER -a k=v ...` against the sandbox and the test database."""
+
     def run(spider: str, *extra: str, **spider_args) -> subprocess.CompletedProcess:
         argv = ["crawl", spider]
         for key, value in spider_args.items():
@@ -159,4 +172,5 @@ def crawl(scrapy_env):
         result = run_scrapy(*argv, *extra, env=scrapy_env)
         assert "Traceback" not in result.stderr, result.stderr[-4000:]
         return result
+
     return run

@@ -22,8 +22,14 @@ class Reply:
         return self.body.decode("utf-8", "replace")
 
 
-def http(method: str, url: str, body: object | None = None, headers: dict | None = None,
-         proxy: str | None = None, timeout: float = 30) -> Reply:
+def http(
+    method: str,
+    url: str,
+    body: object | None = None,
+    headers: dict | None = None,
+    proxy: str | None = None,
+    timeout: float = 30,
+) -> Reply:
     data = None
     headers = dict(headers or {})
     if body is not None:

@@ -37,8 +37,12 @@ def _call(port: int, path: str, data: dict | None = None, files: dict | None = N
         for key, value in (data or {}).items():
             parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode())
         for key, blob in files.items():
-            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"; filename="x.egg"\r\n'
-                         "Content-Type: application/octet-stream\r\n\r\n".encode() + blob + b"\r\n")
+            parts.append(
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"; filename="x.egg"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n".encode()
+                + blob
+                + b"\r\n"
+            )
         body = b"".join(parts) + f"--{boundary}--\r\n".encode()
         headers["Content-Type"] = f"multipart/form-data; boundary={boundary}"
     elif data is not None:
@@ -50,8 +54,9 @@ def _call(port: int, path: str, data: dict | None = None, files: dict | None = N
 
 def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox):
     egg = tmp_path / "cannaspider.egg"
-    build = subprocess.run([str(BIN / "scrapyd-deploy"), "--build-egg", str(egg)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+    build = subprocess.run(
+        [str(BIN / "scrapyd-deploy"), "--build-egg", str(egg)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert build.returncode == 0 and egg.exists(), build.stderr
     store = sandbox.stores("AZ")[0]
     dispensary = add_store(db, store)
@@ -60,11 +65,19 @@ def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox)
     work = tmp_path / "scrapyd"
     work.mkdir()
     (work / "scrapyd.conf").write_text(
-        (ROOT / "scrapyd.conf").read_text().replace("http_port    = 6800", f"http_port    = {port}"))
-    env = {**os.environ, "DATABASE_URL": db, "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql,
-           "CANNASPIDER_DATA_DIR": str(tmp_path / "data"), "SCRAPYD_USERNAME": "ops", "SCRAPYD_PASSWORD": "s3cret"}
-    server = subprocess.Popen([str(BIN / "scrapyd")], cwd=work, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+        (ROOT / "scrapyd.conf").read_text().replace("http_port    = 6800", f"http_port    = {port}")
+    )
+    env = {
+        **os.environ,
+        "DATABASE_URL": db,
+        "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql,
+        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
+        "SCRAPYD_USERNAME": "ops",
+        "SCRAPYD_PASSWORD": "s3cret",
+    }
+    server = subprocess.Popen(
+        [str(BIN / "scrapyd")], cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -78,8 +91,11 @@ def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox)
         assert added["status"] == "ok", added
         spiders = _call(port, "listspiders.json?project=cannaspider")["spiders"]
         assert {"store_discovery", "entry_point_discovery", "product_discovery", "product_resync"} <= set(spiders)
-        job = _call(port, "schedule.json", {"project": "cannaspider", "spider": "product_resync",
-                                            "dispensary_id": str(dispensary)})
+        job = _call(
+            port,
+            "schedule.json",
+            {"project": "cannaspider", "spider": "product_resync", "dispensary_id": str(dispensary)},
+        )
         assert job["status"] == "ok"
         deadline = time.monotonic() + 120
         while True:

@@ -41,8 +41,9 @@ class Command(CannaspiderCommand):
             print(database_url(self.settings))
         elif action == "partitions":
             with connect(database_url(self.settings), autocommit=True) as conn:
-                created = conn.execute("SELECT ensure_snapshot_partitions(current_date, %s)",
-                                       (opts.months,)).fetchone()[0]
+                created = conn.execute(
+                    "SELECT ensure_snapshot_partitions(current_date, %s)", (opts.months,)
+                ).fetchone()[0]
             print(f"{created} partition(s) created")
         else:
             raise DatabaseSetupError(f"unknown action {action!r}: use start, stop, status, url or partitions")

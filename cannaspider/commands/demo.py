@@ -49,8 +49,12 @@ class Command(CannaspiderCommand):
                     raise SystemExit(f"error: `scrapy crawl {' '.join(argv)}` exited with {result.returncode}")
 
             def set_epoch(epoch: int) -> None:
-                req = urllib.request.Request(f"{base}/_sandbox/epoch", data=json.dumps({"epoch": epoch}).encode(),
-                                             method="POST", headers={"content-type": "application/json"})
+                req = urllib.request.Request(
+                    f"{base}/_sandbox/epoch",
+                    data=json.dumps({"epoch": epoch}).encode(),
+                    method="POST",
+                    headers={"content-type": "application/json"},
+                )
                 urllib.request.urlopen(req, timeout=10).read()
 
             crawl("store_discovery", "-a", f"state={state}")
@@ -67,11 +71,15 @@ class Command(CannaspiderCommand):
         with connect(url) as conn:
             stores, resolved, unresolved = conn.execute(
                 "SELECT count(*), count(platform_dispensary_id), count(resolution_error) FROM dispensaries "
-                "WHERE state = %s", (state,)).fetchone()
+                "WHERE state = %s",
+                (state,),
+            ).fetchone()
             products, in_stock, oos, missing = conn.execute(
                 "SELECT count(*), count(*) FILTER (WHERE is_in_stock), count(*) FILTER (WHERE stock_status = 'oos'),"
                 " count(*) FILTER (WHERE consecutive_misses > 0) FROM store_products sp "
-                "JOIN dispensaries d ON d.id = sp.dispensary_id WHERE d.state = %s", (state,)).fetchone()
+                "JOIN dispensaries d ON d.id = sp.dispensary_id WHERE d.state = %s",
+                (state,),
+            ).fetchone()
             runs = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY status").fetchall())
             snapshots = conn.execute("SELECT count(*) FROM store_product_snapshots").fetchone()[0]
         items = len(json.loads(feed.read_text())) if feed.exists() else 0

@@ -50,7 +50,10 @@ async def open_async_pool(url: str, *, min_size: int = 1, max_size: int = 4) -> 
     except psycopg.Error as exc:
         raise _unavailable(url, exc) from exc
     pool = AsyncConnectionPool(
-        url, min_size=min_size, max_size=max_size, open=False,
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
         kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
         # a restarted server leaves dead connections in the pool: check before handing one out
         check=AsyncConnectionPool.check_connection,

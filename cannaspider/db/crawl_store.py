@@ -23,9 +23,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunLedger:
-    accounted: int = 0      # products written to the buffers or rejected by normalization
-    written: int = 0        # rows the product writer has settled: committed, or refused for good
-    inserted: int = 0       # of which were new
+    accounted: int = 0  # products written to the buffers or rejected by normalization
+    written: int = 0  # rows the product writer has settled: committed, or refused for good
+    inserted: int = 0  # of which were new
     rejected: int = 0
     # set when a waiter's condition may have become true; account() only wakes the waiter once the
     # count it waits for is reached (it runs once per product: waking on each would cost more)
@@ -41,7 +41,7 @@ class CrawlStore:
         self._opening: asyncio.Lock | None = None
         self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
         self.failed_runs: set[tuple] = set()  # (dispensary_id, run id) whose rows a batch lost
-        self.flushers: list = []   # async callables: writers register their flush here
+        self.flushers: list = []  # async callables: writers register their flush here
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> CrawlStore:
@@ -66,7 +66,9 @@ class CrawlStore:
                     await conn.execute(
                         "UPDATE crawl_runs SET status = 'failed', finished_at = now(), error = 'abandoned: the "
                         "crawl process ended before closing this run' WHERE status = 'running' "
-                        "AND started_at < now() - %s::interval", (self.settings.get("CRAWL_RUN_ABANDONED_AFTER"),))
+                        "AND started_at < now() - %s::interval",
+                        (self.settings.get("CRAWL_RUN_ABANDONED_AFTER"),),
+                    )
         return self.pool
 
     async def close(self) -> None:
@@ -95,8 +97,7 @@ class CrawlStore:
 
     async def wait_written(self, run_key: object, timeout: float) -> bool:
         """Until every accounted product of the run that was not rejected is committed."""
-        return await self._wait(run_key, lambda ledger: ledger.written >= ledger.accounted - ledger.rejected,
-                                timeout)
+        return await self._wait(run_key, lambda ledger: ledger.written >= ledger.accounted - ledger.rejected, timeout)
 
     async def _wait(self, run_key: object, done, timeout: float) -> bool:
         ledger = self.ledgers[run_key]
@@ -121,7 +122,10 @@ class CrawlStore:
     async def start_run(self, dispensary_id: int, role: str, task_id: int | None = None) -> int:
         pool = await self.open()
         async with pool.connection() as conn:
-            row = await (await conn.execute(
-                "INSERT INTO crawl_runs (dispensary_id, role, task_id) VALUES (%s, %s, %s) RETURNING id",
-                (dispensary_id, role, task_id))).fetchone()
+            row = await (
+                await conn.execute(
+                    "INSERT INTO crawl_runs (dispensary_id, role, task_id) VALUES (%s, %s, %s) RETURNING id",
+                    (dispensary_id, role, task_id),
+                )
+            ).fetchone()
         return row[0]

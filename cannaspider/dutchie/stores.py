@@ -39,9 +39,17 @@ def dispensary_record(obj: dict) -> DispensaryRecord | None:
     coords = (location.get("geometry") or {}).get("coordinates") if isinstance(location.get("geometry"), dict) else None
     lng, lat = (coords[0], coords[1]) if isinstance(coords, list) and len(coords) == 2 else (None, None)
     return DispensaryRecord(
-        platform_dispensary_id=pid, name=name, slug=_text(obj.get("cName")), menu_url=menu_url_of(obj),
-        address=_text(obj.get("address")), city=_text(location.get("city")), state=_text(location.get("state")),
-        zip=_text(location.get("zipcode")), lat=_float(lat), lng=_float(lng), timezone=_text(obj.get("timezone")),
+        platform_dispensary_id=pid,
+        name=name,
+        slug=_text(obj.get("cName")),
+        menu_url=menu_url_of(obj),
+        address=_text(obj.get("address")),
+        city=_text(location.get("city")),
+        state=_text(location.get("state")),
+        zip=_text(location.get("zipcode")),
+        lat=_float(lat),
+        lng=_float(lng),
+        timezone=_text(obj.get("timezone")),
         phone=_text(obj.get("phone")),
         is_recreational=obj.get("recDispensary") if isinstance(obj.get("recDispensary"), bool) else None,
         is_medical=obj.get("medicalDispensary") if isinstance(obj.get("medicalDispensary"), bool) else None,

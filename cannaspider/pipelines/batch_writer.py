@@ -67,7 +67,7 @@ class BatchWriterPipeline:
         self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE", 1000)
         self.max_buffered = 4 * self.batch_size
         self.buffer: list[bytes] = []  # encoded rows
-        self.keys: list[tuple] = []    # (dispensary_id, crawl_run_id) of each buffered row
+        self.keys: list[tuple] = []  # (dispensary_id, crawl_run_id) of each buffered row
         self.lock = asyncio.Lock()
         self.inflight: asyncio.Future | None = None
         self.store.flushers.append(self.flush)
@@ -126,21 +126,30 @@ class BatchWriterPipeline:
                 async with pool.connection() as conn:
                     result = await self.write(conn, batch_document(rows))
                 self.after_write(keys, result)
-                self.crawler.stats.inc_value(f"cannaspider/db_write_ms/{type(self).__name__}",
-                                             round((time.perf_counter() - started) * 1000))
+                self.crawler.stats.inc_value(
+                    f"cannaspider/db_write_ms/{type(self).__name__}", round((time.perf_counter() - started) * 1000)
+                )
             except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError) as exc:
                 # the server went away (restart, network): keep the rows for the next flush
                 self.buffer[:0] = rows
                 self.keys[:0] = keys
-                logger.error("%s: database unavailable, %d rows kept for the next attempt: %s",
-                             type(self).__name__, len(rows), first_line(exc))
+                logger.error(
+                    "%s: database unavailable, %d rows kept for the next attempt: %s",
+                    type(self).__name__,
+                    len(rows),
+                    first_line(exc),
+                )
                 raise
             except psycopg.Error as exc:
                 # the batch itself was refused: its stores' crawls cannot count as complete
                 self.store.failed_runs.update(keys)
                 self.after_refused(keys)
-                logger.error("%s: a batch of %d rows was refused by the database: %s",
-                             type(self).__name__, len(rows), first_line(exc))
+                logger.error(
+                    "%s: a batch of %d rows was refused by the database: %s",
+                    type(self).__name__,
+                    len(rows),
+                    first_line(exc),
+                )
                 raise
 
     def after_refused(self, keys: list[tuple]) -> None:

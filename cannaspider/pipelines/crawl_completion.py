@@ -113,8 +113,12 @@ class CrawlCompletionPipeline:
         try:
             await self._apply(item)
         except Exception:
-            logger.exception("dispensary %s: could not close crawl run %s (it stays 'running' until the next "
-                             "crawl process marks it abandoned)", item.dispensary_id, item.crawl_run_id)
+            logger.exception(
+                "dispensary %s: could not close crawl run %s (it stays 'running' until the next "
+                "crawl process marks it abandoned)",
+                item.dispensary_id,
+                item.crawl_run_id,
+            )
 
     async def _wait_committed(self, key: tuple) -> bool:
         """Until the store's rows are committed. Batches fill up with other stores' rows while the
@@ -152,10 +156,19 @@ class CrawlCompletionPipeline:
             complete, error = False, "a batch of this store's rows was refused by the database"
             self.store.failed_runs.discard(key)
         ledger = self.store.ledgers.pop(key, None)
-        figures = {"d": item.dispensary_id, "seen": orjson.dumps(item.seen_product_ids).decode(),
-                   "limit": OOS_AFTER_MISSES, "run": item.crawl_run_id, "pages": item.pages_fetched,
-                   "seen_n": len(item.seen_product_ids), "new": ledger.inserted if ledger else 0,
-                   "errors": item.errors, "missed": 0, "oos": 0, "error": error}
+        figures = {
+            "d": item.dispensary_id,
+            "seen": orjson.dumps(item.seen_product_ids).decode(),
+            "limit": OOS_AFTER_MISSES,
+            "run": item.crawl_run_id,
+            "pages": item.pages_fetched,
+            "seen_n": len(item.seen_product_ids),
+            "new": ledger.inserted if ledger else 0,
+            "errors": item.errors,
+            "missed": 0,
+            "oos": 0,
+            "error": error,
+        }
         pool = await self.store.open()
         async with pool.connection() as conn:
             if complete:
@@ -166,9 +179,18 @@ class CrawlCompletionPipeline:
         stats = self.crawler.stats
         stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
         if complete:
-            logger.info("dispensary %s: crawl complete: %d products, %d new, %d missed, %d marked oos",
-                        item.dispensary_id, figures["seen_n"], figures["new"], figures["missed"], figures["oos"])
+            logger.info(
+                "dispensary %s: crawl complete: %d products, %d new, %d missed, %d marked oos",
+                item.dispensary_id,
+                figures["seen_n"],
+                figures["new"],
+                figures["missed"],
+                figures["oos"],
+            )
         else:
-            logger.warning("dispensary %s: crawl INCOMPLETE (%s): stored %d products, marked none missing",
-                           item.dispensary_id, error, figures["seen_n"])
-
+            logger.warning(
+                "dispensary %s: crawl INCOMPLETE (%s): stored %d products, marked none missing",
+                item.dispensary_id,
+                error,
+                figures["seen_n"],
+            )

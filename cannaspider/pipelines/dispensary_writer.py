@@ -76,19 +76,26 @@ class DispensaryWriterPipeline:
                         await conn.execute(
                             "UPDATE dispensaries SET platform_dispensary_id = %s, slug = coalesce(%s, slug), "
                             "resolution_error = NULL, resolved_at = now(), updated_at = now() WHERE id = %s",
-                            (item.platform_dispensary_id, item.slug, item.dispensary_id))
+                            (item.platform_dispensary_id, item.slug, item.dispensary_id),
+                        )
                     return item
                 except psycopg.errors.UniqueViolation:
                     # two rows for one store (e.g. added by hand and discovered): keep both, say why
-                    owner = await (await conn.execute(
-                        "SELECT id FROM dispensaries WHERE platform = 'dutchie' AND platform_dispensary_id = %s",
-                        (item.platform_dispensary_id,))).fetchone()
-                    item.error = (f"platform id {item.platform_dispensary_id} already belongs to dispensary "
-                                  f"{owner[0] if owner else '?'}")
+                    owner = await (
+                        await conn.execute(
+                            "SELECT id FROM dispensaries WHERE platform = 'dutchie' AND platform_dispensary_id = %s",
+                            (item.platform_dispensary_id,),
+                        )
+                    ).fetchone()
+                    item.error = (
+                        f"platform id {item.platform_dispensary_id} already belongs to dispensary "
+                        f"{owner[0] if owner else '?'}"
+                    )
                     item.platform_dispensary_id, item.method = None, "unresolved"
                     logger.warning("dispensary %s unresolved: %s", item.dispensary_id, item.error)
             if not item.platform_dispensary_id:
                 await conn.execute(
                     "UPDATE dispensaries SET resolution_error = %s, updated_at = now() WHERE id = %s",
-                    (item.error, item.dispensary_id))
+                    (item.error, item.dispensary_id),
+                )
         return item

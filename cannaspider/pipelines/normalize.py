@@ -35,5 +35,6 @@ class NormalizeProductPipeline:
         except Exception as exc:  # a payload shape we did not foresee must not stop the page
             self.crawler.stats.inc_value("cannaspider/products_rejected")
             self.store.account((item.dispensary_id, item.crawl_run_id), rejected=True)
-            raise DropItem(f"dispensary {item.dispensary_id}: product skipped: unexpected "
-                           f"{exc.__class__.__name__}: {exc}") from exc
+            raise DropItem(
+                f"dispensary {item.dispensary_id}: product skipped: unexpected {exc.__class__.__name__}: {exc}"
+            ) from exc

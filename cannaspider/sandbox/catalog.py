@@ -25,6 +25,7 @@ def dispensary_template() -> dict:
     which also works inside a zipped egg)."""
     return json.loads(resources.files("cannaspider.sandbox").joinpath("dispensary_template.json").read_text())
 
+
 CATEGORIES = {
     "Flower": ["", "Premium", "Smalls", "Shake"],
     "Pre-Rolls": ["Singles", "Packs", "Infused"],
@@ -35,20 +36,107 @@ CATEGORIES = {
     "Topicals": ["Balms", "Lotions"],
     "Accessories": ["Papers", "Batteries"],
 }
-STRAIN_TYPES = ["Indica", "Sativa", "Hybrid", "Hybrid", "High CBD", "1 to 1", "Indica-Hybrid",
-                "Sativa-Hybrid", "N/A", None]
-BRANDS = ["Bud Bros", "Desert Bloom", "Grow Sciences", "Item 9 Labs", "Timeless", "Abundant Organics",
-          "Wana", "Stiiizy", "Select", "Kiva", "Camino", "Dr. Zodiak's", "Ogeez", "Tru Infusion",
-          "Mohave Cannabis Co.", "Cannabist", "Sip Elixirs", "High Tide", "Canamo", "Halo"]
-ADJECTIVES = ["Blue", "Purple", "Golden", "Lemon", "Sour", "Cosmic", "Wedding", "Garlic", "Cherry",
-              "Mango", "Ice", "Gelato", "Mint", "Velvet", "Desert", "Jack", "Runtz", "Zkittlez"]
-NOUNS = ["Dream", "Haze", "Kush", "Cookies", "Cake", "Diesel", "Breath", "Punch", "Glue", "Sherbet",
-         "Octane", "Pie", "Mints", "Berry", "OG", "Skunk"]
-FLOWER_OPTIONS = [["1g", "1/8oz", "1/4oz", "1/2oz", "1oz"], ["1/8oz"], ["3.5g", "7g", "14g"],
-                  ["1gC", "1/8oz"], [".5g", "1g"], ["N/A"]]
-CHAINS = ["Harvest", "Curaleaf", "Trulieve", "Sol Flower", "Nature's Medicines", "The Mint",
-          "Zen Leaf", "Ponder", "Nirvana Center", "JARS", "Story", "Kaycha", "Giving Tree",
-          "Earth's Healing", "Sticky Saguaro", "Green Pharms", "Yilo", "Ocotillo", "Tumbleweed"]
+STRAIN_TYPES = [
+    "Indica",
+    "Sativa",
+    "Hybrid",
+    "Hybrid",
+    "High CBD",
+    "1 to 1",
+    "Indica-Hybrid",
+    "Sativa-Hybrid",
+    "N/A",
+    None,
+]
+BRANDS = [
+    "Bud Bros",
+    "Desert Bloom",
+    "Grow Sciences",
+    "Item 9 Labs",
+    "Timeless",
+    "Abundant Organics",
+    "Wana",
+    "Stiiizy",
+    "Select",
+    "Kiva",
+    "Camino",
+    "Dr. Zodiak's",
+    "Ogeez",
+    "Tru Infusion",
+    "Mohave Cannabis Co.",
+    "Cannabist",
+    "Sip Elixirs",
+    "High Tide",
+    "Canamo",
+    "Halo",
+]
+ADJECTIVES = [
+    "Blue",
+    "Purple",
+    "Golden",
+    "Lemon",
+    "Sour",
+    "Cosmic",
+    "Wedding",
+    "Garlic",
+    "Cherry",
+    "Mango",
+    "Ice",
+    "Gelato",
+    "Mint",
+    "Velvet",
+    "Desert",
+    "Jack",
+    "Runtz",
+    "Zkittlez",
+]
+NOUNS = [
+    "Dream",
+    "Haze",
+    "Kush",
+    "Cookies",
+    "Cake",
+    "Diesel",
+    "Breath",
+    "Punch",
+    "Glue",
+    "Sherbet",
+    "Octane",
+    "Pie",
+    "Mints",
+    "Berry",
+    "OG",
+    "Skunk",
+]
+FLOWER_OPTIONS = [
+    ["1g", "1/8oz", "1/4oz", "1/2oz", "1oz"],
+    ["1/8oz"],
+    ["3.5g", "7g", "14g"],
+    ["1gC", "1/8oz"],
+    [".5g", "1g"],
+    ["N/A"],
+]
+CHAINS = [
+    "Harvest",
+    "Curaleaf",
+    "Trulieve",
+    "Sol Flower",
+    "Nature's Medicines",
+    "The Mint",
+    "Zen Leaf",
+    "Ponder",
+    "Nirvana Center",
+    "JARS",
+    "Story",
+    "Kaycha",
+    "Giving Tree",
+    "Earth's Healing",
+    "Sticky Saguaro",
+    "Green Pharms",
+    "Yilo",
+    "Ocotillo",
+    "Tumbleweed",
+]
 MENU_URL_STYLES = ("dispensary", "embedded-menu", "stores", "website", "website-iframe")
 
 
@@ -130,20 +218,24 @@ class Catalog:
             name = f"{chain} - {city['name']}" + (f" #{i}" if i >= len(CHAINS) else "")
             jitter = (h(cfg.seed, state, i, "lat") % 2000 - 1000) / 20000.0
             span = cfg.max_products - cfg.min_products
-            stores.append(Store(
-                id=object_id(cfg.seed, state, i),
-                index=i, state=state, name=name,
-                cname=f"{slugify(name)}-{state.lower()}-{i}",
-                city=city["name"],
-                zipcode=f"{85000 + h(cfg.seed, state, i, 'zip') % 9999:05d}",
-                lat=round(city["latitude"] + jitter, 6),
-                lng=round(city["longitude"] - jitter, 6),
-                timezone=city["timezone"],
-                menu_style=MENU_URL_STYLES[i % len(MENU_URL_STYLES)],
-                product_count=cfg.min_products + (h(cfg.seed, state, i, "n") % (span + 1) if span else 0),
-                rec=i % 4 != 3,
-                medical=i % 3 != 1,
-            ))
+            stores.append(
+                Store(
+                    id=object_id(cfg.seed, state, i),
+                    index=i,
+                    state=state,
+                    name=name,
+                    cname=f"{slugify(name)}-{state.lower()}-{i}",
+                    city=city["name"],
+                    zipcode=f"{85000 + h(cfg.seed, state, i, 'zip') % 9999:05d}",
+                    lat=round(city["latitude"] + jitter, 6),
+                    lng=round(city["longitude"] - jitter, 6),
+                    timezone=city["timezone"],
+                    menu_style=MENU_URL_STYLES[i % len(MENU_URL_STYLES)],
+                    product_count=cfg.min_products + (h(cfg.seed, state, i, "n") % (span + 1) if span else 0),
+                    rec=i % 4 != 3,
+                    medical=i % 3 != 1,
+                )
+            )
         return stores
 
     def find(self, key: str) -> Store | None:
@@ -159,22 +251,33 @@ class Catalog:
         obj = copy.deepcopy(self._template)
         menu_url = self.menu_url(store, base)
         own_site = store.menu_style.startswith("website")
-        obj.update({
-            "id": store.id, "name": store.name, "cName": store.cname, "timezone": store.timezone,
-            "distance": distance, "chain": slugify(store.name.split(" - ")[0]),
-            "phone": f"(602) 555-{h(store.id, 'ph') % 10000:04d}",
-            "address": f"{100 + store.index * 7} W Main St, {store.city}, {store.state} {store.zipcode}, USA",
-            "embeddedMenuUrl": menu_url if own_site else None,
-            "menuUrl": menu_url,
-            "embedBackUrl": menu_url if own_site else None,
-            "recDispensary": store.rec, "medicalDispensary": store.medical,
-            "customDomainSettings": None,
-            "listImage": f"{base}/images/stores/{store.id}.png",
-            "logoImage": f"{base}/images/stores/{store.id}.png",
-        })
+        obj.update(
+            {
+                "id": store.id,
+                "name": store.name,
+                "cName": store.cname,
+                "timezone": store.timezone,
+                "distance": distance,
+                "chain": slugify(store.name.split(" - ")[0]),
+                "phone": f"(602) 555-{h(store.id, 'ph') % 10000:04d}",
+                "address": f"{100 + store.index * 7} W Main St, {store.city}, {store.state} {store.zipcode}, USA",
+                "embeddedMenuUrl": menu_url if own_site else None,
+                "menuUrl": menu_url,
+                "embedBackUrl": menu_url if own_site else None,
+                "recDispensary": store.rec,
+                "medicalDispensary": store.medical,
+                "customDomainSettings": None,
+                "listImage": f"{base}/images/stores/{store.id}.png",
+                "logoImage": f"{base}/images/stores/{store.id}.png",
+            }
+        )
         obj["location"] = {
-            "ln1": f"{100 + store.index * 7} W Main St", "ln2": "", "city": store.city,
-            "state": store.state, "country": "United States", "zipcode": store.zipcode,
+            "ln1": f"{100 + store.index * 7} W Main St",
+            "ln2": "",
+            "city": store.city,
+            "state": store.state,
+            "country": "United States",
+            "zipcode": store.zipcode,
             "geometry": {"coordinates": [store.lng, store.lat], "__typename": "Geometry"},
             "__typename": "Dispensaries_location",
         }
@@ -194,13 +297,13 @@ class Catalog:
     def present(self, store: Store, index: int, epoch: int) -> bool:
         """Whether product `index` is on the menu at `epoch` (the evolution rules)."""
         k = index % 37
-        if k == 5:      # gone at epochs 1-3, back at 4: the three-miss OOS story
+        if k == 5:  # gone at epochs 1-3, back at 4: the three-miss OOS story
             return not (1 <= epoch <= 3)
-        if k == 11:     # gone at epoch 2 only
+        if k == 11:  # gone at epoch 2 only
             return epoch != 2
-        if k == 17:     # gone at epochs 1-2
+        if k == 17:  # gone at epochs 1-2
             return not (1 <= epoch <= 2)
-        if index % 41 == 7:   # new product, appears at epoch 2
+        if index % 41 == 7:  # new product, appears at epoch 2
             return epoch >= 2
         return True
 
@@ -244,25 +347,41 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
     unit = ["PERCENTAGE", "PERCENTAGE", "MILLIGRAMS", "MILLIGRAMS_PER_GRAM"][r("unit") % 4]
     if category in ("Edible", "Tincture"):
         unit = "MILLIGRAMS"
-    thc = None if r("thcnull") % 9 == 0 else (
-        [round(14 + r("thc") % 200 / 10, 1)] if unit == "PERCENTAGE" else [float(5 * (1 + r("thc") % 20))])
+    thc = (
+        None
+        if r("thcnull") % 9 == 0
+        else ([round(14 + r("thc") % 200 / 10, 1)] if unit == "PERCENTAGE" else [float(5 * (1 + r("thc") % 20))])
+    )
     if thc and r("thcrange") % 5 == 0:
         thc = [thc[0], round(thc[0] + 2, 1)]
     stock_children = None
     if r("pos") % 3 == 0:
-        stock_children = [{
-            "option": opt, "quantity": r("q", opt, epoch) % 40,
-            "quantityAvailable": r("qa", opt, epoch) % 30, "kioskQuantityAvailable": r("qk", opt) % 10,
-            "__typename": "POSChild",
-        } for opt in options]
+        stock_children = [
+            {
+                "option": opt,
+                "quantity": r("q", opt, epoch) % 40,
+                "quantityAvailable": r("qa", opt, epoch) % 30,
+                "kioskQuantityAvailable": r("qk", opt) % 10,
+                "__typename": "POSChild",
+            }
+            for opt in options
+        ]
     specials = None
     if on_special:
         specials = {
-            "saleSpecials": [{"specialName": "20% off " + category, "specialType": "sale",
-                              "discount": 20, "percentDiscount": True}],
-            "bogoSpecials": [{"specialName": "Buy 2 get 1", "specialType": "bogo",
-                              "itemsForAPrice": {"value": "45.00"},
-                              "bogoRewards": [{"totalQuantity": {"quantity": 3}}]}] if r("bogo") % 2 else [],
+            "saleSpecials": [
+                {"specialName": "20% off " + category, "specialType": "sale", "discount": 20, "percentDiscount": True}
+            ],
+            "bogoSpecials": [
+                {
+                    "specialName": "Buy 2 get 1",
+                    "specialType": "bogo",
+                    "itemsForAPrice": {"value": "45.00"},
+                    "bogoRewards": [{"totalQuantity": {"quantity": 3}}],
+                }
+            ]
+            if r("bogo") % 2
+            else [],
         }
     effects_key = ["effects", "Effects"][r("eff") % 2]
     created_ms = 1_650_000_000_000 + r("created") % 60_000_000_000

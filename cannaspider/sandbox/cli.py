@@ -22,12 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def sandbox_from(args: argparse.Namespace) -> Sandbox:
-    config = CatalogConfig(seed=args.seed, states=tuple(s.strip().upper() for s in args.states.split(",")),
-                           stores_per_state=args.stores_per_state, min_products=args.min_products,
-                           max_products=args.max_products)
+    config = CatalogConfig(
+        seed=args.seed,
+        states=tuple(s.strip().upper() for s in args.states.split(",")),
+        stores_per_state=args.stores_per_state,
+        min_products=args.min_products,
+        max_products=args.max_products,
+    )
     auth = tuple(args.proxy_auth.split(":", 1)) if args.proxy_auth else None
-    return Sandbox(config, port=args.port, firecrawl_port=args.firecrawl_port,
-                   proxy=args.proxy or bool(auth), proxy_auth=auth)
+    return Sandbox(
+        config, port=args.port, firecrawl_port=args.firecrawl_port, proxy=args.proxy or bool(auth), proxy_auth=auth
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,8 +17,14 @@ def _state(request: web.Request) -> DutchieState:
 
 async def get_state(request: web.Request) -> web.Response:
     s = _state(request)
-    return web.json_response({"epoch": s.epoch, "current_hashes": s.current_hashes,
-                              "faults": s.faults.as_dicts(), "requests": dict(s.requests)})
+    return web.json_response(
+        {
+            "epoch": s.epoch,
+            "current_hashes": s.current_hashes,
+            "faults": s.faults.as_dicts(),
+            "requests": dict(s.requests),
+        }
+    )
 
 
 async def set_epoch(request: web.Request) -> web.Response:
@@ -60,12 +66,24 @@ async def list_stores(request: web.Request) -> web.Response:
     s = _state(request)
     base = f"{request.scheme}://{request.host}"
     state_filter = request.query.get("state")
-    return web.json_response([
-        {"id": st.id, "cName": st.cname, "name": st.name, "state": st.state, "city": st.city,
-         "lat": st.lat, "lng": st.lng, "menu_url": s.catalog.menu_url(st, base),
-         "menu_style": st.menu_style, "product_count": st.product_count}
-        for st in s.catalog.stores if not state_filter or st.state == state_filter
-    ])
+    return web.json_response(
+        [
+            {
+                "id": st.id,
+                "cName": st.cname,
+                "name": st.name,
+                "state": st.state,
+                "city": st.city,
+                "lat": st.lat,
+                "lng": st.lng,
+                "menu_url": s.catalog.menu_url(st, base),
+                "menu_style": st.menu_style,
+                "product_count": st.product_count,
+            }
+            for st in s.catalog.stores
+            if not state_filter or st.state == state_filter
+        ]
+    )
 
 
 async def menu(request: web.Request) -> web.Response:
@@ -74,8 +92,12 @@ async def menu(request: web.Request) -> web.Response:
     if store is None:
         return web.json_response({"error": "no such store"}, status=404)
     epoch = int(request.query.get("epoch", s.epoch))
-    return web.json_response({"epoch": epoch, "product_ids": [
-        s.catalog.product_id(store, i) for i in s.catalog.product_indices(store, epoch)]})
+    return web.json_response(
+        {
+            "epoch": epoch,
+            "product_ids": [s.catalog.product_id(store, i) for i in s.catalog.product_indices(store, epoch)],
+        }
+    )
 
 
 async def set_slow(request: web.Request) -> web.Response:

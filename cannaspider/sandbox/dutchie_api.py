@@ -26,8 +26,8 @@ from cannaspider.sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwit
 # read through importlib.resources: it also works from a zipped egg (Scrapyd)
 BLOCK_PAGE = resources.files("cannaspider.sandbox").joinpath("cloudflare_403.html").read_text()
 CHALLENGE_PAGE = (
-    "<!DOCTYPE html><html lang=\"en-US\"><head><title>Just a moment...</title></head><body>"
-    "<div id=\"challenge-running\">Checking if the site connection is secure</div>"
+    '<!DOCTYPE html><html lang="en-US"><head><title>Just a moment...</title></head><body>'
+    '<div id="challenge-running">Checking if the site connection is secure</div>'
     "<div>cf-browser-verification</div><div>Ray ID: 8e2f0c0d0a0b0c0d</div></body></html>"
 )
 CSRF_MESSAGE = (
@@ -58,8 +58,7 @@ DUTCHIE = web.AppKey("dutchie", DutchieState)
 
 
 def _json(data: object, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(data, separators=(",", ":")), status=status,
-                        content_type="application/json")
+    return web.Response(body=json.dumps(data, separators=(",", ":")), status=status, content_type="application/json")
 
 
 def _graphql_error(message: str, code: str) -> web.Response:
@@ -123,11 +122,15 @@ async def graphql(request: web.Request) -> web.StreamResponse:
         elif rule.kind == "block403":
             return web.Response(text=BLOCK_PAGE, status=403, content_type="text/html")
         elif rule.kind == "challenge503":
-            return web.Response(text=CHALLENGE_PAGE, status=503, content_type="text/html",
-                                headers={"cf-mitigated": "challenge"})
+            return web.Response(
+                text=CHALLENGE_PAGE, status=503, content_type="text/html", headers={"cf-mitigated": "challenge"}
+            )
         elif rule.kind == "error500":
-            return web.Response(text="<html><body><h1>500 Internal Server Error</h1></body></html>",
-                                status=500, content_type="text/html")
+            return web.Response(
+                text="<html><body><h1>500 Internal Server Error</h1></body></html>",
+                status=500,
+                content_type="text/html",
+            )
         elif rule.kind == "graphql_errors":
             return _graphql_error("Internal server error", "INTERNAL_SERVER_ERROR")
         elif rule.kind in ("malformed", "truncated"):
@@ -140,18 +143,32 @@ async def graphql(request: web.Request) -> web.StreamResponse:
     if sha and not query:
         if sha != state.current_hashes.get(op):
             return _graphql_error("PersistedQueryNotFound", "PERSISTED_QUERY_NOT_FOUND")
-    elif sha and query and hashlib.sha256(query.encode()).hexdigest() != sha \
-            and sha != state.current_hashes.get(op):
-        return _json({"errors": [{"message": "provided sha does not match query",
-                                  "extensions": {"code": "INTERNAL_SERVER_ERROR"}}]}, status=400)
+    elif sha and query and hashlib.sha256(query.encode()).hexdigest() != sha and sha != state.current_hashes.get(op):
+        return _json(
+            {
+                "errors": [
+                    {"message": "provided sha does not match query", "extensions": {"code": "INTERNAL_SERVER_ERROR"}}
+                ]
+            },
+            status=400,
+        )
     elif not sha and not query:
-        return _json({"errors": [{"message": "GraphQL operations must contain a non-empty `query` "
-                                  "or a `persistedQuery` extension."}]}, status=400)
+        return _json(
+            {
+                "errors": [
+                    {"message": "GraphQL operations must contain a non-empty `query` or a `persistedQuery` extension."}
+                ]
+            },
+            status=400,
+        )
     if op not in (FILTERED_PRODUCTS, CONSUMER_DISPENSARIES, DISPENSARY_SEARCH):
-        return _json({"errors": [{"message": f"Unknown operation {op!r}",
-                                  "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]}, status=400)
-    return web.Response(body=await _execute_bytes(state, op, variables, base, store_keys),
-                        content_type="application/json")
+        return _json(
+            {"errors": [{"message": f"Unknown operation {op!r}", "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]},
+            status=400,
+        )
+    return web.Response(
+        body=await _execute_bytes(state, op, variables, base, store_keys), content_type="application/json"
+    )
 
 
 async def _execute_bytes(state: DutchieState, op: str, variables: dict, base: str, store_keys: tuple) -> bytes:
@@ -159,12 +176,17 @@ async def _execute_bytes(state: DutchieState, op: str, variables: dict, base: st
     measure our crawler, not the sandbox's JSON encoder."""
     if op == FILTERED_PRODUCTS and not state.faults.could_fire(PAYLOAD_KINDS):
         pf = variables.get("productsFilter") or {}
-        key = (state.epoch, pf.get("dispensaryId"), pf.get("Status"), variables.get("page"),
-               variables.get("perPage"), base)
+        key = (
+            state.epoch,
+            pf.get("dispensaryId"),
+            pf.get("Status"),
+            variables.get("page"),
+            variables.get("perPage"),
+            base,
+        )
         cached = state.page_cache.get(key)
         if cached is None:
-            cached = json.dumps(await _execute(state, op, variables, base, store_keys),
-                                separators=(",", ":")).encode()
+            cached = json.dumps(await _execute(state, op, variables, base, store_keys), separators=(",", ":")).encode()
             if len(state.page_cache) > 2048:
                 state.page_cache.clear()
             state.page_cache[key] = cached
@@ -184,8 +206,10 @@ async def _execute(state: DutchieState, op: str, variables: dict, base: str, sto
             lat, lng = float(f["nearLat"]), float(f["nearLng"])
             distance = float(f.get("distance") or 25)
         except (KeyError, TypeError, ValueError):
-            return {"errors": [{"message": "nearLat and nearLng are required",
-                                "extensions": {"code": "BAD_USER_INPUT"}}], "data": None}
+            return {
+                "errors": [{"message": "nearLat and nearLng are required", "extensions": {"code": "BAD_USER_INPUT"}}],
+                "data": None,
+            }
         hits = catalog.search(lat, lng, distance, f.get("destinationTaxState"))
         return {"data": {"filteredDispensaries": [catalog.dispensary_object(s, base, d) for s, d in hits]}}
     return _filtered_products(state, variables, base, store_keys)
@@ -210,20 +234,24 @@ def _filtered_products(state: DutchieState, variables: dict, base: str, store_ke
         reported_total, total_pages = 10**7, 10**7 // per_page
     else:
         start = page * per_page
-        chosen = indices[start:start + per_page]
+        chosen = indices[start : start + per_page]
         if "duplicates" in payload_faults and page > 0 and chosen:
             # unstable sort order: the first items of this page repeat the end of the previous one
-            chosen = indices[start - 3:start] + chosen[3:]
+            chosen = indices[start - 3 : start] + chosen[3:]
         reported_total = total
         if "lying_total" in payload_faults:
             reported_total = int(total * payload_faults["lying_total"].factor)
         total_pages = math.ceil(reported_total / per_page) if reported_total else 0
     products = [catalog.product(store, i, state.epoch, base) for i in chosen]
-    return {"data": {"filteredProducts": {
-        "products": products,
-        "queryInfo": {"totalCount": reported_total, "totalPages": total_pages, "__typename": "QueryInfo"},
-        "__typename": "FilteredProducts",
-    }}}
+    return {
+        "data": {
+            "filteredProducts": {
+                "products": products,
+                "queryInfo": {"totalCount": reported_total, "totalPages": total_pages, "__typename": "QueryInfo"},
+                "__typename": "FilteredProducts",
+            }
+        }
+    }
 
 
 def add_routes(app: web.Application) -> None:

@@ -18,13 +18,13 @@ KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS
 @dataclass
 class FaultRule:
     kind: str
-    store: str = "*"          # store id, cName, or "*"
-    operation: str = "*"      # GraphQL operationName or "*"
+    store: str = "*"  # store id, cName, or "*"
+    operation: str = "*"  # GraphQL operationName or "*"
     rate: float = 1.0
     pages: list[int] | None = None
     times: int | None = None  # None: unlimited
-    delay: float = 2.0        # slow: seconds
-    factor: float = 2.0       # lying_total: reported totalCount = real * factor
+    delay: float = 2.0  # slow: seconds
+    factor: float = 2.0  # lying_total: reported totalCount = real * factor
     fired: int = field(default=0)
 
     def __post_init__(self) -> None:
@@ -64,8 +64,9 @@ class FaultSwitchboard:
         with self._lock:
             return any(rule.kind in kinds for rule in self._rules)
 
-    def fire(self, kinds: tuple[str, ...], operation: str, store_keys: tuple[str, ...], page: int | None
-             ) -> list[FaultRule]:
+    def fire(
+        self, kinds: tuple[str, ...], operation: str, store_keys: tuple[str, ...], page: int | None
+    ) -> list[FaultRule]:
         fired = []
         with self._lock:
             for rule in self._rules:

@@ -20,22 +20,53 @@ import aiohttp
 from aiohttp import web
 
 ALLOWED_KEYS = {
-    "urls", "formats", "onlyMainContent", "maxAge", "timeout", "proxy", "ignoreInvalidURLs", "waitFor",
-    "headers", "includeTags", "excludeTags", "mobile", "skipTlsVerification", "removeBase64Images",
-    "blockAds", "storeInCache", "location", "actions", "parsers", "maxConcurrency", "zeroDataRetention",
-    "webhook", "appendToId", "fastMode", "useMock", "integration", "origin",
+    "urls",
+    "formats",
+    "onlyMainContent",
+    "maxAge",
+    "timeout",
+    "proxy",
+    "ignoreInvalidURLs",
+    "waitFor",
+    "headers",
+    "includeTags",
+    "excludeTags",
+    "mobile",
+    "skipTlsVerification",
+    "removeBase64Images",
+    "blockAds",
+    "storeInCache",
+    "location",
+    "actions",
+    "parsers",
+    "maxConcurrency",
+    "zeroDataRetention",
+    "webhook",
+    "appendToId",
+    "fastMode",
+    "useMock",
+    "integration",
+    "origin",
 }
 WORKERS = 8
 INSERT_SCRIPT = re.compile(r"document\.body\.insertAdjacentHTML\('beforeend',\s*'(?P<html>(?:[^'\\]|\\.)*)'\);?")
-REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
-           500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+REASONS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 TLD = re.compile(r"\.[a-z]{2,63}$", re.I)
 FILE_EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 
 def _bad_request(details: list[dict]) -> web.Response:
-    return web.json_response({"success": False, "code": "BAD_REQUEST", "error": "Bad Request",
-                              "details": details}, status=400)
+    return web.json_response(
+        {"success": False, "code": "BAD_REQUEST", "error": "Bad Request", "details": details}, status=400
+    )
 
 
 def url_is_valid(url: object) -> bool:
@@ -87,9 +118,9 @@ class Job:
 class FirecrawlState:
     def __init__(self) -> None:
         self.jobs: dict[str, Job] = {}
-        self.api_key: str | None = None       # None: accept anything (no DB auth)
-        self.down = False                     # Redis down: 500 UNKNOWN_ERROR
-        self.queue_delay = 0.0                # seconds a page waits for a worker
+        self.api_key: str | None = None  # None: accept anything (no DB auth)
+        self.down = False  # Redis down: 500 UNKNOWN_ERROR
+        self.queue_delay = 0.0  # seconds a page waits for a worker
         self.semaphore = asyncio.Semaphore(WORKERS)
 
 
@@ -98,8 +129,9 @@ FIRECRAWL = web.AppKey("firecrawl", FirecrawlState)
 
 def _auth_failed(request: web.Request, state: FirecrawlState) -> web.Response | None:
     if state.down:
-        return web.json_response({"success": False, "code": "UNKNOWN_ERROR",
-                                  "error": "An unexpected error occurred."}, status=500)
+        return web.json_response(
+            {"success": False, "code": "UNKNOWN_ERROR", "error": "An unexpected error occurred."}, status=500
+        )
     if state.api_key is not None and request.headers.get("Authorization") != f"Bearer {state.api_key}":
         return web.json_response({"success": False, "error": "Unauthorized: Invalid token"}, status=401)
     return None
@@ -117,25 +149,41 @@ async def start_batch(request: web.Request) -> web.Response:
         return _bad_request([{"code": "invalid_type", "message": "Expected object", "path": []}])
     unknown = sorted(set(body) - ALLOWED_KEYS)
     if unknown:
-        return _bad_request([{"code": "unrecognized_keys", "keys": unknown, "path": [],
-                              "message": "Unrecognized key in body -- please review the v2 API "
-                                         "documentation for request body changes"}])
+        return _bad_request(
+            [
+                {
+                    "code": "unrecognized_keys",
+                    "keys": unknown,
+                    "path": [],
+                    "message": "Unrecognized key in body -- please review the v2 API "
+                    "documentation for request body changes",
+                }
+            ]
+        )
     urls = body.get("urls")
     if not isinstance(urls, list) or not urls:
         return _bad_request([{"code": "invalid_type", "message": "urls must be a non-empty array", "path": ["urls"]}])
     timeout = int(body.get("timeout", 30000))
     wait_for = int(body.get("waitFor", 0))
     if wait_for > timeout / 2:
-        return _bad_request([{"code": "custom", "message": "waitFor must not exceed half of timeout",
-                              "path": ["waitFor"]}])
+        return _bad_request(
+            [{"code": "custom", "message": "waitFor must not exceed half of timeout", "path": ["waitFor"]}]
+        )
     proxy = body.get("proxy", "auto")
     if proxy not in ("basic", "auto", "stealth"):
         return _bad_request([{"code": "invalid_enum_value", "message": "Invalid proxy", "path": ["proxy"]}])
     invalid = [u for u in urls if not url_is_valid(u)]
     if invalid and not body.get("ignoreInvalidURLs"):
         index = urls.index(invalid[0])
-        return _bad_request([{"code": "custom", "message": "URL must have a valid top-level domain or be a valid path",
-                              "path": ["urls", index]}])
+        return _bad_request(
+            [
+                {
+                    "code": "custom",
+                    "message": "URL must have a valid top-level domain or be a valid path",
+                    "path": ["urls", index],
+                }
+            ]
+        )
     valid = [u for u in urls if url_is_valid(u)]
     if proxy == "auto" and timeout == 30000:
         timeout = 120000  # what the real server silently does
@@ -144,18 +192,28 @@ async def start_batch(request: web.Request) -> web.Response:
     for url in valid:
         job.tasks.append(asyncio.create_task(_scrape(state, job, url)))
     host = request.host
-    return web.json_response({"success": True, "id": job.id, "url": f"https://{host}/v2/batch/scrape/{job.id}",
-                              "invalidURLs": invalid})
+    return web.json_response(
+        {"success": True, "id": job.id, "url": f"https://{host}/v2/batch/scrape/{job.id}", "invalidURLs": invalid}
+    )
 
 
 def _fail(job: Job, url: str, code: str, message: str) -> None:
     job.failed += 1
-    job.errors.append({"id": str(uuid.uuid4()), "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds")
-                       .replace("+00:00", "Z"), "url": url, "code": code, "error": message})
+    job.errors.append(
+        {
+            "id": str(uuid.uuid4()),
+            "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "url": url,
+            "code": code,
+            "error": message,
+        }
+    )
 
 
-ALL_FAILED = ("All scraping engines failed! -- Double check the URL to make sure it's not broken. "
-              "If the issue persists, contact us at help@firecrawl.com.")
+ALL_FAILED = (
+    "All scraping engines failed! -- Double check the URL to make sure it's not broken. "
+    "If the issue persists, contact us at help@firecrawl.com."
+)
 
 
 async def _scrape(state: FirecrawlState, job: Job, url: str) -> None:
@@ -202,8 +260,16 @@ async def _fetch_into(job: Job, url: str) -> None:
         _fail(job, url, "SCRAPE_ALL_ENGINES_FAILED", ALL_FAILED)
         return
     rendered = _render(html)
-    meta: dict = {"ogLocaleAlternate": [], "scrapeId": str(uuid.uuid4()), "sourceURL": url, "url": str(url),
-                  "statusCode": status, "contentType": ctype, "proxyUsed": "basic", "creditsUsed": 1}
+    meta: dict = {
+        "ogLocaleAlternate": [],
+        "scrapeId": str(uuid.uuid4()),
+        "sourceURL": url,
+        "url": str(url),
+        "statusCode": status,
+        "contentType": ctype,
+        "proxyUsed": "basic",
+        "creditsUsed": 1,
+    }
     if (title := _title(rendered)) is not None:
         meta["title"] = title
     if (lang := re.search(r"<html[^>]*lang=\"([^\"]+)\"", rendered)) is not None:
@@ -231,9 +297,14 @@ async def get_batch(request: web.Request) -> web.Response:
     if isinstance(job, web.Response):
         return job
     expires = datetime.fromtimestamp(job.created, UTC) + timedelta(days=1)
-    body = {"success": True, "status": job.status, "completed": len(job.docs),
-            "total": len(job.urls) - job.failed, "creditsUsed": len(job.docs),
-            "expiresAt": expires.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+    body = {
+        "success": True,
+        "status": job.status,
+        "completed": len(job.docs),
+        "total": len(job.urls) - job.failed,
+        "creditsUsed": len(job.docs),
+        "expiresAt": expires.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+    }
     if job.pending:
         # present on every poll while running; self-hosted ignores `skip`
         body["next"] = f"https://{request.host}/v2/batch/scrape/{job.id}?skip={len(job.docs)}"
@@ -257,8 +328,11 @@ async def job_errors(request: web.Request) -> web.Response:
 
 
 async def not_found(request: web.Request) -> web.Response:
-    return web.Response(text=f"<!DOCTYPE html><html><body><pre>Cannot {request.method} {request.path}</pre>"
-                             "</body></html>", status=404, content_type="text/html")
+    return web.Response(
+        text=f"<!DOCTYPE html><html><body><pre>Cannot {request.method} {request.path}</pre></body></html>",
+        status=404,
+        content_type="text/html",
+    )
 
 
 async def control(request: web.Request) -> web.Response:
@@ -269,8 +343,9 @@ async def control(request: web.Request) -> web.Response:
         state.api_key = body["api_key"]
     state.down = bool(body.get("down", state.down))
     state.queue_delay = float(body.get("queue_delay", state.queue_delay))
-    return web.json_response({"api_key_required": state.api_key is not None, "down": state.down,
-                              "queue_delay": state.queue_delay})
+    return web.json_response(
+        {"api_key_required": state.api_key is not None, "down": state.down, "queue_delay": state.queue_delay}
+    )
 
 
 def make_app() -> web.Application:

@@ -21,13 +21,28 @@ class ForwardProxy:
     def start(self, timeout: float = 20.0) -> ForwardProxy:
         port_file = Path(tempfile.mkstemp(prefix="cannaspider-proxy-", suffix=".port")[1])
         port_file.unlink()
-        cmd = [sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", "0",
-               "--port-file", str(port_file), "--num-workers", "1", "--num-acceptors", "1",
-               "--log-level", "WARNING"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "proxy",
+            "--hostname",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--num-workers",
+            "1",
+            "--num-acceptors",
+            "1",
+            "--log-level",
+            "WARNING",
+        ]
         if self.username:
             cmd += ["--basic-auth", f"{self.username}:{self.password or ''}"]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if port_file.exists() and port_file.read_text().strip():

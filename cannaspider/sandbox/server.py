@@ -40,9 +40,16 @@ def make_dutchie_app(config: CatalogConfig) -> web.Application:
 
 
 class Sandbox:
-    def __init__(self, config: CatalogConfig = CatalogConfig(), *, host: str = "127.0.0.1",
-                 port: int = 0, firecrawl_port: int = 0, proxy: bool = False,
-                 proxy_auth: tuple[str, str] | None = None):
+    def __init__(
+        self,
+        config: CatalogConfig = CatalogConfig(),
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        firecrawl_port: int = 0,
+        proxy: bool = False,
+        proxy_auth: tuple[str, str] | None = None,
+    ):
         self.config, self.host = config, host
         self.ports = {"dutchie": port, "firecrawl": firecrawl_port}
         self.want_proxy, self.proxy_auth = proxy, proxy_auth
@@ -69,9 +76,12 @@ class Sandbox:
             user, password = self.proxy_auth or (None, None)
             self.proxy = ForwardProxy(user, password).start()
         base = f"http://{self.host}:{bound['dutchie']}"
-        self.urls = SandboxURLs(base=base, graphql=f"{base}/api-3/graphql",
-                                firecrawl=f"http://{self.host}:{bound['firecrawl']}",
-                                proxy=self.proxy.url if self.proxy else None)
+        self.urls = SandboxURLs(
+            base=base,
+            graphql=f"{base}/api-3/graphql",
+            firecrawl=f"http://{self.host}:{bound['firecrawl']}",
+            proxy=self.proxy.url if self.proxy else None,
+        )
         return self.urls
 
     async def stop_async(self) -> None:

@@ -34,8 +34,10 @@ async def product_image(request: web.Request) -> web.Response:
 
 
 def _page(title: str, body: str, lang: str = "en") -> str:
-    return (f"<!DOCTYPE html><html lang=\"{lang}\"><head><meta charset=\"utf-8\"><title>{title}</title>"
-            f"</head><body>{body}</body></html>")
+    return (
+        f'<!DOCTYPE html><html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title>'
+        f"</head><body>{body}</body></html>"
+    )
 
 
 async def store_website(request: web.Request) -> web.Response:
@@ -48,13 +50,19 @@ async def store_website(request: web.Request) -> web.Response:
     # whose tag manager injects it: reading the raw HTML finds nothing.
     reverse = "'.split('').reverse().join('')"
     if store.menu_style == "website-iframe":
-        inject = (f"var f=document.createElement('iframe');f.src='{base}/embedded'+'-menu/'+'{store.cname[::-1]}"
-                  f"{reverse};f.id='dutchie--embed__iframe';document.getElementById('menu').appendChild(f);")
+        inject = (
+            f"var f=document.createElement('iframe');f.src='{base}/embedded'+'-menu/'+'{store.cname[::-1]}"
+            f"{reverse};f.id='dutchie--embed__iframe';document.getElementById('menu').appendChild(f);"
+        )
     else:
-        inject = (f"var s=document.createElement('script');s.src='{base}/api/v2/embedded'+'-menu/'+'{store.id[::-1]}"
-                  f"{reverse}+'.js';s.id='dutchie--embed__script';document.head.appendChild(s);")
-    body = (f"<header><h1>{store.name}</h1></header><main><p>Shop our menu below.</p>"
-            f"<div id=\"menu\"></div></main><script>{inject}</script>")
+        inject = (
+            f"var s=document.createElement('script');s.src='{base}/api/v2/embedded'+'-menu/'+'{store.id[::-1]}"
+            f"{reverse}+'.js';s.id='dutchie--embed__script';document.head.appendChild(s);"
+        )
+    body = (
+        f"<header><h1>{store.name}</h1></header><main><p>Shop our menu below.</p>"
+        f'<div id="menu"></div></main><script>{inject}</script>'
+    )
     return web.Response(text=_page(store.name, body), content_type="text/html")
 
 
@@ -67,34 +75,57 @@ async def menu_page(request: web.Request) -> web.Response:
     store = catalog.find(request.match_info["cname"])
     if store is None:
         return web.Response(text=_page("Not found", "<h1>Not found</h1>"), status=404, content_type="text/html")
-    return web.Response(text=_page(f"{store.name} | Dutchie", f"<div id=\"__next\">{store.name}</div>"),
-                        content_type="text/html")
+    return web.Response(
+        text=_page(f"{store.name} | Dutchie", f'<div id="__next">{store.name}</div>'), content_type="text/html"
+    )
 
 
 # --- competitor pages (targets for the Firecrawl sandbox) -------------------------------------
 COMPETITOR_PAGES: dict[str, tuple[int, str]] = {
-    "page-a.html": (200, _page(
-        "Competitor A - Best Widgets 2025",
-        "<header><nav><a href=\"/\">Home</a></nav></header><main><h1>Best Widgets 2025</h1>"
-        "<p>Widgets are great. This is page A with enough text to count as content.</p>"
-        "<h2>Pricing</h2><p>From $10.</p></main><footer>Footer A</footer>")),
-    "page-b.html": (200, _page(
-        "Competitor B - Widget Guide",
-        "<main><h1>Widget Guide</h1><p>Page B explains widgets in depth.</p>"
-        "<script>document.body.insertAdjacentHTML('beforeend','<p id=\"js\">rendered-by-js</p>');</script></main>")),
-    "js-only.html": (200, _page(
-        "Loading...",
-        "<div id=\"root\"></div><script>document.body.insertAdjacentHTML('beforeend',"
-        "'<main><h1>Dispensary Deals Near You</h1>"
-        "<p>Every special, updated hourly, rendered by JavaScript.</p></main>');"
-        "</script>")),
-    "blocked.html": (403, _page(
-        "Just a moment...",
-        "<div id=\"challenge-running\">Checking if the site connection is secure</div>"
-        "<div>cf-browser-verification</div><div>Ray ID: 0000000000000000</div>", "en-US")),
-    "incapsula.html": (200, _page(
-        "", "<iframe id=\"main-iframe\" src=\"/_Incapsula_Resource?SWUDNSAI=31\">"
-        "Request unsuccessful. Incapsula incident ID: 0-123</iframe>")),
+    "page-a.html": (
+        200,
+        _page(
+            "Competitor A - Best Widgets 2025",
+            '<header><nav><a href="/">Home</a></nav></header><main><h1>Best Widgets 2025</h1>'
+            "<p>Widgets are great. This is page A with enough text to count as content.</p>"
+            "<h2>Pricing</h2><p>From $10.</p></main><footer>Footer A</footer>",
+        ),
+    ),
+    "page-b.html": (
+        200,
+        _page(
+            "Competitor B - Widget Guide",
+            "<main><h1>Widget Guide</h1><p>Page B explains widgets in depth.</p>"
+            "<script>document.body.insertAdjacentHTML('beforeend','<p id=\"js\">rendered-by-js</p>');</script></main>",
+        ),
+    ),
+    "js-only.html": (
+        200,
+        _page(
+            "Loading...",
+            "<div id=\"root\"></div><script>document.body.insertAdjacentHTML('beforeend',"
+            "'<main><h1>Dispensary Deals Near You</h1>"
+            "<p>Every special, updated hourly, rendered by JavaScript.</p></main>');"
+            "</script>",
+        ),
+    ),
+    "blocked.html": (
+        403,
+        _page(
+            "Just a moment...",
+            '<div id="challenge-running">Checking if the site connection is secure</div>'
+            "<div>cf-browser-verification</div><div>Ray ID: 0000000000000000</div>",
+            "en-US",
+        ),
+    ),
+    "incapsula.html": (
+        200,
+        _page(
+            "",
+            '<iframe id="main-iframe" src="/_Incapsula_Resource?SWUDNSAI=31">'
+            "Request unsuccessful. Incapsula incident ID: 0-123</iframe>",
+        ),
+    ),
     "ratelimited.html": (429, "<html><head></head><body><h1>Too Many Requests</h1></body></html>"),
     "missing.html": (404, _page("404 Not Found", "<h1>Not Found</h1>")),
     "error.html": (500, _page("500", "<h1>Internal Server Error</h1>")),
@@ -107,8 +138,9 @@ async def competitor_page(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if name == "slow.html":
         await asyncio.sleep(request.app[DUTCHIE].competitor_slow_seconds)
-        return web.Response(text=_page("Slow page", "<main><h1>Slow</h1><p>Finally here.</p></main>"),
-                            content_type="text/html")
+        return web.Response(
+            text=_page("Slow page", "<main><h1>Slow</h1><p>Finally here.</p></main>"), content_type="text/html"
+        )
     status, body = COMPETITOR_PAGES.get(name, (404, _page("404 Not Found", "<h1>Not Found</h1>")))
     return web.Response(text=body, status=status, content_type="text/html")
 

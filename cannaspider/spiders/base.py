@@ -45,23 +45,38 @@ class DutchieSpider(scrapy.Spider):
         spider.stale_hashes: set[str] = set()
         return spider
 
-    def graphql_request(self, operation: str, variables: dict, callback, *, meta: dict | None = None,
-                        priority: int = 0) -> scrapy.Request:
+    def graphql_request(
+        self, operation: str, variables: dict, callback, *, meta: dict | None = None, priority: int = 0
+    ) -> scrapy.Request:
         persisted = None if operation in self.stale_hashes else self.hashes.get(operation)
-        return graphql.build_request(self.graphql_url, operation, variables, persisted_hash=persisted,
-                                     client_name=self.client_name, callback=callback, errback=self.on_error,
-                                     meta=meta, priority=priority)
+        return graphql.build_request(
+            self.graphql_url,
+            operation,
+            variables,
+            persisted_hash=persisted,
+            client_name=self.client_name,
+            callback=callback,
+            errback=self.on_error,
+            meta=meta,
+            priority=priority,
+        )
 
     def read_graphql(self, response: Response) -> dict | graphql.GraphQLFailure | scrapy.Request:
         """The data object; or a retry with the full query when the hash is stale; or a failure."""
         result = graphql.read(response)
-        if isinstance(result, graphql.GraphQLFailure) and result.kind == "stale_hash" \
-                and not response.meta.get("graphql_full_query"):
+        if (
+            isinstance(result, graphql.GraphQLFailure)
+            and result.kind == "stale_hash"
+            and not response.meta.get("graphql_full_query")
+        ):
             op = response.meta["graphql_operation"]
             if op not in self.stale_hashes:
                 self.stale_hashes.add(op)
-                self.logger.warning("persisted-query hash for %s is stale (PersistedQueryNotFound): sending the "
-                                    "full query text from now on; update DUTCHIE_PERSISTED_HASHES", op)
+                self.logger.warning(
+                    "persisted-query hash for %s is stale (PersistedQueryNotFound): sending the "
+                    "full query text from now on; update DUTCHIE_PERSISTED_HASHES",
+                    op,
+                )
             self.crawler.stats.inc_value("cannaspider/stale_hash_fallbacks")
             return graphql.retry_with_full_query(response.request, self.graphql_url, self.client_name)
         if isinstance(result, graphql.GraphQLFailure):

@@ -23,8 +23,15 @@ from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispe
 from cannaspider.items import EntryPointResolution
 from cannaspider.spiders.base import DutchieSpider, parse_id_list
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 class EntryPointDiscoverySpider(DutchieSpider):
@@ -36,9 +43,15 @@ class EntryPointDiscoverySpider(DutchieSpider):
         super().update_settings(settings)
         handler = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
         settings.set("DOWNLOAD_HANDLERS", {"http": handler, "https": handler}, priority="spider")
-        settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", {
-            "executable_path": settings.get("CHROMIUM_PATH"), "headless": True, "args": BROWSER_ARGS,
-        }, priority="spider")
+        settings.set(
+            "PLAYWRIGHT_LAUNCH_OPTIONS",
+            {
+                "executable_path": settings.get("CHROMIUM_PATH"),
+                "headless": True,
+                "args": BROWSER_ARGS,
+            },
+            priority="spider",
+        )
 
     def __init__(self, dispensary_id: str | None = None, state: str | None = None, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -51,29 +64,42 @@ class EntryPointDiscoverySpider(DutchieSpider):
         pool = await self.store.open()
         async with pool.connection() as conn:
             if self.dispensary_ids:
-                rows = await (await conn.execute(
-                    "SELECT id, menu_url, slug FROM dispensaries WHERE id = ANY(%s) ORDER BY id",
-                    (self.dispensary_ids,))).fetchall()
+                rows = await (
+                    await conn.execute(
+                        "SELECT id, menu_url, slug FROM dispensaries WHERE id = ANY(%s) ORDER BY id",
+                        (self.dispensary_ids,),
+                    )
+                ).fetchall()
                 for d in sorted(set(self.dispensary_ids) - {r[0] for r in rows}):
                     self.logger.error("dispensary %s does not exist", d)
             else:
-                rows = await (await conn.execute(
-                    "SELECT id, menu_url, slug FROM dispensaries WHERE state = %s ORDER BY id",
-                    (self.state,))).fetchall()
+                rows = await (
+                    await conn.execute(
+                        "SELECT id, menu_url, slug FROM dispensaries WHERE state = %s ORDER BY id", (self.state,)
+                    )
+                ).fetchall()
         for dispensary_id, menu_url, _slug in rows:
             slug = slugs.slug_from_menu_url(menu_url)
             if slug:
                 yield self._lookup(dispensary_id, slug, via="graphql")
             elif menu_url and menu_url.startswith(("http://", "https://")):
-                yield scrapy.Request(menu_url, callback=self.parse_website, errback=self.on_error, dont_filter=True,
-                                     meta={"dispensary_id": dispensary_id, "playwright": True})
+                yield scrapy.Request(
+                    menu_url,
+                    callback=self.parse_website,
+                    errback=self.on_error,
+                    dont_filter=True,
+                    meta={"dispensary_id": dispensary_id, "playwright": True},
+                )
             else:
                 yield self._unresolved(dispensary_id, None, f"no usable menu_url ({menu_url!r})")
 
     def _lookup(self, dispensary_id: int, slug: str, via: str):
-        return self.graphql_request(CONSUMER_DISPENSARIES, consumer_dispensaries_variables(slug),
-                                    self.parse_dispensary, meta={"dispensary_id": dispensary_id, "slug": slug,
-                                                                 "via": via})
+        return self.graphql_request(
+            CONSUMER_DISPENSARIES,
+            consumer_dispensaries_variables(slug),
+            self.parse_dispensary,
+            meta={"dispensary_id": dispensary_id, "slug": slug, "via": via},
+        )
 
     def _unresolved(self, dispensary_id: int, slug: str | None, reason: str) -> EntryPointResolution:
         self.logger.warning("dispensary %s unresolved: %s", dispensary_id, reason)

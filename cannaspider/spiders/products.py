@@ -50,16 +50,24 @@ class ProductSpider(DutchieSpider):
         pool = await self.store.open()
         async with pool.connection() as conn:
             if self.dispensary_ids:
-                rows = await (await conn.execute(
-                    "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries WHERE id = ANY(%s) "
-                    "ORDER BY id", (self.dispensary_ids,))).fetchall()
+                rows = await (
+                    await conn.execute(
+                        "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries WHERE id = ANY(%s) "
+                        "ORDER BY id",
+                        (self.dispensary_ids,),
+                    )
+                ).fetchall()
                 missing = set(self.dispensary_ids) - {r[0] for r in rows}
                 for d in sorted(missing):
                     self.logger.error("dispensary %s does not exist", d)
             else:
-                rows = await (await conn.execute(
-                    "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries "
-                    "WHERE state = %s AND crawl_enabled ORDER BY id", (self.state,))).fetchall()
+                rows = await (
+                    await conn.execute(
+                        "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries "
+                        "WHERE state = %s AND crawl_enabled ORDER BY id",
+                        (self.state,),
+                    )
+                ).fetchall()
         per_page = self.settings.getint("DUTCHIE_PER_PAGE")
         max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
         for dispensary_id, name, platform_id, enabled in rows:
@@ -67,8 +75,11 @@ class ProductSpider(DutchieSpider):
                 self.logger.warning("dispensary %s (%s) has crawl_enabled = false: skipped", dispensary_id, name)
                 continue
             if not platform_id:
-                self.logger.error("dispensary %s (%s) has no platform_dispensary_id: run entry_point_discovery "
-                                  "first", dispensary_id, name)
+                self.logger.error(
+                    "dispensary %s (%s) has no platform_dispensary_id: run entry_point_discovery first",
+                    dispensary_id,
+                    name,
+                )
                 continue
             run_id = await self.store.start_run(dispensary_id, self.role)
             crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
@@ -76,13 +87,13 @@ class ProductSpider(DutchieSpider):
 
     def _page_request(self, crawl: StoreCrawl, page: int):
         variables = products_variables(crawl.platform_id, page, crawl.pages.per_page)
-        return self.graphql_request(FILTERED_PRODUCTS, variables, self.parse_products,
-                                    meta={"store_crawl": crawl, "page": page})
+        return self.graphql_request(
+            FILTERED_PRODUCTS, variables, self.parse_products, meta={"store_crawl": crawl, "page": page}
+        )
 
     @staticmethod
     def contract_meta(operation: str, variables: dict) -> dict:
-        crawl = StoreCrawl(0, variables["productsFilter"]["dispensaryId"], None,
-                           PageState(variables["perPage"], 100))
+        crawl = StoreCrawl(0, variables["productsFilter"]["dispensaryId"], None, PageState(variables["perPage"], 100))
         return {"store_crawl": crawl, "page": variables["page"]}
 
     def parse_products(self, response: Response):
@@ -112,8 +123,9 @@ class ProductSpider(DutchieSpider):
         for raw in products:
             pid = (raw.get("_id") or raw.get("id")) if isinstance(raw, dict) else None
             if isinstance(pid, str) and (pid in crawl.pages.seen or pid in ids):
-                self.logger.warning("dispensary %s: page %s repeats product %s: kept once",
-                                    crawl.dispensary_id, page, pid)
+                self.logger.warning(
+                    "dispensary %s: page %s repeats product %s: kept once", crawl.dispensary_id, page, pid
+                )
                 self.crawler.stats.inc_value("cannaspider/duplicate_products")
                 repeated.append(pid)
                 continue
@@ -133,14 +145,24 @@ class ProductSpider(DutchieSpider):
     def _completion(self, crawl: StoreCrawl, complete: bool, error: str | None = None) -> CrawlCompletion:
         crawl.done = True
         return CrawlCompletion(
-            dispensary_id=crawl.dispensary_id, crawl_run_id=crawl.crawl_run_id, complete=complete,
-            seen_product_ids=list(crawl.pages.seen), products_yielded=crawl.products_yielded,
-            pages_fetched=crawl.pages.pages_fetched, errors=crawl.errors, error=error)
+            dispensary_id=crawl.dispensary_id,
+            crawl_run_id=crawl.crawl_run_id,
+            complete=complete,
+            seen_product_ids=list(crawl.pages.seen),
+            products_yielded=crawl.products_yielded,
+            pages_fetched=crawl.pages.pages_fetched,
+            errors=crawl.errors,
+            error=error,
+        )
 
     def _incomplete(self, crawl: StoreCrawl, reason: str):
         crawl.errors += 1
-        self.logger.warning("dispensary %s (%s): %s: crawl incomplete, no product will be marked missing",
-                            crawl.dispensary_id, crawl.log_name, reason)
+        self.logger.warning(
+            "dispensary %s (%s): %s: crawl incomplete, no product will be marked missing",
+            crawl.dispensary_id,
+            crawl.log_name,
+            reason,
+        )
         if not crawl.done:
             yield self._completion(crawl, False, reason)
 

@@ -35,14 +35,19 @@ class StoreDiscoverySpider(DutchieSpider):
 
     async def start(self):
         distance = self.settings.getfloat("DUTCHIE_SEARCH_DISTANCE_MI")
-        points = search_points(self.state, distance, city=self.city,
-                               min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION"))
-        self.logger.info("store discovery in %s%s: %d search points", self.state,
-                         f" ({self.city})" if self.city else "", len(points))
+        points = search_points(
+            self.state, distance, city=self.city, min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION")
+        )
+        self.logger.info(
+            "store discovery in %s%s: %d search points", self.state, f" ({self.city})" if self.city else "", len(points)
+        )
         for point in points:
             yield self.graphql_request(
-                DISPENSARY_SEARCH, dispensary_search_variables(point.lat, point.lng, distance, self.state),
-                self.parse_search, meta={"point": point.name})
+                DISPENSARY_SEARCH,
+                dispensary_search_variables(point.lat, point.lng, distance, self.state),
+                self.parse_search,
+                meta={"point": point.name},
+            )
 
     def parse_search(self, response: Response):
         """Dispensaries near one point of the state.
@@ -62,14 +67,16 @@ class StoreDiscoverySpider(DutchieSpider):
             return
         found = result.get("filteredDispensaries")
         if not isinstance(found, list):
-            self.logger.error("search around %s: malformed payload (no filteredDispensaries list)",
-                              response.meta.get("point"))
+            self.logger.error(
+                "search around %s: malformed payload (no filteredDispensaries list)", response.meta.get("point")
+            )
             return
         for obj in found:
             record = dispensary_record(obj)
             if record is None:
-                self.logger.warning("search around %s: skipped a dispensary without id or name",
-                                    response.meta.get("point"))
+                self.logger.warning(
+                    "search around %s: skipped a dispensary without id or name", response.meta.get("point")
+                )
                 continue
             if record.state and record.state.upper() != self.state:
                 continue
@@ -85,5 +92,9 @@ class StoreDiscoverySpider(DutchieSpider):
         self.logger.error("search request failed: %s: %s", failure.type.__name__, failure.getErrorMessage())
 
     def closed(self, reason: str) -> None:
-        self.logger.info("store discovery in %s: %d dispensaries found, %d search points failed",
-                         self.state, len(self.seen), self.failed_points)
+        self.logger.info(
+            "store discovery in %s: %d dispensaries found, %d search points failed",
+            self.state,
+            len(self.seen),
+            self.failed_points,
+        )

@@ -20,8 +20,9 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
     out = result.stdout
     for step in ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync"):
         assert f"$ scrapy crawl {step}" in out
-    figures = {k: int(v) for k, v in re.findall(r"^\s+(stores|products|in stock|out of stock)\s+(\d+)", out,
-                                                re.MULTILINE)}
+    figures = {
+        k: int(v) for k, v in re.findall(r"^\s+(stores|products|in stock|out of stock)\s+(\d+)", out, re.MULTILINE)
+    }
     assert figures["stores"] == 8 and figures["products"] > 1000
     assert figures["out of stock"] > 0 and figures["in stock"] + figures["out of stock"] == figures["products"]
     feed = tmp_path / "data" / "demo" / "products.json"

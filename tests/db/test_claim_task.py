@@ -9,14 +9,20 @@ import psycopg
 
 def add_task(sql, role="product_resync", dispensary_id=None, priority=0, **extra):
     cols = {"role": role, "dispensary_id": dispensary_id, "priority": priority, **extra}
-    return sql(f"INSERT INTO worker_tasks ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))}) RETURNING id",
-               tuple(cols.values()))[0][0]
+    return sql(
+        f"INSERT INTO worker_tasks ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))}) RETURNING id",
+        tuple(cols.values()),
+    )[0][0]
 
 
 def claim(db, role="product_resync", worker="w1", limit=1, lease="10 minutes"):
     with psycopg.connect(db, autocommit=True) as conn:
-        return [r[0] for r in conn.execute("SELECT id FROM claim_task(%s, %s, %s, %s::interval)",
-                                           (role, worker, limit, lease)).fetchall()]
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM claim_task(%s, %s, %s, %s::interval)", (role, worker, limit, lease)
+            ).fetchall()
+        ]
 
 
 def stores(sql, n):
@@ -44,6 +50,7 @@ def test_concurrent_workers_never_take_the_same_task(db, sql):
     d = stores(sql, 40)
     for i in range(40):
         add_task(sql, dispensary_id=d[i])
+
     def worker(w: int) -> list[int]:
         mine: list[int] = []
         while batch := claim(db, worker=f"w{w}", limit=3):
@@ -61,9 +68,9 @@ def test_concurrent_workers_never_take_the_same_task(db, sql):
 def test_expired_lease_goes_back_to_the_queue_then_fails_after_max_attempts(db, sql):
     d = stores(sql, 1)
     task = add_task(sql, dispensary_id=d[0], max_attempts=2)
-    assert claim(db, lease="0 seconds") == [task]      # the worker dies: its lease expires at once
-    assert claim(db, lease="0 seconds") == [task]      # requeued and claimed again (attempt 2)
-    assert claim(db) == []                             # attempts used up: failed, not stuck
+    assert claim(db, lease="0 seconds") == [task]  # the worker dies: its lease expires at once
+    assert claim(db, lease="0 seconds") == [task]  # requeued and claimed again (attempt 2)
+    assert claim(db) == []  # attempts used up: failed, not stuck
     status, attempts, error = sql("SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,))[0]
     assert (status, attempts) == ("failed", 2) and "lease expired" in error
 

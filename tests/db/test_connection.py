@@ -26,8 +26,11 @@ def test_scrapy_migrate_uses_database_url(empty_database, tmp_path):
 
 
 def test_unreachable_server_is_one_clear_line_without_the_password(tmp_path):
-    env = {**os.environ, "DATABASE_URL": "postgresql://app:s3cret-pw@127.0.0.1:1/nowhere",
-           "CANNASPIDER_DATA_DIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "DATABASE_URL": "postgresql://app:s3cret-pw@127.0.0.1:1/nowhere",
+        "CANNASPIDER_DATA_DIR": str(tmp_path),
+    }
     result = run_scrapy("migrate", env=env)
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

@@ -12,8 +12,11 @@ from cannaspider.db.crawl_store import CrawlStore
 def test_runs_of_a_dead_process_are_marked_failed_when_the_next_crawl_opens(db, sql, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", db)
     d = sql("INSERT INTO dispensaries (name) VALUES ('x') RETURNING id")[0][0]
-    old = sql("INSERT INTO crawl_runs (dispensary_id, role, started_at) VALUES (%s, 'product_resync', "
-              "now() - interval '3 hours') RETURNING id", (d,))[0][0]
+    old = sql(
+        "INSERT INTO crawl_runs (dispensary_id, role, started_at) VALUES (%s, 'product_resync', "
+        "now() - interval '3 hours') RETURNING id",
+        (d,),
+    )[0][0]
     recent = sql("INSERT INTO crawl_runs (dispensary_id, role) VALUES (%s, 'product_resync') RETURNING id", (d,))[0][0]
 
     async def open_and_close():

@@ -23,15 +23,26 @@ print(json.dumps({"url": url, "pid": embedded.running_pid(Path(sys.argv[1]))}))
 
 def test_two_processes_starting_at_once_share_one_server(tmp_path):
     pgdata = tmp_path / "pg"
-    procs = [subprocess.Popen([sys.executable, "-c", START, str(pgdata)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", START, str(pgdata)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=180) for p in procs]
     try:
         assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
         results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
         assert results[0]["pid"] == results[1]["pid"] is not None
-        postmasters = [line for line in subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True)
-                       .stdout.splitlines() if str(pgdata) in line and "postgres" in line and " -D " in line]
+        postmasters = [
+            line
+            for line in subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+            if str(pgdata) in line and "postgres" in line and " -D " in line
+        ]
         assert len(postmasters) == 1, postmasters
         # both processes exited; the server kept running for later commands
         with psycopg.connect(results[0]["url"]) as conn:

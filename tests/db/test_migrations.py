@@ -22,7 +22,8 @@ def _schema(url: str) -> list[tuple]:
     with psycopg.connect(url) as conn:
         return conn.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = 'public' ORDER BY 1, 2").fetchall()
+            "WHERE table_schema = 'public' ORDER BY 1, 2"
+        ).fetchall()
 
 
 def test_apply_twice_changes_nothing(fresh_db):
@@ -38,15 +39,29 @@ def test_apply_twice_changes_nothing(fresh_db):
 def test_contract_tables_and_columns_exist(db_url):
     cols = {(t, c) for t, c, _ in _schema(db_url)}
     for table, column in [
-        ("dispensaries", "platform_dispensary_id"), ("dispensaries", "menu_url"), ("dispensaries", "last_crawl_at"),
-        ("dispensaries", "crawl_enabled"), ("store_products", "provider_product_id"), ("store_products", "name_raw"),
-        ("store_products", "brand_name_raw"), ("store_products", "price_rec"), ("store_products", "price_med"),
-        ("store_products", "is_in_stock"), ("store_products", "stock_status"),
-        ("store_products", "consecutive_misses"), ("store_products", "last_seen_at"),
-        ("store_products", "local_image_path"), ("store_product_snapshots", "captured_at"),
-        ("worker_tasks", "priority"), ("worker_tasks", "run_after"), ("worker_tasks", "lease_expires_at"),
-        ("proxies", "failure_count"), ("proxies", "avg_response_time_ms"), ("keywords", "serp"),
-        ("dutchie_discovery_locations", "raw"), ("crawl_runs", "products_new"),
+        ("dispensaries", "platform_dispensary_id"),
+        ("dispensaries", "menu_url"),
+        ("dispensaries", "last_crawl_at"),
+        ("dispensaries", "crawl_enabled"),
+        ("store_products", "provider_product_id"),
+        ("store_products", "name_raw"),
+        ("store_products", "brand_name_raw"),
+        ("store_products", "price_rec"),
+        ("store_products", "price_med"),
+        ("store_products", "is_in_stock"),
+        ("store_products", "stock_status"),
+        ("store_products", "consecutive_misses"),
+        ("store_products", "last_seen_at"),
+        ("store_products", "local_image_path"),
+        ("store_product_snapshots", "captured_at"),
+        ("worker_tasks", "priority"),
+        ("worker_tasks", "run_after"),
+        ("worker_tasks", "lease_expires_at"),
+        ("proxies", "failure_count"),
+        ("proxies", "avg_response_time_ms"),
+        ("keywords", "serp"),
+        ("dutchie_discovery_locations", "raw"),
+        ("crawl_runs", "products_new"),
     ]:
         assert (table, column) in cols, (table, column)
 
@@ -54,13 +69,19 @@ def test_contract_tables_and_columns_exist(db_url):
 def test_snapshot_partitions_are_monthly_and_can_be_created_ahead(db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("SELECT ensure_snapshot_partitions(current_date, 14)")
-        parts = [r[0] for r in conn.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = 'store_product_snapshots'::regclass ORDER BY 1").fetchall()]
+        parts = [
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "WHERE i.inhparent = 'store_product_snapshots'::regclass ORDER BY 1"
+            ).fetchall()
+        ]
         assert len(parts) >= 14
         # a row one year ahead lands in its own month
-        conn.execute("INSERT INTO store_product_snapshots (dispensary_id, provider_product_id, captured_at, "
-                     "is_in_stock, stock_status) VALUES (1, 'x', now() + interval '12 months', true, 'in_stock')")
+        conn.execute(
+            "INSERT INTO store_product_snapshots (dispensary_id, provider_product_id, captured_at, "
+            "is_in_stock, stock_status) VALUES (1, 'x', now() + interval '12 months', true, 'in_stock')"
+        )
         conn.execute("DELETE FROM store_product_snapshots WHERE provider_product_id = 'x'")
 
 
@@ -68,7 +89,8 @@ def test_failing_migration_rolls_back_and_stops(fresh_db, tmp_path):
     folder = tmp_path / "migrations"
     shutil.copytree(ROOT / "migrations", folder)
     (folder / "900_half_good.sql").write_text(
-        "CREATE TABLE half_good (id int);\nINSERT INTO half_good VALUES (1);\nSELECT no_such_function();\n")
+        "CREATE TABLE half_good (id int);\nINSERT INTO half_good VALUES (1);\nSELECT no_such_function();\n"
+    )
     (folder / "901_after.sql").write_text("CREATE TABLE after_failure (id int);\n")
     with pytest.raises(DatabaseSetupError) as err:
         migrations.apply(fresh_db, folder, log=lambda _: None)

@@ -24,8 +24,14 @@ def response(body: bytes | str, status: int = 200, ctype: str = "application/jso
 
 
 def test_request_is_a_persisted_get_with_the_csrf_headers():
-    req = graphql.build_request(URL, "FilteredProducts", products_variables("a" * 24, 2, 100),
-                                persisted_hash="f" * 64, client_name="Marketplace (production)", callback=None)
+    req = graphql.build_request(
+        URL,
+        "FilteredProducts",
+        products_variables("a" * 24, 2, 100),
+        persisted_hash="f" * 64,
+        client_name="Marketplace (production)",
+        callback=None,
+    )
     params = parse_qs(urlsplit(req.url).query)
     assert req.method == "GET"
     assert params["operationName"] == ["FilteredProducts"]

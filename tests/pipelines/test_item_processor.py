@@ -84,8 +84,9 @@ def test_a_deferred_still_works_and_still_warns():
 
     result, caught = run(go())
     assert result == ["a", "b"]
-    assert any(issubclass(w.category, ScrapyDeprecationWarning) and "returned a Deferred" in str(w.message)
-               for w in caught)
+    assert any(
+        issubclass(w.category, ScrapyDeprecationWarning) and "returned a Deferred" in str(w.message) for w in caught
+    )
 
 
 def test_drop_item_stops_the_chain():

@@ -50,8 +50,15 @@ class Chain:
             await self.completion.close_spider()  # the store closes in the background: wait for it
             return None
 
-    async def crawl(self, dispensary_id: int, indices: list[int], *, complete: bool = True, epoch: int = 0,
-                    extra_seen: tuple[str, ...] = ()) -> None:
+    async def crawl(
+        self,
+        dispensary_id: int,
+        indices: list[int],
+        *,
+        complete: bool = True,
+        epoch: int = 0,
+        extra_seen: tuple[str, ...] = (),
+    ) -> None:
         run_id = await self.store.start_run(dispensary_id, "product_resync")
         items = [raw(i, dispensary_id, run_id, epoch) for i in indices]
         for item in items:
@@ -68,14 +75,19 @@ class Chain:
 def dispensary(db, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", db)
     with psycopg.connect(db, autocommit=True) as conn:
-        return conn.execute("INSERT INTO dispensaries (name, platform_dispensary_id) VALUES ('P', %s) RETURNING id",
-                            ("c" * 24,)).fetchone()[0]
+        return conn.execute(
+            "INSERT INTO dispensaries (name, platform_dispensary_id) VALUES ('P', %s) RETURNING id", ("c" * 24,)
+        ).fetchone()[0]
 
 
 def state(sql, d):
-    return {r[0]: (r[1], r[2]) for r in sql(
-        "SELECT provider_product_id, consecutive_misses, stock_status FROM store_products WHERE dispensary_id = %s",
-        (d,))}
+    return {
+        r[0]: (r[1], r[2])
+        for r in sql(
+            "SELECT provider_product_id, consecutive_misses, stock_status FROM store_products WHERE dispensary_id = %s",
+            (d,),
+        )
+    }
 
 
 def test_batches_are_written_during_the_crawl_and_the_rest_on_close(dispensary, sql):
@@ -95,7 +107,7 @@ def test_batches_are_written_during_the_crawl_and_the_rest_on_close(dispensary, 
             await chain.feed(raw(i, dispensary, run_id))
         await settle_writers(chain)
         still = sql("SELECT count(*) FROM store_products")[0][0]
-        await chain.close()       # …until the crawl closes
+        await chain.close()  # …until the crawl closes
         return during, still, chain.crawler.stats.get_value("cannaspider/products_written")
 
     during, still, written = asyncio.run(scenario())
@@ -111,12 +123,12 @@ def test_oos_rules_apply_only_to_complete_crawls(dispensary, sql):
     async def scenario():
         chain = Chain()
         await chain.crawl(dispensary, list(range(6)))
-        await chain.crawl(dispensary, [0, 1, 2], complete=False)      # incomplete: nothing missing
+        await chain.crawl(dispensary, [0, 1, 2], complete=False)  # incomplete: nothing missing
         after_incomplete = state(sql, dispensary)
         for _ in range(3):
-            await chain.crawl(dispensary, [0, 1, 2])                  # 3, 4, 5 miss three times
+            await chain.crawl(dispensary, [0, 1, 2])  # 3, 4, 5 miss three times
         after_three = state(sql, dispensary)
-        await chain.crawl(dispensary, [0, 1, 2, 3])                   # 3 comes back
+        await chain.crawl(dispensary, [0, 1, 2, 3])  # 3 comes back
         await chain.close()
         return after_incomplete, after_three
 
@@ -126,8 +138,14 @@ def test_oos_rules_apply_only_to_complete_crawls(dispensary, sql):
     final = state(sql, dispensary)
     assert final[ids[3]] == (0, "in_stock") and final[ids[4]] == (3, "oos")
     runs = sql("SELECT status, products_missed, products_marked_oos FROM crawl_runs ORDER BY id")
-    assert runs == [("complete", 0, 0), ("incomplete", 0, 0), ("complete", 3, 0), ("complete", 3, 0),
-                    ("complete", 3, 3), ("complete", 0, 0)]
+    assert runs == [
+        ("complete", 0, 0),
+        ("incomplete", 0, 0),
+        ("complete", 3, 0),
+        ("complete", 3, 0),
+        ("complete", 3, 3),
+        ("complete", 0, 0),
+    ]
 
 
 def test_a_product_in_the_feed_that_failed_normalization_is_not_counted_missing(dispensary, sql):
@@ -211,10 +229,14 @@ def test_each_product_gets_a_snapshot_per_crawl_with_that_crawls_prices(dispensa
         await chain.close()
 
     asyncio.run(scenario())
-    snaps = sql("SELECT crawl_run_id, provider_product_id, price_rec, is_in_stock FROM store_product_snapshots "
-                "WHERE dispensary_id = %s ORDER BY crawl_run_id, provider_product_id", (dispensary,))
+    snaps = sql(
+        "SELECT crawl_run_id, provider_product_id, price_rec, is_in_stock FROM store_product_snapshots "
+        "WHERE dispensary_id = %s ORDER BY crawl_run_id, provider_product_id",
+        (dispensary,),
+    )
     runs = [r[0] for r in sql("SELECT id FROM crawl_runs ORDER BY id")]
     assert len(snaps) == 6 and sorted({s[0] for s in snaps}) == runs and all(s[3] for s in snaps)
-    current = dict(sql("SELECT provider_product_id, price_rec FROM store_products WHERE dispensary_id = %s",
-                       (dispensary,)))
+    current = dict(
+        sql("SELECT provider_product_id, price_rec FROM store_products WHERE dispensary_id = %s", (dispensary,))
+    )
     assert {s[1]: s[2] for s in snaps if s[0] == runs[1]} == current  # the product row is the latest crawl

@@ -26,8 +26,9 @@ HEADERS = {"apollo-require-preflight": "true", "x-apollo-operation-name": "x"}
 def get(sandbox, op, variables, *, sha=None, query=None, headers=HEADERS, path="/api-3/graphql"):
     params = {"operationName": op, "variables": json.dumps(variables)}
     if sha is not False:
-        params["extensions"] = json.dumps({"persistedQuery": {"version": 1,
-                                                              "sha256Hash": sha or DEFAULT_PERSISTED_HASHES[op]}})
+        params["extensions"] = json.dumps(
+            {"persistedQuery": {"version": 1, "sha256Hash": sha or DEFAULT_PERSISTED_HASHES[op]}}
+        )
     if query:
         params["query"] = query
     return http("GET", f"{sandbox.urls.base}{path}?{urlencode(params)}", headers=headers)
@@ -40,9 +41,11 @@ def products(sandbox, store_id, page=0, per_page=100):
 def test_get_and_post_return_the_same_products(sandbox):
     store = sandbox.stores("AZ")[0]
     got = products(sandbox, store["id"]).json()
-    body = {"operationName": "FilteredProducts", "variables": products_variables(store["id"], 0, 100),
-            "extensions": {"persistedQuery": {"version": 1,
-                                              "sha256Hash": DEFAULT_PERSISTED_HASHES["FilteredProducts"]}}}
+    body = {
+        "operationName": "FilteredProducts",
+        "variables": products_variables(store["id"], 0, 100),
+        "extensions": {"persistedQuery": {"version": 1, "sha256Hash": DEFAULT_PERSISTED_HASHES["FilteredProducts"]}},
+    }
     posted = http("POST", sandbox.urls.base + "/graphql", body).json()
     assert got == posted
     assert len(got["data"]["filteredProducts"]["products"]) == 100
@@ -61,8 +64,13 @@ def test_stale_persisted_hash_is_http_200_with_persisted_query_not_found(sandbox
     assert reply.status == 200
     assert reply.json()["errors"][0]["message"] == "PersistedQueryNotFound"
     # the full query text is still accepted
-    full = get(sandbox, "FilteredProducts", products_variables(store["id"], 0, 10), sha=False,
-               query=QUERIES["FilteredProducts"])
+    full = get(
+        sandbox,
+        "FilteredProducts",
+        products_variables(store["id"], 0, 10),
+        sha=False,
+        query=QUERIES["FilteredProducts"],
+    )
     assert len(full.json()["data"]["filteredProducts"]["products"]) == 10
 
 
@@ -71,8 +79,12 @@ def test_rotated_hash_makes_our_default_stale(sandbox):
     slug = sandbox.stores("AZ")[0]["cName"]
     stale = get(sandbox, "ConsumerDispensaries", consumer_dispensaries_variables(slug))
     assert stale.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
-    fresh = get(sandbox, "ConsumerDispensaries", consumer_dispensaries_variables(slug),
-                sha=hashlib.sha256(b"rotated").hexdigest())
+    fresh = get(
+        sandbox,
+        "ConsumerDispensaries",
+        consumer_dispensaries_variables(slug),
+        sha=hashlib.sha256(b"rotated").hexdigest(),
+    )
     assert fresh.json()["data"]["filteredDispensaries"][0]["cName"] == slug
 
 
@@ -80,8 +92,9 @@ def test_apollo_csrf_rule_blocks_simple_get(sandbox):
     store = sandbox.stores("AZ")[0]
     blocked = get(sandbox, "FilteredProducts", products_variables(store["id"], 0, 5), headers={})
     assert blocked.status == 400 and "Cross-Site Request Forgery" in blocked.text
-    with_ctype = get(sandbox, "FilteredProducts", products_variables(store["id"], 0, 5),
-                     headers={"content-type": "application/json"})
+    with_ctype = get(
+        sandbox, "FilteredProducts", products_variables(store["id"], 0, 5), headers={"content-type": "application/json"}
+    )
     assert with_ctype.status == 200
 
 
@@ -109,11 +122,13 @@ def test_dispensary_search_filters_by_distance_and_state(sandbox):
     near = near.json()["data"]["filteredDispensaries"]
     assert anchor["id"] in {d["id"] for d in near}
     assert all(d["location"]["state"] == "AZ" and d["distance"] <= 5 for d in near)
-    wide = get(sandbox, "DispensarySearch",
-               dispensary_search_variables(anchor["lat"], anchor["lng"], 5000, "AZ")).json()["data"]
+    wide = get(
+        sandbox, "DispensarySearch", dispensary_search_variables(anchor["lat"], anchor["lng"], 5000, "AZ")
+    ).json()["data"]
     assert {d["id"] for d in wide["filteredDispensaries"]} == {s["id"] for s in az}
-    other_state = get(sandbox, "DispensarySearch",
-                      dispensary_search_variables(anchor["lat"], anchor["lng"], 5000, "NV")).json()["data"]
+    other_state = get(
+        sandbox, "DispensarySearch", dispensary_search_variables(anchor["lat"], anchor["lng"], 5000, "NV")
+    ).json()["data"]
     assert all(d["location"]["state"] == "NV" for d in other_state["filteredDispensaries"])
 
 
@@ -131,8 +146,11 @@ def test_filtered_products_pages_are_zero_based_and_capped(sandbox):
     assert block["queryInfo"]["totalCount"] == len(on_menu) == len(set(ids)) == len(ids)
     assert set(ids) == set(on_menu)
     assert block["queryInfo"]["totalPages"] == -(-len(on_menu) // 100)
-    nothing = get(sandbox, "FilteredProducts", {**products_variables(store["id"], 0, 50),
-                                                "productsFilter": {"dispensaryId": store["id"], "Status": None}})
+    nothing = get(
+        sandbox,
+        "FilteredProducts",
+        {**products_variables(store["id"], 0, 50), "productsFilter": {"dispensaryId": store["id"], "Status": None}},
+    )
     assert nothing.json()["data"]["filteredProducts"]["products"] == []
 
 
@@ -163,16 +181,16 @@ def test_products_carry_the_real_payload_quirks(sandbox):
 def test_menus_evolve_with_the_epoch(sandbox):
     store = sandbox.stores("AZ")[0]
     menus = {e: set(sandbox.menu(store["id"], e)) for e in range(5)}
-    assert menus[0] - menus[1] and menus[0] - menus[3]            # products vanish
-    assert (menus[0] - menus[3]) & menus[4]                       # and come back
-    assert menus[2] - menus[0]                                    # new products appear
+    assert menus[0] - menus[1] and menus[0] - menus[3]  # products vanish
+    assert (menus[0] - menus[3]) & menus[4]  # and come back
+    assert menus[2] - menus[0]  # new products appear
     prices = {}
     for epoch in (0, 1):
         sandbox.epoch(epoch)
         block = products(sandbox, store["id"]).json()["data"]["filteredProducts"]["products"]
         prices[epoch] = {p["_id"]: (p["recPrices"], p["special"]) for p in block}
     common = prices[0].keys() & prices[1].keys()
-    assert any(prices[0][k] != prices[1][k] for k in common)      # prices and specials change
+    assert any(prices[0][k] != prices[1][k] for k in common)  # prices and specials change
 
 
 def test_product_images_are_real_png_files(sandbox):
@@ -186,6 +204,7 @@ def test_product_images_are_real_png_files(sandbox):
 
 
 # --- fault switches ------------------------------------------------------------------------
+
 
 def test_block403_serves_the_cloudflare_block_page(sandbox):
     store = sandbox.stores("AZ")[0]

@@ -28,8 +28,16 @@ def shape(value):
 
 
 def body(urls, **extra):
-    return {"urls": urls, "formats": ["rawHtml"], "onlyMainContent": False, "maxAge": 0, "timeout": 30000,
-            "proxy": "basic", "ignoreInvalidURLs": True, **extra}
+    return {
+        "urls": urls,
+        "formats": ["rawHtml"],
+        "onlyMainContent": False,
+        "maxAge": 0,
+        "timeout": 30000,
+        "proxy": "basic",
+        "ignoreInvalidURLs": True,
+        **extra,
+    }
 
 
 def start(sandbox, urls, **extra):
@@ -62,8 +70,15 @@ def test_completed_batch_matches_the_capture_and_renders_javascript(sandbox):
     job = start(sandbox, [page(sandbox, "page-a.html"), page(sandbox, "page-b.html")])
     done = wait_done(sandbox, job["id"])
     real = fixture("03_get_completed.json")
-    assert shape(done)["data"][0]["metadata"].keys() >= {"scrapeId", "sourceURL", "url", "statusCode",
-                                                          "contentType", "proxyUsed", "creditsUsed"}
+    assert shape(done)["data"][0]["metadata"].keys() >= {
+        "scrapeId",
+        "sourceURL",
+        "url",
+        "statusCode",
+        "contentType",
+        "proxyUsed",
+        "creditsUsed",
+    }
     assert set(done) == set(real)  # no `next` once completed
     assert (done["status"], done["completed"], done["total"]) == ("completed", 2, 2)
     docs = {d["metadata"]["sourceURL"]: d for d in done["data"]}
@@ -105,8 +120,9 @@ def test_errors_endpoint_lists_the_failed_pages_like_the_capture(sandbox):
 
 def test_proxy_auto_loses_the_403_page_entirely(sandbox):
     urls = [page(sandbox, "page-a.html"), page(sandbox, "blocked.html")]
-    reply = http("POST", sandbox.urls.firecrawl + "/v2/batch/scrape",
-                 {"urls": urls, "formats": ["rawHtml"], "timeout": 30000})
+    reply = http(
+        "POST", sandbox.urls.firecrawl + "/v2/batch/scrape", {"urls": urls, "formats": ["rawHtml"], "timeout": 30000}
+    )
     done = wait_done(sandbox, reply.json()["id"])
     real = fixture("07_get_completed_403_proxy_auto.json")
     assert (done["completed"], done["total"]) == (real["completed"], real["total"]) == (1, 1)
@@ -115,8 +131,11 @@ def test_proxy_auto_loses_the_403_page_entirely(sandbox):
 
 
 def test_404_target_is_a_doc_even_with_proxy_auto(sandbox):
-    reply = http("POST", sandbox.urls.firecrawl + "/v2/batch/scrape",
-                 {"urls": [page(sandbox, "missing.html")], "formats": ["rawHtml"]})
+    reply = http(
+        "POST",
+        sandbox.urls.firecrawl + "/v2/batch/scrape",
+        {"urls": [page(sandbox, "missing.html")], "formats": ["rawHtml"]},
+    )
     done = wait_done(sandbox, reply.json()["id"])
     assert done["data"][0]["metadata"]["statusCode"] == 404
     assert done["data"][0]["metadata"]["error"] == "Not Found"
@@ -143,22 +162,31 @@ def test_page_slower_than_timeout_is_scrape_timeout(sandbox):
 
 def test_invalid_urls_reject_the_batch_unless_ignored(sandbox):
     urls = [f"{sandbox.urls.base}/competitors/blocked", page(sandbox, "page-a.html")]
-    strict = http("POST", sandbox.urls.firecrawl + "/v2/batch/scrape",
-                  {"urls": urls, "formats": ["rawHtml"], "timeout": 30000})
+    strict = http(
+        "POST", sandbox.urls.firecrawl + "/v2/batch/scrape", {"urls": urls, "formats": ["rawHtml"], "timeout": 30000}
+    )
     assert strict.status == 400
     assert strict.json() == {**fixture("15_post_400_invalid_url.json")}
-    lenient = start(sandbox, ["http://localhost:8765/page-a.html", "not a url", "ftp://example.com/x.html",
-                              page(sandbox, "page-a.html")])
+    lenient = start(
+        sandbox,
+        ["http://localhost:8765/page-a.html", "not a url", "ftp://example.com/x.html", page(sandbox, "page-a.html")],
+    )
     assert lenient["invalidURLs"] == fixture("16_post_ignore_invalid_urls_true.json")["invalidURLs"]
 
 
-@pytest.mark.parametrize("extra, capture", [
-    ({"waitForTimeout": 5}, "17_post_400_unknown_key.json"),
-    ({"timeout": 30000, "waitFor": 20000}, "18_post_400_waitfor.json"),
-])
+@pytest.mark.parametrize(
+    "extra, capture",
+    [
+        ({"waitForTimeout": 5}, "17_post_400_unknown_key.json"),
+        ({"timeout": 30000, "waitFor": 20000}, "18_post_400_waitfor.json"),
+    ],
+)
 def test_strict_schema_400s_match_the_capture(sandbox, extra, capture):
-    reply = http("POST", sandbox.urls.firecrawl + "/v2/batch/scrape",
-                 {"urls": [page(sandbox, "page-a.html")], "formats": ["rawHtml"], **extra})
+    reply = http(
+        "POST",
+        sandbox.urls.firecrawl + "/v2/batch/scrape",
+        {"urls": [page(sandbox, "page-a.html")], "formats": ["rawHtml"], **extra},
+    )
     assert reply.status == 400
     assert reply.json() == fixture(capture)
 
@@ -194,8 +222,12 @@ def test_api_key_and_redis_down(sandbox):
     try:
         http("POST", fc + "/_sandbox/state", {"api_key": "k-123"})
         assert http("POST", fc + "/v2/batch/scrape", body([page(sandbox, "page-a.html")])).status == 401
-        ok = http("POST", fc + "/v2/batch/scrape", body([page(sandbox, "page-a.html")]),
-                  headers={"Authorization": "Bearer k-123"})
+        ok = http(
+            "POST",
+            fc + "/v2/batch/scrape",
+            body([page(sandbox, "page-a.html")]),
+            headers={"Authorization": "Bearer k-123"},
+        )
         assert ok.status == 200
         http("POST", fc + "/_sandbox/state", {"api_key": None, "down": True})
         down = http("POST", fc + "/v2/batch/scrape", body([page(sandbox, "page-a.html")]))

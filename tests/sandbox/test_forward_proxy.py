@@ -24,8 +24,12 @@ def test_proxy_requires_credentials(proxy, sandbox):
 
 def test_proxy_relays_with_credentials(proxy, sandbox):
     token = base64.b64encode(b"scout:pa55").decode()
-    reply = http("GET", sandbox.urls.base + "/competitors/page-a.html", proxy=proxy.url,
-                 headers={"Proxy-Authorization": f"Basic {token}"})
+    reply = http(
+        "GET",
+        sandbox.urls.base + "/competitors/page-a.html",
+        proxy=proxy.url,
+        headers={"Proxy-Authorization": f"Basic {token}"},
+    )
     assert reply.status == 200 and "Best Widgets 2025" in reply.text
 
 

@@ -26,15 +26,30 @@ def test_crawl_survives_a_database_restart(tmp_path, sandbox, scrapy_env):
         # pages after the first arrive slowly, so the restart happens with rows still to write
         sandbox.faults({"kind": "slow", "store": store["id"], "pages": [1, 2], "delay": 2.0})
         env = {**scrapy_env, "DATABASE_URL": url, "CANNASPIDER_LOG_LEVEL": "INFO"}
-        crawl = subprocess.Popen([sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", f"dispensary_id={d}",
-                                  "-s", "DB_WRITE_BATCH_SIZE=50"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        crawl = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "scrapy",
+                "crawl",
+                "product_resync",
+                "-a",
+                f"dispensary_id={d}",
+                "-s",
+                "DB_WRITE_BATCH_SIZE=50",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
-        while not products_of(url, d):            # the crawl has started and written its first rows
+        while not products_of(url, d):  # the crawl has started and written its first rows
             assert time.monotonic() < deadline and crawl.poll() is None, crawl.stderr.read()[-3000:]
             time.sleep(0.05)
-        assert embedded.stop(pgdata)               # the server goes down mid-crawl, while page 1
-        time.sleep(2.5)                            # arrives and its rows are due to be written…
+        assert embedded.stop(pgdata)  # the server goes down mid-crawl, while page 1
+        time.sleep(2.5)  # arrives and its rows are due to be written…
         assert embedded.ensure_running(pgdata) == url  # …and comes back before page 2
         _, stderr = crawl.communicate(timeout=120)
         assert crawl.returncode == 0

@@ -10,13 +10,17 @@ import pytest
 from cannaspider.settings import CHROMIUM_PATH
 from tests.spiders.helpers import add_store
 
-needs_chromium = pytest.mark.skipif(shutil.which(CHROMIUM_PATH) is None,
-                                    reason=f"no Chromium at {CHROMIUM_PATH} (./dev setup installs it)")
+needs_chromium = pytest.mark.skipif(
+    shutil.which(CHROMIUM_PATH) is None, reason=f"no Chromium at {CHROMIUM_PATH} (./dev setup installs it)"
+)
 
 
 def _resolution(sql, d):
-    return sql("SELECT platform_dispensary_id, slug, resolution_error, resolved_at IS NOT NULL "
-               "FROM dispensaries WHERE id = %s", (d,))[0]
+    return sql(
+        "SELECT platform_dispensary_id, slug, resolution_error, resolved_at IS NOT NULL "
+        "FROM dispensaries WHERE id = %s",
+        (d,),
+    )[0]
 
 
 def test_dutchie_menu_urls_resolve_through_consumer_dispensaries(crawl, db, sandbox, sql):
@@ -46,8 +50,12 @@ def test_unresolvable_stores_get_a_recorded_reason(scrapy_env, db, sandbox, sql)
 
     store = sandbox.stores("AZ")[0]
     no_embed = add_store(db, store, resolved=False, menu_url=sandbox.urls.base + "/competitors/page-a.html")
-    unknown_slug = add_store(db, {**sandbox.stores("AZ")[1], "id": None}, resolved=False,
-                             menu_url=sandbox.urls.base + "/dispensary/no-such-store")
+    unknown_slug = add_store(
+        db,
+        {**sandbox.stores("AZ")[1], "id": None},
+        resolved=False,
+        menu_url=sandbox.urls.base + "/dispensary/no-such-store",
+    )
     no_url = add_store(db, sandbox.stores("AZ")[2], resolved=False, menu_url="")
     import socket
 
@@ -56,8 +64,13 @@ def test_unresolvable_stores_get_a_recorded_reason(scrapy_env, db, sandbox, sql)
         free_port = sock.getsockname()[1]
     dead = add_store(db, sandbox.stores("AZ")[3], resolved=False, menu_url=f"http://127.0.0.1:{free_port}/site/")
     # (scrapy-playwright logs the refused navigation with its traceback: that is its warning, not a crash)
-    result = run_scrapy("crawl", "entry_point_discovery", "-a",
-                        f"dispensary_id={no_embed},{unknown_slug},{no_url},{dead}", env=scrapy_env)
+    result = run_scrapy(
+        "crawl",
+        "entry_point_discovery",
+        "-a",
+        f"dispensary_id={no_embed},{unknown_slug},{no_url},{dead}",
+        env=scrapy_env,
+    )
     assert result.returncode == 0 and "Error processing" not in result.stderr
     assert "no Dutchie embedded menu found" in _resolution(sql, no_embed)[2]
     assert "found no store for 'no-such-store'" in _resolution(sql, unknown_slug)[2]
@@ -68,7 +81,7 @@ def test_unresolvable_stores_get_a_recorded_reason(scrapy_env, db, sandbox, sql)
 
 def test_a_second_row_for_the_same_store_is_reported_not_crashed(crawl, db, sandbox, sql):
     store = sandbox.stores("AZ")[0]
-    first = add_store(db, store)                      # already resolved
+    first = add_store(db, store)  # already resolved
     duplicate = add_store(db, store, resolved=False)  # the same store, added again by hand
     result = crawl("entry_point_discovery", dispensary_id=str(duplicate))
     assert result.returncode == 0

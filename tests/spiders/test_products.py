@@ -27,8 +27,11 @@ def test_complete_crawl_stores_every_product_and_a_snapshot_each(crawl, db, sand
     assert (status, error, seen, new, missed, oos) == ("complete", None, len(on_menu), len(on_menu), 0, 0)
     assert pages == -(-len(on_menu) // 100)
     assert sql("SELECT last_crawl_at IS NOT NULL FROM dispensaries WHERE id = %s", (d,))[0][0]
-    row = sql("SELECT name_raw, price_rec, options, thc_unit FROM store_products WHERE dispensary_id = %s "
-              "AND price_rec IS NOT NULL LIMIT 1", (d,))[0]
+    row = sql(
+        "SELECT name_raw, price_rec, options, thc_unit FROM store_products WHERE dispensary_id = %s "
+        "AND price_rec IS NOT NULL LIMIT 1",
+        (d,),
+    )[0]
     assert row[0] and row[1] > 0 and isinstance(row[2], list) and row[2][0]["option"]
 
 
@@ -44,40 +47,49 @@ def test_three_misses_over_four_crawls_then_back_in_stock(crawl, db, sandbox, st
         history.append(products_of(db, d))
     three_miss = next(iter(vanishing))
     assert [history[e][three_miss] for e in range(5)] == [
-        (0, "in_stock", True), (1, "in_stock", True), (2, "in_stock", True), (3, "oos", False), (0, "in_stock", True)]
+        (0, "in_stock", True),
+        (1, "in_stock", True),
+        (2, "in_stock", True),
+        (3, "oos", False),
+        (0, "in_stock", True),
+    ]
     runs = runs_of(db, d)
     assert [r[0] for r in runs] == ["complete"] * 5
-    assert runs[3][5] == len(vanishing)     # marked oos on the fourth crawl
+    assert runs[3][5] == len(vanishing)  # marked oos on the fourth crawl
     assert all(history[4][p][0] == 0 for p in once)  # products missing once came back, counters reset
     new = set(sandbox.menu(store["id"], 2)) - set(sandbox.menu(store["id"], 0))
-    assert new and new <= set(history[2])   # new products were picked up
+    assert new and new <= set(history[2])  # new products were picked up
 
 
-@pytest.mark.parametrize("fault, log_fragment", [
-    ({"kind": "malformed", "pages": [1]}, "malformed: body is not valid JSON"),
-    ({"kind": "truncated", "pages": [1]}, "malformed: body is not valid JSON"),
-    ({"kind": "graphql_errors", "pages": [1]}, "graphql_errors: Internal server error"),
-    ({"kind": "block403", "pages": [1]}, "blocked: HTTP 403 Cloudflare block page"),
-    ({"kind": "challenge503", "pages": [1]}, "challenge: HTTP 503 Cloudflare challenge page"),
-    ({"kind": "error500", "pages": [1]}, "request failed: HttpError"),
-    ({"kind": "lying_total", "factor": 2}, "of totalCount"),
-    ({"kind": "duplicates"}, "of totalCount"),
-    ({"kind": "endless"}, "repeated only products already seen"),
-])
-def test_faults_leave_the_crawl_incomplete_and_mark_nothing_missing(crawl, db, sandbox, store, sql, fault,
-                                                                     log_fragment):
+@pytest.mark.parametrize(
+    "fault, log_fragment",
+    [
+        ({"kind": "malformed", "pages": [1]}, "malformed: body is not valid JSON"),
+        ({"kind": "truncated", "pages": [1]}, "malformed: body is not valid JSON"),
+        ({"kind": "graphql_errors", "pages": [1]}, "graphql_errors: Internal server error"),
+        ({"kind": "block403", "pages": [1]}, "blocked: HTTP 403 Cloudflare block page"),
+        ({"kind": "challenge503", "pages": [1]}, "challenge: HTTP 503 Cloudflare challenge page"),
+        ({"kind": "error500", "pages": [1]}, "request failed: HttpError"),
+        ({"kind": "lying_total", "factor": 2}, "of totalCount"),
+        ({"kind": "duplicates"}, "of totalCount"),
+        ({"kind": "endless"}, "repeated only products already seen"),
+    ],
+)
+def test_faults_leave_the_crawl_incomplete_and_mark_nothing_missing(
+    crawl, db, sandbox, store, sql, fault, log_fragment
+):
     d = add_store(db, store)
-    assert crawl("product_resync", dispensary_id=d).returncode == 0   # epoch 0, complete
+    assert crawl("product_resync", dispensary_id=d).returncode == 0  # epoch 0, complete
     before = products_of(db, d)
     last_crawl = sql("SELECT last_crawl_at FROM dispensaries WHERE id = %s", (d,))[0][0]
-    sandbox.epoch(3)                 # products vanish: only a complete crawl may count them missing
+    sandbox.epoch(3)  # products vanish: only a complete crawl may count them missing
     sandbox.faults({**fault, "store": store["id"]})
     result = crawl("product_resync", dispensary_id=d)
     assert result.returncode == 0
     assert log_fragment in result.stderr
     assert "crawl incomplete, no product will be marked missing" in result.stderr
     after = products_of(db, d)
-    assert set(after) >= set(before)                                    # nothing lost
+    assert set(after) >= set(before)  # nothing lost
     assert all(after[p][0] == 0 and after[p][1] == "in_stock" for p in before)  # nothing marked missing
     status, error, *_ = runs_of(db, d)[-1]
     assert status == "incomplete" and error
@@ -103,8 +115,7 @@ def test_stale_persisted_hash_falls_back_to_full_query_with_a_warning(crawl, db,
     assert set(products_of(db, d)) == set(sandbox.menu(store["id"], 0))
 
 
-def test_bad_products_are_skipped_with_a_warning_and_the_page_goes_on(crawl, db, sandbox, store, scrapy_env,
-                                                                      tmp_path):
+def test_bad_products_are_skipped_with_a_warning_and_the_page_goes_on(crawl, db, sandbox, store, scrapy_env, tmp_path):
     # a store whose payload contains unusable products: we point the spider at a canned page via a
     # tiny GraphQL stand-in built on the sandbox's own products
     from aiohttp import web
@@ -113,12 +124,24 @@ def test_bad_products_are_skipped_with_a_warning_and_the_page_goes_on(crawl, db,
     from tests.servers import serve_app
 
     good = [_product(42, "x", i, 0, "http://127.0.0.1:1") for i in range(5)]
-    bad = [{"_id": None, "Name": "no id"}, {"_id": "a" * 24, "Name": None}, "garbage",
-           {**good[0], "_id": "b" * 24, "Name": "<i>Html</i> &amp; name", "Prices": "x", "THCContent": 7}]
+    bad = [
+        {"_id": None, "Name": "no id"},
+        {"_id": "a" * 24, "Name": None},
+        "garbage",
+        {**good[0], "_id": "b" * 24, "Name": "<i>Html</i> &amp; name", "Prices": "x", "THCContent": 7},
+    ]
 
     async def handler(request):
-        return web.json_response({"data": {"filteredProducts": {
-            "products": good + bad, "queryInfo": {"totalCount": len(good) + len(bad), "totalPages": 1}}}})
+        return web.json_response(
+            {
+                "data": {
+                    "filteredProducts": {
+                        "products": good + bad,
+                        "queryInfo": {"totalCount": len(good) + len(bad), "totalPages": 1},
+                    }
+                }
+            }
+        )
 
     app = web.Application()
     app.router.add_get("/graphql", handler)

@@ -16,16 +16,18 @@ def test_discovers_every_store_of_the_state_and_rediscovery_updates(crawl, db, s
         assert (name, slug, menu_url, state) == (s["name"], s["cName"], s["menu_url"], "AZ")
         assert (round(lat, 6), round(lng, 6)) == (s["lat"], s["lng"])
         assert tz.startswith("America/")
-    locations = sql("SELECT platform_dispensary_id, dispensary_id IS NOT NULL, raw->>'cName' "
-                    "FROM dutchie_discovery_locations")
+    locations = sql(
+        "SELECT platform_dispensary_id, dispensary_id IS NOT NULL, raw->>'cName' FROM dutchie_discovery_locations"
+    )
     assert len(locations) == len(expected) and all(linked for _, linked, _ in locations)
 
     sql("UPDATE dispensaries SET name = 'renamed by hand'")
-    assert crawl("store_discovery", state="arizona").returncode == 0   # a state name works too
+    assert crawl("store_discovery", state="arizona").returncode == 0  # a state name works too
     assert sql("SELECT count(*) FROM dispensaries")[0][0] == len(expected)  # updated, never duplicated
     assert sql("SELECT count(*) FROM dispensaries WHERE name = 'renamed by hand'")[0][0] == 0
     assert sql("SELECT count(*) FROM dutchie_discovery_locations WHERE last_seen_at > first_seen_at")[0][0] == len(
-        expected)
+        expected
+    )
 
 
 def test_city_filter(crawl, db, sandbox, sql):
