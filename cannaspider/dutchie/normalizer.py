@@ -22,6 +22,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from functools import lru_cache
 from math import inf
 
+from cannaspider.dutchie.ids import product_id
 from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 
 TAG = re.compile(r"<[^>]*>")
@@ -296,8 +297,8 @@ def normalize(item: RawProduct) -> StoreProduct:
     if not isinstance(raw, dict):
         raise NormalizationError(f"product is a {type(raw).__name__}, not an object")
     get = raw.get
-    pid = get("_id") or get("id")
-    if not isinstance(pid, str) or not pid.strip():
+    pid = product_id(raw)
+    if pid is None:
         raise NormalizationError("product has no _id/id")
     name_raw = get("Name")
     name = clean_text(name_raw)
@@ -326,7 +327,7 @@ def normalize(item: RawProduct) -> StoreProduct:
     return StoreProduct(
         item.dispensary_id,  # dispensary_id
         item.crawl_run_id,  # crawl_run_id
-        pid.strip(),  # provider_product_id
+        pid,  # provider_product_id
         str(name_raw),  # name_raw
         name,  # name
         brand_name if isinstance(brand_name, str) else brand.get("name"),  # brand_name_raw

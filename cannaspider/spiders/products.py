@@ -16,6 +16,7 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from cannaspider.dutchie import graphql
+from cannaspider.dutchie.ids import product_id
 from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
 from cannaspider.dutchie.pagination import PageState, after_page
 from cannaspider.items import CrawlCompletion, RawProduct
@@ -121,15 +122,15 @@ class ProductSpider(DutchieSpider):
         ids: list[str] = []
         repeated: list[str] = []
         for raw in products:
-            pid = (raw.get("_id") or raw.get("id")) if isinstance(raw, dict) else None
-            if isinstance(pid, str) and (pid in crawl.pages.seen or pid in ids):
+            pid = product_id(raw)
+            if pid is not None and (pid in crawl.pages.seen or pid in ids):
                 self.logger.warning(
                     "dispensary %s: page %s repeats product %s: kept once", crawl.dispensary_id, page, pid
                 )
                 self.crawler.stats.inc_value("cannaspider/duplicate_products")
                 repeated.append(pid)
                 continue
-            if isinstance(pid, str):
+            if pid is not None:
                 ids.append(pid)
             crawl.products_yielded += 1
             yield RawProduct(crawl.dispensary_id, crawl.crawl_run_id, raw, page)
