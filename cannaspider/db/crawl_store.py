@@ -27,6 +27,7 @@ class RunLedger:
     written: int = 0  # rows the product writer has settled: committed, or refused for good
     inserted: int = 0  # of which were new
     rejected: int = 0
+    refused: int = 0  # of the written rows, those the database refused for their values (not stored)
     # set when a waiter's condition may have become true; account() only wakes the waiter once the
     # count it waits for is reached (it runs once per product: waking on each would cost more)
     changed: asyncio.Event = field(default_factory=asyncio.Event)

@@ -10,6 +10,16 @@ as those bytes joined: typed jsonb, in text format, never decoded to a Python st
 A full batch is written in the background while the crawl goes on (PostgreSQL works on the other
 core), one write at a time per writer; items only wait when four batches are queued, so a slow
 database slows the crawl down instead of piling up memory.
+
+When the database refuses a batch for what is in it (a value out of a column's range, a NUL
+character: SQLSTATE classes 22, 23, 54), the batch is split in two and each half retried, down to
+single rows, so every good row of every store in it is written and only the bad rows are lost:
+each is logged once with its store and product, counted (`cannaspider/products_refused`), and
+settled for its store's completion (a refused row does not make the crawl incomplete: see
+product_writer.py). An outage (connection lost, pool timeout) keeps the rows for the next flush.
+Any other failure (an unexpected exception, a statement the server rejects whatever the data)
+settles the batch as refused and marks its stores' crawls incomplete: a store's completion never
+waits out its timeout for rows that will not come.
 """
 
 from __future__ import annotations
@@ -17,12 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 from scrapy.crawler import Crawler
+from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError, first_line
@@ -44,6 +56,23 @@ def _already_encoded(data: bytes) -> bytes:
     return data
 
 
+# What the data of a row can make PostgreSQL refuse: data exceptions (22: numeric or integer
+# overflow, NUL characters, bad escapes), integrity violations (23) and program limits (54: a
+# value too large for an index). Anything else says nothing about a particular row.
+DATA_ERROR_CLASSES = ("22", "23", "54")
+# The server or the path to it went away: the rows are fine, keep them for the next attempt.
+OUTAGE_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError)
+
+
+def refused_for_its_data(exc: BaseException) -> bool:
+    """The database refused the statement because of a value in it (not an outage, not a bug)."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    if exc.sqlstate is not None:
+        return exc.sqlstate[:2] in DATA_ERROR_CLASSES
+    return isinstance(exc, psycopg.DataError)  # raised by psycopg itself (e.g. a NUL byte)
+
+
 def json_columns(columns: tuple[tuple[str, str], ...], source: str = "r") -> str:
     """SELECT list reading row arrays back: `(r->>0)::bigint AS seq, …`; jsonb columns keep their
     nested JSON (and a JSON null becomes SQL NULL)."""
@@ -59,7 +88,7 @@ def json_columns(columns: tuple[tuple[str, str], ...], source: str = "r") -> str
 
 
 class BatchWriterPipeline:
-    item_class: type
+    item_class: type[Any]
 
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
@@ -77,30 +106,43 @@ class BatchWriterPipeline:
         return cls(crawler)
 
     async def close_spider(self) -> None:
-        await self.flush()
+        try:
+            await self.flush()
+        except Exception:  # logged by the write; rows still buffered now are lost
+            self.after_lost_at_close(len(self.buffer))
+            raise
 
-    def process_item(self, item):
+    def after_lost_at_close(self, rows: int) -> None:
+        """Hook: rows the database never took before the crawl closed (it was down)."""
+
+    def process_item(self, item: Any) -> Any:
         # Synchronous unless a batch is full: an awaitable per item costs more than the row.
         if not isinstance(item, self.item_class):
             return item
-        self.buffer.append(encode_row(self.row(item)))
-        self.keys.append((item.dispensary_id, item.crawl_run_id))
+        key = (item.dispensary_id, item.crawl_run_id)
+        try:
+            encoded = encode_row(self.row(item))
+        except Exception as exc:  # e.g. a lone surrogate orjson cannot encode: this row only
+            self.after_unencodable(key, item, exc)
+            raise DropItem(f"{self.describe_item(item)}: not stored: unexpected {type(exc).__name__}: {exc}") from exc
+        self.buffer.append(encoded)
+        self.keys.append(key)
         self.after_buffered(item)
         if len(self.buffer) >= self.batch_size:
             if self.inflight is None or self.inflight.done():
                 self.inflight = asyncio.ensure_future(self._background_write())
             elif len(self.buffer) >= self.max_buffered:
-                return self._after_inflight(item)  # the database is far behind: slow the crawl down
+                return self._after_inflight(self.inflight, item)  # the database is far behind: slow the crawl down
         return item
 
-    async def _after_inflight(self, item):
-        await asyncio.shield(self.inflight)
+    async def _after_inflight(self, inflight: asyncio.Future, item: Any) -> Any:
+        await asyncio.shield(inflight)
         return item
 
     async def _background_write(self) -> None:
         try:
             await self._write_buffer()
-        except Exception:  # already logged, rows kept or their crawls marked; the next flush retries
+        except Exception:  # an outage: already logged, the rows kept; the next flush retries
             return
         if len(self.buffer) >= self.batch_size:  # rows kept arriving while this batch was written
             self.inflight = asyncio.ensure_future(self._background_write())
@@ -120,40 +162,95 @@ class BatchWriterPipeline:
             keys, self.keys = self.keys, []
             if not rows:
                 return
+            started = time.perf_counter()
+            # the rows still to write, as (rows, keys) chunks; the next one is last (a stack), so
+            # rows are written in the order they arrived (the latest crawl's row wins the upsert)
+            chunks = [(rows, keys)]
             try:
                 pool = await self.store.open()
-                started = time.perf_counter()
                 async with pool.connection() as conn:
-                    result = await self.write(conn, batch_document(rows))
-                self.after_write(keys, result)
-                self.crawler.stats.inc_value(
-                    f"cannaspider/db_write_ms/{type(self).__name__}", round((time.perf_counter() - started) * 1000)
-                )
-            except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError) as exc:
-                # the server went away (restart, network): keep the rows for the next flush
-                self.buffer[:0] = rows
-                self.keys[:0] = keys
+                    while chunks:
+                        chunk, chunk_keys = chunks[-1]
+                        try:
+                            async with conn.transaction():
+                                result = await self.write(conn, batch_document(chunk))
+                        except Exception as exc:
+                            if not refused_for_its_data(exc):
+                                raise
+                            chunks.pop()
+                            if len(chunk) == 1:
+                                self._refused_row(chunk[0], chunk_keys[0], exc)
+                            else:  # split it: the halves that hold no bad row are written
+                                half = len(chunk) // 2
+                                chunks.append((chunk[half:], chunk_keys[half:]))
+                                chunks.append((chunk[:half], chunk_keys[:half]))
+                            continue
+                        chunks.pop()
+                        self.after_write(chunk_keys, result)
+            except OUTAGE_ERRORS as exc:
+                # the server went away (restart, network): keep the unwritten rows for the next flush
+                kept = [row for chunk, _ in chunks for row in chunk]
+                self.buffer[:0] = kept
+                self.keys[:0] = [key for _, chunk_keys in chunks for key in chunk_keys]
                 logger.error(
                     "%s: database unavailable, %d rows kept for the next attempt: %s",
                     type(self).__name__,
-                    len(rows),
+                    len(kept),
                     first_line(exc),
                 )
                 raise
-            except psycopg.Error as exc:
-                # the batch itself was refused: its stores' crawls cannot count as complete
-                self.store.failed_runs.update(keys)
-                self.after_refused(keys)
-                logger.error(
-                    "%s: a batch of %d rows was refused by the database: %s",
-                    type(self).__name__,
-                    len(rows),
-                    first_line(exc),
+            except Exception as exc:
+                # refused whatever the rows hold (or a bug): these stores' crawls cannot count as complete
+                lost_keys = [key for _, chunk_keys in chunks for key in chunk_keys]
+                self.store.failed_runs.update(lost_keys)
+                self.after_refused(lost_keys)
+                self.crawler.stats.inc_value("cannaspider/products_refused", len(lost_keys))
+                if isinstance(exc, psycopg.Error):
+                    logger.error(
+                        "%s: a batch of %d rows was refused by the database: %s",
+                        type(self).__name__,
+                        len(lost_keys),
+                        first_line(exc),
+                    )
+                else:
+                    logger.exception("%s: writing a batch of %d rows failed", type(self).__name__, len(lost_keys))
+                # not raised on: the rows are settled and their crawls marked, so nobody waits for them
+            finally:
+                self.crawler.stats.inc_value(
+                    f"cannaspider/db_write_ms/{type(self).__name__}", round((time.perf_counter() - started) * 1000)
                 )
-                raise
 
-    def after_refused(self, keys: list[tuple]) -> None:
-        """Hook: the database refused these rows (their run keys) for good; their crawls are marked."""
+    def _refused_row(self, row: bytes, key: tuple, exc: Exception) -> None:
+        logger.error(
+            "%s: %s refused by the database, not stored: %s",
+            type(self).__name__,
+            self.describe_row(row),
+            first_line(exc),
+        )
+        self.crawler.stats.inc_value("cannaspider/products_refused")
+        self.after_refused([key], bad_rows=True)
+
+    def after_unencodable(self, key: tuple, item, exc: Exception) -> None:
+        """Hook: the item's row could not even be built or encoded; the item is dropped."""
+        logger.error(
+            "%s: %s cannot be stored: unexpected %s: %s",
+            type(self).__name__,
+            self.describe_item(item),
+            type(exc).__name__,
+            exc,
+        )
+        self.crawler.stats.inc_value("cannaspider/products_refused")
+
+    def describe_item(self, item) -> str:
+        return f"dispensary {item.dispensary_id}"
+
+    def describe_row(self, row: bytes) -> str:
+        """Which store and product an encoded row is, for the log line of a refused row."""
+        return "a row"
+
+    def after_refused(self, keys: list[tuple], *, bad_rows: bool = False) -> None:
+        """Hook: these rows (their run keys) are lost for good: rows the database refused for their
+        values (bad_rows), or a whole batch that could not be written (its crawls are marked)."""
 
     def after_write(self, keys: list[tuple], result) -> None:
         """Hook, on the event loop: the written rows' run keys and what `write` returned."""

@@ -164,7 +164,7 @@ class CrawlCompletionPipeline:
             "pages": item.pages_fetched,
             "seen_n": len(item.seen_product_ids),
             "new": ledger.inserted if ledger else 0,
-            "errors": item.errors,
+            "errors": item.errors + (ledger.refused if ledger else 0),  # rows refused for their values count too
             "missed": 0,
             "oos": 0,
             "error": error,

@@ -60,6 +60,7 @@ class DispensaryWriterPipeline:
         async with pool.connection() as conn:
             async with conn.transaction():
                 row = await (await conn.execute(UPSERT_DISPENSARY, values)).fetchone()
+                assert row is not None  # an upsert with RETURNING always returns its row
                 values["id"] = row[0]
                 await conn.execute(UPSERT_LOCATION, values)
         item.dispensary_id = row[0]

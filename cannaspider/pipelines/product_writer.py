@@ -2,11 +2,20 @@
 store_product_snapshots rows, from one JSON document that PostgreSQL unpacks once
 (jsonb_array_elements). One statement is one transaction: a product's current row and its
 point-in-time snapshot are committed together or not at all. A product in the feed is in stock
-with zero misses (it came back)."""
+with zero misses (it came back).
+
+A row the database refuses for its values (see batch_writer.py) is lost, and only that row: the
+product was in the store's feed, so it is in the crawl's seen ids and never counted missing, and
+the crawl stays complete (else a store with one permanently bad product would never be judged
+for out-of-stock again). The run records how many rows were refused (crawl_runs.errors), and the
+crawl's stats how many items went to the feed without being stored (`cannaspider/items_not_stored`:
+the feed is what the crawl saw, see README "Feeds and the item schema")."""
 
 from __future__ import annotations
 
 from collections import Counter
+
+import orjson
 
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import BatchWriterPipeline, json_columns
@@ -138,10 +147,30 @@ class ProductWriterPipeline(BatchWriterPipeline):
         cur = await conn.execute(WRITE, (batch,))
         return {(d, r): n for d, r, n in await cur.fetchall()}
 
-    def after_refused(self, keys: list[tuple]) -> None:
+    def after_refused(self, keys: list[tuple], *, bad_rows: bool = False) -> None:
         # settled, if not stored: the store's completion need not wait out its timeout for them
         for run_key, n in Counter(keys).items():
             self.store.written(run_key, n, 0)
+            if bad_rows:
+                self.store.ledgers[run_key].refused += n
+        self.crawler.stats.inc_value("cannaspider/items_not_stored", len(keys))  # they went on to the feed
+
+    def after_unencodable(self, key: tuple, item, exc: Exception) -> None:
+        super().after_unencodable(key, item, exc)
+        # dropped (it could not go to a feed either); accounted and settled so completion goes on
+        self.store.account(key)
+        self.store.written(key, 1, 0)
+        self.store.ledgers[key].refused += 1
+
+    def after_lost_at_close(self, rows: int) -> None:
+        self.crawler.stats.inc_value("cannaspider/items_not_stored", rows)
+
+    def describe_item(self, item: StoreProduct) -> str:
+        return f"dispensary {item.dispensary_id} product {item.provider_product_id!r}"
+
+    def describe_row(self, row: bytes) -> str:
+        values = orjson.loads(row)
+        return f"dispensary {values[1]} product {values[3]!r}"
 
     def after_write(self, keys: list[tuple], inserted: dict) -> None:
         for run_key, n in Counter(keys).items():

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
+import logging
 
 import psycopg
 import pytest
@@ -12,7 +14,7 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError
-from cannaspider.items import CrawlCompletion, RawProduct
+from cannaspider.items import CrawlCompletion, Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
@@ -198,26 +200,145 @@ def test_database_outage_keeps_buffered_rows_and_the_crawl_marks_nothing_missing
     assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s", (dispensary,))[0][0] == 2
 
 
-def test_a_refused_batch_writes_neither_products_nor_snapshots_and_closes_the_crawl_incomplete(dispensary, sql):
+def bad(product: StoreProduct, kind: str) -> StoreProduct:
+    """A product with one value PostgreSQL refuses (as if the normalizer had let it through)."""
+    if kind == "price":
+        return dataclasses.replace(product, price_rec=1e15)  # > numeric(12, 2)
+    if kind == "potency":
+        return dataclasses.replace(product, thc=Potency(1e12, "percent"))  # > numeric(12, 3)
+    if kind == "quantity":
+        return dataclasses.replace(product, quantity_available=10**10)  # > integer
+    assert kind == "nul"
+    return dataclasses.replace(product, name="Bad\x00Name")  # text cannot hold NUL
+
+
+def test_bad_rows_are_isolated_and_every_good_row_of_every_store_is_written(dispensary, sql, db, caplog):
+    """One batch of three stores, with four bad rows among them: only those four are lost."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        others = [
+            conn.execute(
+                "INSERT INTO dispensaries (name, platform_dispensary_id) VALUES ('Q', %s) RETURNING id", (c * 24,)
+            ).fetchone()[0]
+            for c in "de"
+        ]
+    stores = [dispensary, *others]
+    kinds = {(0, 1): "price", (1, 3): "potency", (2, 0): "quantity", (2, 4): "nul"}
+
+    async def scenario():
+        chain = Chain(batch_size=1000, CRAWL_COMPLETION_WAIT_S=60)
+        runs, seen = [], {}
+        for s, d in enumerate(stores):
+            run_id = await chain.store.start_run(d, "product_resync")
+            runs.append(run_id)
+            products = [chain.normalize.process_item(raw(i, d, run_id)) for i in range(5)]
+            products = [bad(p, kinds[s, i]) if (s, i) in kinds else p for i, p in enumerate(products)]
+            seen[d] = [p.provider_product_id for p in products]
+            for p in products:
+                await settle(chain.products.process_item(p))  # all 15 rows wait in one batch
+        started = asyncio.get_running_loop().time()
+        for d, run_id in zip(stores, runs, strict=True):
+            await chain.feed(CrawlCompletion(d, run_id, True, 5, 1, seen_product_ids=seen[d]))
+        waited = asyncio.get_running_loop().time() - started
+        await chain.close()
+        return waited, chain.crawler.stats.get_stats(), seen
+
+    with caplog.at_level(logging.ERROR):
+        waited, stats, seen = asyncio.run(scenario())
+    assert waited < 30  # settled at once, not after the completion's 60 s wait
+    for s, d in enumerate(stores):
+        good = {seen[d][i] for i in range(5) if (s, i) not in kinds}
+        stored = {r[0] for r in sql("SELECT provider_product_id FROM store_products WHERE dispensary_id = %s", (d,))}
+        snapshots = sql("SELECT provider_product_id FROM store_product_snapshots WHERE dispensary_id = %s", (d,))
+        assert stored == good and {r[0] for r in snapshots} == good and len(snapshots) == len(good)
+    assert stats["cannaspider/products_written"] == 11
+    assert stats["cannaspider/products_refused"] == 4
+    assert stats["cannaspider/items_not_stored"] == 4
+    refused = [r.getMessage() for r in caplog.records if "refused by the database, not stored" in r.getMessage()]
+    assert len(refused) == 4  # each bad row once, with its store and product
+    for (s, i), _ in kinds.items():
+        assert sum(f"dispensary {stores[s]} product '{seen[stores[s]][i]}'" in m for m in refused) == 1
+    # the crawls are complete (the refused products were seen: nothing is missed) and say how many were lost
+    runs = sql("SELECT dispensary_id, status, errors, products_missed FROM crawl_runs ORDER BY id")
+    assert runs == [(stores[0], "complete", 1, 0), (stores[1], "complete", 1, 0), (stores[2], "complete", 2, 0)]
+
+
+def test_a_store_with_a_product_the_database_always_refuses_is_still_judged_for_out_of_stock(dispensary, sql):
+    async def crawl(chain, indices):
+        run_id = await chain.store.start_run(dispensary, "product_resync")
+        products = [chain.normalize.process_item(raw(i, dispensary, run_id)) for i in indices]
+        products = [bad(p, "price") if i == 0 else p for i, p in zip(indices, products, strict=True)]
+        for p in products:
+            await chain.feed(p)
+        seen = [p.provider_product_id for p in products]
+        await chain.feed(CrawlCompletion(dispensary, run_id, True, len(seen), 1, seen_product_ids=seen))
+
+    async def scenario():
+        chain = Chain()
+        await crawl(chain, [0, 1, 2])
+        for _ in range(3):
+            await crawl(chain, [0, 1])  # product 2 is gone; product 0 is refused every time
+        await chain.close()
+
+    asyncio.run(scenario())
+    ids = [_product(42, "pipeline-store", i, 0, "http://127.0.0.1:1")["_id"] for i in range(3)]
+    assert state(sql, dispensary) == {ids[1]: (0, "in_stock"), ids[2]: (3, "oos")}
+    assert [r[0] for r in sql("SELECT status FROM crawl_runs ORDER BY id")] == ["complete"] * 4
+
+
+def test_a_row_the_writer_cannot_encode_is_dropped_and_never_stalls_completion(dispensary, sql, caplog):
     async def scenario():
         chain = Chain(CRAWL_COMPLETION_WAIT_S=60)
         run_id = await chain.store.start_run(dispensary, "product_resync")
+        products = [chain.normalize.process_item(raw(i, dispensary, run_id)) for i in range(3)]
+        # a lone surrogate is valid JSON (\ud800) but not UTF-8: orjson raises TypeError
+        products[1] = dataclasses.replace(products[1], name="Bad \ud800")
+        for p in products[::2]:
+            await chain.feed(p)
+        with pytest.raises(DropItem, match="not stored: unexpected TypeError"):
+            chain.products.process_item(products[1])
+        started = asyncio.get_running_loop().time()
+        seen = [p.provider_product_id for p in products]
+        await chain.feed(CrawlCompletion(dispensary, run_id, True, 3, 1, seen_product_ids=seen))
+        waited = asyncio.get_running_loop().time() - started
+        await chain.close()
+        return waited, chain.crawler.stats.get_stats(), products[1].provider_product_id
+
+    with caplog.at_level(logging.ERROR):
+        waited, stats, bad_id = asyncio.run(scenario())
+    assert waited < 30  # not the completion's 60 s timeout
+    assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s", (dispensary,))[0][0] == 2
+    assert stats["cannaspider/products_refused"] == 1 and "cannaspider/items_not_stored" not in stats
+    assert any(f"product {bad_id!r} cannot be stored" in r.getMessage() for r in caplog.records)
+    assert sql("SELECT status, errors FROM crawl_runs") == [("complete", 1)]
+
+
+def test_an_unexpected_failure_of_a_batch_settles_its_rows_and_closes_the_crawl_incomplete(
+    dispensary, sql, monkeypatch
+):
+    async def scenario():
+        chain = Chain(CRAWL_COMPLETION_WAIT_S=60)
+
+        async def broken(conn, batch):
+            raise TypeError("a bug in the writer")
+
+        monkeypatch.setattr(chain.products, "write", broken)
+        run_id = await chain.store.start_run(dispensary, "product_resync")
         items = [raw(i, dispensary, run_id) for i in range(3)]
-        items[1].raw = {**items[1].raw, "recPrices": [1e15] * len(items[1].raw["Options"])}  # > numeric(12, 2)
         for item in items:
             await chain.feed(item)
         started = asyncio.get_running_loop().time()
         seen = [i.raw["_id"] for i in items]
         await chain.feed(CrawlCompletion(dispensary, run_id, True, 3, 1, seen_product_ids=seen))
         waited = asyncio.get_running_loop().time() - started
+        monkeypatch.undo()
         await chain.close()
-        return waited
+        return waited, chain.crawler.stats.get_stats()
 
-    waited = asyncio.run(scenario())
-    assert waited < 30  # settled at once, not after the completion's 60 s wait
-    assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s", (dispensary,))[0][0] == 0
-    assert sql("SELECT count(*) FROM store_product_snapshots WHERE dispensary_id = %s", (dispensary,))[0][0] == 0
-    status, error = sql("SELECT status, error FROM crawl_runs ORDER BY id DESC LIMIT 1")[0]
+    waited, stats = asyncio.run(scenario())
+    assert waited < 30
+    assert stats["cannaspider/products_refused"] == 3 and stats["cannaspider/items_not_stored"] == 3
+    assert sql("SELECT count(*) FROM store_products")[0][0] == 0
+    status, error = sql("SELECT status, error FROM crawl_runs")[0]
     assert status == "incomplete" and "refused by the database" in error
 
 
