@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime
 
 
@@ -25,8 +25,13 @@ class DispensaryRecord:
     is_recreational: bool | None = None
     is_medical: bool | None = None
     platform: str = "dutchie"
-    raw: dict | None = field(default=None, repr=False)  # stored, then dropped before feeds
     dispensary_id: int | None = None  # set by the writer
+    # The Dutchie object as sent, for dutchie_discovery_locations.raw. Not a field (an init-only
+    # argument kept as a plain attribute): feeds export an item's fields, and must not carry it.
+    raw: InitVar[dict | None] = None
+
+    def __post_init__(self, raw: dict | None) -> None:
+        self.raw_object = raw
 
 
 @dataclass

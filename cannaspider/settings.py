@@ -35,6 +35,10 @@ GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPyt
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"
 LOG_SCRAPED_ITEMS = False  # True: Scrapy's per-item "Scraped from" DEBUG lines
 TELNETCONSOLE_ENABLED = False
+# Scrapy 2.19's RemoteControl extension serves Python code execution on localhost for every crawl
+# and leaves a token file in the home folder when the process is killed. Off, like the Telnet
+# console; `-s REMOTE_CONTROL_ENABLED=True` turns it on for a debugging session.
+REMOTE_CONTROL_ENABLED = False
 
 # --- Local state ----------------------------------------------------------------------------
 CANNASPIDER_DATA_DIR = str(env.data_dir())
@@ -85,8 +89,10 @@ ITEM_PIPELINES = {**DISCOVERY_PIPELINES, **PRODUCT_PIPELINES}
 # Scrapy's chain, but a pipeline's plain return value goes straight to the next one (no coroutine
 # per pipeline per item); see pipelines/item_processor.py.
 ITEM_PROCESSOR = "cannaspider.pipelines.item_processor.DirectCallItemPipelineManager"
-# Each crawl also writes its items as JSON lines under a dated path (see README, "Feeds").
-# `-O file.json` on the command line replaces this default.
+# Each crawl also writes its items as JSON lines under a dated path (see README, "Feeds"): an
+# add-on sets FEEDS when nobody else did, so `-O file.json` (or `-o`, `-s FEEDS=…`) replaces this
+# default instead of being written beside it, and `-s FEEDS={}` writes no feed (see feeds.py).
+ADDONS = {"cannaspider.feeds.DefaultFeed": 0}
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
 FEED_EXPORT_ENCODING = "utf-8"
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
@@ -96,10 +102,3 @@ SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.co
 
 # --- Environment overrides (the only place they are applied) --------------------------------
 globals().update(env.overrides())
-
-FEEDS = {
-    f"{CANNASPIDER_FEED_DIR or CANNASPIDER_DATA_DIR + '/feeds'}/%(name)s/%(date)s/%(time)s.jsonl": {
-        "format": "jsonlines",
-        "item_classes": ["cannaspider.items.StoreProduct", "cannaspider.items.DispensaryRecord"],
-    },
-}

@@ -55,7 +55,7 @@ class DispensaryWriterPipeline:
 
     async def _write_dispensary(self, item: DispensaryRecord) -> DispensaryRecord:
         values = dict(item.__dict__)
-        values["raw"] = Jsonb(item.raw or {})
+        values["raw"] = Jsonb(item.raw_object or {})
         pool = await self.store.open()
         async with pool.connection() as conn:
             async with conn.transaction():
@@ -64,7 +64,6 @@ class DispensaryWriterPipeline:
                 values["id"] = row[0]
                 await conn.execute(UPSERT_LOCATION, values)
         item.dispensary_id = row[0]
-        item.raw = None  # stored above; feeds carry the normalized fields only
         self.crawler.stats.inc_value("cannaspider/dispensaries_new" if row[1] else "cannaspider/dispensaries_updated")
         return item
 
