@@ -89,10 +89,10 @@ class CrawlCompletionPipeline:
             engine = self.crawler.engine
         except RuntimeError:  # not crawling (a pipeline driven directly, as in tests)
             return True
-        slot = getattr(engine, "_slot", None)
-        if slot is None:
+        scheduler = engine.scheduler  # public since Scrapy 2.19; None before the spider opens
+        if scheduler is None:
             return True
-        return not engine.downloader.active and not slot.scheduler.has_pending_requests()
+        return not engine.downloader.active and not scheduler.has_pending_requests()
 
     def process_item(self, item):
         if not isinstance(item, CrawlCompletion):

@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 from scrapy.exceptions import DropItem, ScrapyDeprecationWarning
+from scrapy.middleware import MiddlewareManager
+from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import succeed
 
@@ -106,3 +108,29 @@ def test_pipelines_that_take_a_spider_get_scrapys_own_chain():
         return await chain.process_item_async([])
 
     assert run(go()) == ["a", "legacy"]
+
+
+def test_without_the_private_attribute_it_reads_it_falls_back_to_scrapys_own_chain(monkeypatch):
+    """A Scrapy whose manager no longer has `_mw_methods_requiring_spider`: no guessing."""
+    original_init = MiddlewareManager.__init__
+
+    def init_without_it(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        del self._mw_methods_requiring_spider
+
+    stock_calls = []
+
+    async def stock_chain(self, item):
+        stock_calls.append(item)
+        return item + ["stock"]
+
+    monkeypatch.setattr(MiddlewareManager, "__init__", init_without_it)
+    monkeypatch.setattr(ItemPipelineManager, "process_item_async", stock_chain)
+    chain = manager(Append("a"))
+    assert not chain.direct_calls
+    assert run(chain.process_item_async([])) == ["stock"]
+    assert stock_calls == [[]]
+
+
+def test_with_it_the_direct_calls_are_used():
+    assert manager(Append("a")).direct_calls

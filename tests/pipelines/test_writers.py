@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -361,3 +362,25 @@ def test_each_product_gets_a_snapshot_per_crawl_with_that_crawls_prices(dispensa
         sql("SELECT provider_product_id, price_rec FROM store_products WHERE dispensary_id = %s", (dispensary,))
     )
     assert {s[1]: s[2] for s in snaps if s[0] == runs[1]} == current  # the product row is the latest crawl
+
+
+def test_completion_knows_the_crawl_is_draining_from_the_engines_public_scheduler():
+    class Scheduler:
+        pending = True
+
+        def has_pending_requests(self):
+            return self.pending
+
+    chain_crawler = get_crawler()
+    completion = CrawlCompletionPipeline.from_crawler(chain_crawler)
+    assert completion._crawl_is_draining()  # not crawling: nothing will fill a batch
+    scheduler, downloader = Scheduler(), SimpleNamespace(active=set())
+    # only the engine's public attributes: a crawl with requests still scheduled is not draining
+    chain_crawler.engine = SimpleNamespace(scheduler=scheduler, downloader=downloader)
+    assert not completion._crawl_is_draining()
+    scheduler.pending = False
+    assert completion._crawl_is_draining()
+    downloader.active.add("a request")
+    assert not completion._crawl_is_draining()
+    chain_crawler.engine = SimpleNamespace(scheduler=None, downloader=downloader)  # the spider not open yet
+    assert completion._crawl_is_draining()
