@@ -1,6 +1,7 @@
 """Writes what discovery finds: DispensaryRecord → dutchie_discovery_locations + dispensaries
 (rediscovery updates, never duplicates), EntryPointResolution → the store's platform id or the
-reason it could not be resolved. Store volumes are small, so one statement per store is fine."""
+reason it could not be resolved. Store volumes are small, so one statement per store is fine.
+A record the database refuses for its values is logged and counted, and the crawl goes on."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from psycopg.types.json import Jsonb
 from scrapy.crawler import Crawler
 
 from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.errors import first_line
 from cannaspider.items import DispensaryRecord, EntryPointResolution
+from cannaspider.pipelines.batch_writer import refused_for_its_data
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +60,27 @@ class DispensaryWriterPipeline:
         values = dict(item.__dict__)
         values["raw"] = Jsonb(item.raw_object or {})
         pool = await self.store.open()
-        async with pool.connection() as conn:
-            async with conn.transaction():
-                row = await (await conn.execute(UPSERT_DISPENSARY, values)).fetchone()
-                assert row is not None  # an upsert with RETURNING always returns its row
-                values["id"] = row[0]
-                await conn.execute(UPSERT_LOCATION, values)
+        try:
+            async with pool.connection() as conn:
+                async with conn.transaction():
+                    row = await (await conn.execute(UPSERT_DISPENSARY, values)).fetchone()
+                    assert row is not None  # an upsert with RETURNING always returns its row
+                    values["id"] = row[0]
+                    await conn.execute(UPSERT_LOCATION, values)
+        except Exception as exc:
+            if not refused_for_its_data(exc):
+                raise  # an outage or a bug: Scrapy logs it, the item goes no further
+            # one store's bad value (a NUL in its name…): this record only; the feed still shows
+            # what discovery saw (see README "Feeds and the item schema")
+            logger.error(
+                "store %r (%r) refused by the database, not stored: %s",
+                item.platform_dispensary_id,
+                item.name,
+                first_line(exc),
+            )
+            self.crawler.stats.inc_value("cannaspider/dispensaries_refused")
+            self.crawler.stats.inc_value("cannaspider/items_not_stored")
+            return item
         item.dispensary_id = row[0]
         self.crawler.stats.inc_value("cannaspider/dispensaries_new" if row[1] else "cannaspider/dispensaries_updated")
         return item

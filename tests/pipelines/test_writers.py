@@ -15,8 +15,9 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError
-from cannaspider.items import CrawlCompletion, Potency, RawProduct, StoreProduct
+from cannaspider.items import CrawlCompletion, DispensaryRecord, Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
+from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
@@ -384,3 +385,27 @@ def test_completion_knows_the_crawl_is_draining_from_the_engines_public_schedule
     assert not completion._crawl_is_draining()
     chain_crawler.engine = SimpleNamespace(scheduler=None, downloader=downloader)  # the spider not open yet
     assert completion._crawl_is_draining()
+
+
+def test_a_store_record_the_database_refuses_is_logged_and_the_next_one_is_written(db, monkeypatch, sql, caplog):
+    monkeypatch.setenv("DATABASE_URL", db)
+    bad_record = DispensaryRecord("b" * 24, "Bad\x00Store", raw={"id": "b" * 24})
+    good_record = DispensaryRecord("c" * 24, "Good Store", raw={"id": "c" * 24})
+
+    async def scenario():
+        crawler = get_crawler()
+        pipeline = DispensaryWriterPipeline.from_crawler(crawler)
+        try:
+            return [await pipeline.process_item(r) for r in (bad_record, good_record)], crawler.stats.get_stats()
+        finally:
+            await CrawlStore.for_crawler(crawler).close()
+
+    with caplog.at_level(logging.ERROR):
+        (bad_out, good_out), stats = asyncio.run(scenario())
+    assert bad_out.dispensary_id is None and good_out.dispensary_id  # both go on to the feed
+    assert sql("SELECT platform_dispensary_id FROM dispensaries") == [("c" * 24,)]
+    assert stats["cannaspider/dispensaries_refused"] == 1 and stats["cannaspider/items_not_stored"] == 1
+    assert [r.getMessage() for r in caplog.records if "refused by the database" in r.getMessage()] == [
+        f"store {'b' * 24!r} ('Bad\\x00Store') refused by the database, not stored: "
+        "PostgreSQL text fields cannot contain NUL (0x00) bytes"
+    ]
