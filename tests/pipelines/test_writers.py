@@ -409,3 +409,35 @@ def test_a_store_record_the_database_refuses_is_logged_and_the_next_one_is_writt
         f"store {'b' * 24!r} ('Bad\\x00Store') refused by the database, not stored: "
         "PostgreSQL text fields cannot contain NUL (0x00) bytes"
     ]
+
+
+def test_an_outage_while_a_refused_batch_is_split_keeps_the_rows_not_yet_written(dispensary, sql, monkeypatch):
+    async def scenario():
+        chain = Chain(batch_size=1000)
+        run_id = await chain.store.start_run(dispensary, "product_resync")
+        products = [chain.normalize.process_item(raw(i, dispensary, run_id)) for i in range(4)]
+        products[3] = bad(products[3], "price")
+        for p in products:
+            await settle(chain.products.process_item(p))
+        real_write, calls = chain.products.write, []
+
+        async def write_then_lose_the_server(conn, batch):
+            calls.append(batch)
+            if len(calls) == 3:  # the whole batch (refused), its first half (written), then the server goes away
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return await real_write(conn, batch)
+
+        monkeypatch.setattr(chain.products, "write", write_then_lose_the_server)
+        with pytest.raises(psycopg.OperationalError):
+            await chain.products.flush()
+        kept = len(chain.products.buffer)
+        written = sql("SELECT count(*) FROM store_products")[0][0]
+        await chain.products.flush()  # the server is back: the rest is written, the bad row refused
+        await chain.close()
+        return kept, written, chain.crawler.stats.get_stats()
+
+    kept, written, stats = asyncio.run(scenario())
+    assert (written, kept) == (2, 2)  # the first half committed; the second kept, not lost nor refused
+    assert sql("SELECT count(*) FROM store_products")[0][0] == 3
+    assert sql("SELECT count(*) FROM store_product_snapshots")[0][0] == 3  # no row written twice
+    assert stats["cannaspider/products_written"] == 3 and stats["cannaspider/products_refused"] == 1
