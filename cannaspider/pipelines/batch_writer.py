@@ -123,8 +123,10 @@ class BatchWriterPipeline:
         try:
             encoded = encode_row(self.row(item))
         except Exception as exc:  # e.g. a lone surrogate orjson cannot encode: this row only
-            self.after_unencodable(key, item, exc)
-            raise DropItem(f"{self.describe_item(item)}: not stored: unexpected {type(exc).__name__}: {exc}") from exc
+            self.after_unencodable(key, item, exc)  # logs it (once: the drop itself is DEBUG)
+            raise DropItem(
+                f"{self.describe_item(item)}: not stored: unexpected {type(exc).__name__}: {exc}", log_level="DEBUG"
+            ) from exc
         self.buffer.append(encoded)
         self.keys.append(key)
         self.after_buffered(item)
