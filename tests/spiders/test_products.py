@@ -9,13 +9,15 @@ import asyncio
 import inspect
 import json
 import logging
+import urllib.error
+import urllib.request
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
 from scrapy import Request
 from scrapy.exceptions import DropItem
-from scrapy.http import TextResponse
+from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.utils.test import get_crawler
 
 from cannaspider.dutchie.pagination import PageState
@@ -34,6 +36,18 @@ PLATFORM_ID = "e" * 24
 def sandbox_products(n: int, start: int = 0) -> list[dict]:
     """Products shaped as the real payload (the sandbox's generator), without a server."""
     return [_product(42, "in-process", i, 0, "http://127.0.0.1:1") for i in range(start, start + n)]
+
+
+def from_sandbox(request: Request) -> Response:
+    """The sandbox's answer to `request` (its status, headers and body), as Scrapy would hand it over."""
+    headers = {k.decode(): v[0].decode() for k, v in request.headers.items()}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(request.url, headers=headers), timeout=30) as r:
+            status, got, body = r.status, r.headers, r.read()
+    except urllib.error.HTTPError as exc:
+        status, got, body = exc.code, exc.headers, exc.read()
+    cls = HtmlResponse if "html" in got.get("content-type", "") else TextResponse
+    return cls(request.url, status=status, headers=dict(got.items()), body=body, request=request)
 
 
 class InProcessCrawl:
@@ -60,25 +74,34 @@ class InProcessCrawl:
         self.completions: list[CrawlCompletion] = []
         self.dropped: list[str] = []  # DropItem messages (Scrapy's log formatter would log them)
         self.requests: list[Request] = []
+        self.menu: list = []
+        self.total: int | None = None
 
     def response(self, request: Request, products: list, total: int | None) -> TextResponse:
         info = {"totalCount": total, "totalPages": -(-total // 100)} if total is not None else None
         body = {"data": {"filteredProducts": {"products": products, "queryInfo": info}}}
         return TextResponse(request.url, body=json.dumps(body).encode(), request=request)
 
-    async def run(self, dispensary_id: int, menu: list, total: int | None = None) -> None:
+    def answer(self, request: Request) -> Response:
+        """The page `request` asks for, cut from the menu given to run() (a test may replace this)."""
+        page, size = request.meta["page"], request.meta["store_crawl"].pages.per_page
+        return self.response(request, self.menu[page * size : (page + 1) * size], self.total)
+
+    async def run(
+        self, dispensary_id: int, menu: list | None = None, total: int | None = None, platform_id: str = PLATFORM_ID
+    ) -> None:
         """One crawl of a store whose menu is `menu` (served in pages of the size asked for)."""
+        self.menu, self.total = menu or [], total
         run_id = await self.spider.store.start_run(dispensary_id, "product_resync")
         crawl = StoreCrawl(
-            dispensary_id, PLATFORM_ID, run_id, PageState(self.spider.settings.getint("DUTCHIE_PER_PAGE"), 100)
+            dispensary_id, platform_id, run_id, PageState(self.spider.settings.getint("DUTCHIE_PER_PAGE"), 100)
         )
         request: Request | None = self.spider._page_request(crawl, 0)
         while request is not None:
             self.requests.append(request)
-            page, size = request.meta["page"], request.meta["store_crawl"].pages.per_page
-            products = menu[page * size : (page + 1) * size]
+            response = self.answer(request)
             request = None
-            for out in self.spider.parse_products(self.response(self.requests[-1], products, total)):
+            for out in self.spider.parse_products(response):
                 if isinstance(out, Request):
                     request = out
                 else:
@@ -269,38 +292,59 @@ def test_three_misses_over_four_crawls_then_back_in_stock(crawl, db, sandbox, st
 
 
 @pytest.mark.parametrize(
-    "fault, log_fragment",
+    "fault, reason",
     [
         ({"kind": "malformed", "pages": [1]}, "malformed: body is not valid JSON"),
         ({"kind": "truncated", "pages": [1]}, "malformed: body is not valid JSON"),
         ({"kind": "graphql_errors", "pages": [1]}, "graphql_errors: Internal server error"),
         ({"kind": "block403", "pages": [1]}, "blocked: HTTP 403 Cloudflare block page"),
         ({"kind": "challenge503", "pages": [1]}, "challenge: HTTP 503 Cloudflare challenge page"),
-        ({"kind": "error500", "pages": [1]}, "request failed: HttpError"),
         ({"kind": "lying_total", "factor": 2}, "of totalCount"),
         ({"kind": "duplicates"}, "of totalCount"),
         ({"kind": "endless"}, "repeated only products already seen"),
     ],
 )
-def test_faults_leave_the_crawl_incomplete_and_mark_nothing_missing(
-    crawl, db, sandbox, store, sql, fault, log_fragment
-):
+def test_faults_leave_the_crawl_incomplete_and_mark_nothing_missing(in_process, db, sandbox, store, sql, fault, reason):
+    # the sandbox's real answers, fed to the callback in-process (transport faults: see the
+    # end-to-end test below)
     d = add_store(db, store)
-    assert crawl("product_resync", dispensary_id=d).returncode == 0  # epoch 0, complete
-    before = products_of(db, d)
-    last_crawl = sql("SELECT last_crawl_at FROM dispensaries WHERE id = %s", (d,))[0][0]
-    sandbox.epoch(3)  # products vanish: only a complete crawl may count them missing
-    sandbox.faults({**fault, "store": store["id"]})
-    result = crawl("product_resync", dispensary_id=d)
-    assert result.returncode == 0
-    assert log_fragment in result.stderr
-    assert "crawl incomplete, no product will be marked missing" in result.stderr
+
+    async def scenario():
+        crawl = in_process(DUTCHIE_GRAPHQL_URL=sandbox.urls.graphql)
+        crawl.answer = from_sandbox
+        await crawl.run(d, platform_id=store["id"])  # epoch 0, complete
+        before = products_of(db, d)
+        last_crawl = sql("SELECT last_crawl_at FROM dispensaries WHERE id = %s", (d,))[0][0]
+        sandbox.epoch(3)  # products vanish: only a complete crawl may count them missing
+        sandbox.faults({**fault, "store": store["id"]})
+        await crawl.run(d, platform_id=store["id"])
+        await crawl.close()
+        return before, last_crawl
+
+    before, last_crawl = asyncio.run(scenario())
     after = products_of(db, d)
     assert set(after) >= set(before)  # nothing lost
     assert all(after[p][0] == 0 and after[p][1] == "in_stock" for p in before)  # nothing marked missing
-    status, error, *_ = runs_of(db, d)[-1]
-    assert status == "incomplete" and error
+    runs = runs_of(db, d)
+    assert runs[0][:2] == ("complete", None)
+    status, error, *_ = runs[-1]
+    assert status == "incomplete" and reason in error
     assert sql("SELECT last_crawl_at FROM dispensaries WHERE id = %s", (d,))[0][0] == last_crawl
+
+
+def test_a_server_error_after_retries_leaves_the_crawl_incomplete_end_to_end(crawl, db, sandbox, store):
+    d = add_store(db, store)
+    assert crawl("product_resync", dispensary_id=d).returncode == 0
+    before = products_of(db, d)
+    sandbox.epoch(3)
+    sandbox.faults({"kind": "error500", "store": store["id"], "pages": [1]})
+    result = crawl("product_resync", dispensary_id=d)
+    assert result.returncode == 0
+    assert "request failed: HttpError" in result.stderr
+    assert "crawl incomplete, no product will be marked missing" in result.stderr
+    after = products_of(db, d)
+    assert all(after[p][:2] == (0, "in_stock") for p in before)
+    assert runs_of(db, d)[-1][0] == "incomplete"
 
 
 def test_products_from_pages_before_a_failure_are_still_stored(crawl, db, sandbox, store):
