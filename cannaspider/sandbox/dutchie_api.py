@@ -37,7 +37,7 @@ CSRF_MESSAGE = (
     "x-apollo-operation-name, apollo-require-preflight"
 )
 SIMPLE_CONTENT_TYPES = ("", "application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
-PER_PAGE_CAP = 100
+PER_PAGE_CAP = 100  # as real Dutchie, perPage above the cap gets a page of the cap (spiders adapt to it)
 OPERATION_IN_QUERY = re.compile(r"^\s*query\s+(\w+)")
 
 
