@@ -25,6 +25,17 @@ RETRY_TIMES = 3
 # (dutchie/graphql.py) and end that store's crawl as incomplete; retrying them blindly won't help.
 RETRY_HTTP_CODES = [500, 502, 504, 522, 524, 408]
 HTTPERROR_ALLOWED_CODES = [403, 503]
+# 429 is waited out, not retried blindly (middlewares/rate_limit.py): Retry-After (seconds or an
+# HTTP date), else RATE_LIMIT_BACKOFF_S doubled per retry; a longer wait than RATE_LIMIT_MAX_WAIT_S
+# or more than RATE_LIMIT_MAX_RETRIES retries leaves that store's crawl incomplete.
+RATE_LIMIT_MAX_RETRIES = 3
+RATE_LIMIT_MAX_WAIT_S = 60.0
+RATE_LIMIT_BACKOFF_S = 2.0
+DOWNLOADER_MIDDLEWARES = {
+    "cannaspider.middlewares.rate_limit.RetryAfterMiddleware": 560,
+    # below HttpCompressionMiddleware (590): it reads the decompressed body
+    "cannaspider.middlewares.persisted_queries.PersistedQueryFallbackMiddleware": 580,
+}
 # Scrapy starts CONCURRENT_ITEMS tasks for every response and queues up to twice as many items: 64
 # takes a whole FilteredProducts page (DUTCHIE_PER_PAGE = 100) without blocking, with a third of the
 # tasks that 200 cost (measured: the product crawl ~20 % faster with pipelines off, ~8 % with them on).
@@ -51,14 +62,21 @@ CRAWL_COMPLETION_WAIT_S = 120.0
 CRAWL_COMPLETION_BATCH_GRACE_S = 5.0
 # A crawl_runs row still 'running' after this long belongs to a process that died: marked failed.
 CRAWL_RUN_ABANDONED_AFTER = "2 hours"
+# A complete crawl that sees fewer than this share of the store's in-stock products is an incident
+# (an emptied or collapsed menu), not evidence: it counts no misses and its crawl_runs row is
+# marked suspect (pipelines/crawl_completion.py). 0 turns the guard off, for a store that closed.
+OOS_GUARD_MIN_SHARE = 0.5
 
 # --- Dutchie --------------------------------------------------------------------------------
 DUTCHIE_GRAPHQL_URL = "https://dutchie.com/api-3/graphql"
+# Dutchie caps perPage: above the cap the spider detects it on a store's first page and follows it
+# for the rest of that store's crawl (dutchie/pagination.py), with a warning.
 DUTCHIE_PER_PAGE = 100
 # Hard cap against a server that pages forever; a store past it is an incomplete crawl.
 DUTCHIE_MAX_PAGES = 100
-# Persisted-query hashes rotate every few months. A stale one costs one extra request per page
-# (the spider falls back to the full query text and warns); update them here when that happens.
+# Persisted-query hashes rotate every few months. A stale one is answered once with
+# PersistedQueryNotFound; the operation then goes out with the full query text for the rest of the
+# run (middlewares/persisted_queries.py, which warns); update them here when that happens.
 DUTCHIE_PERSISTED_HASHES = dict(DEFAULT_PERSISTED_HASHES)
 DUTCHIE_CLIENT_NAME = "Marketplace (production)"
 # Store discovery: search radius (miles) around each populated place of the state.

@@ -4,14 +4,15 @@ Requests are GET with operationName/variables/extensions (persisted query) and t
 Apollo's CSRF guard and Dutchie's edge expect. Responses are classified before anyone parses
 them: a Cloudflare 403 HTML page or a 503 challenge is a block, a 403 with a JSON body is an API
 error, a GraphQL error arrives as HTTP 200 with errors[], PersistedQueryNotFound means our hash
-is stale.
+is stale (the fallback to the full query text lives in
+cannaspider/middlewares/persisted_queries.py).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import scrapy
 from scrapy.http import Response
@@ -70,19 +71,14 @@ def build_request(
     )
 
 
-def retry_with_full_query(request: scrapy.Request, url: str, client_name: str) -> scrapy.Request:
-    meta = {k: v for k, v in request.meta.items() if not k.startswith("graphql_")}
-    return build_request(
-        url,
-        request.meta["graphql_operation"],
-        request.meta["graphql_variables"],
-        persisted_hash=None,
-        client_name=client_name,
-        callback=request.callback,
-        errback=request.errback,
-        meta=meta,
-        priority=request.priority,
-    )
+def with_full_query(request: scrapy.Request) -> scrapy.Request:
+    """The same GraphQL request (callback, errback, meta, headers) with the full query text in
+    place of the persisted-query hash."""
+    base, _, query = request.url.partition("?")
+    params = {k: v for k, v in parse_qsl(query, keep_blank_values=True) if k not in ("extensions", "query")}
+    params["query"] = QUERIES[request.meta["graphql_operation"]]
+    meta = {**request.meta, "graphql_full_query": True}
+    return request.replace(url=f"{base}?{urlencode(params)}", meta=meta, dont_filter=True)
 
 
 def _looks_like_html(body: bytes) -> bool:

@@ -1,14 +1,21 @@
 """When to ask for the next FilteredProducts page, and whether the crawl counts as complete.
 
-DESIGN §4: stop when a page is short, the collected count reaches totalCount, or
-page+1 ≥ totalPages; never loop forever. We add three guards, because pagination is where a bad
-payload would otherwise mark real products out of stock:
+docs/architecture.md ("Crawl correctness"): stop when a page is short, the collected count reaches
+totalCount, or page+1 ≥ totalPages; never loop forever. We add guards, because pagination is where
+a bad payload would otherwise mark real products out of stock:
 - a page that brings no new id (the server repeats itself) or the page cap ends the crawl as
   incomplete;
-- fewer products than totalCount at the end makes the crawl incomplete (a capped perPage or a
-  lying totalCount), so nothing is marked missing on that evidence;
+- fewer products than totalCount at the end makes the crawl incomplete (a lying totalCount), so
+  nothing is marked missing on that evidence;
+- a product without a usable id (see dutchie/ids.py) makes the crawl incomplete: we cannot tell
+  which stored product it is, so nobody else's miss may rest on it; it still counts for whether a
+  page was full (it was delivered), never toward totalCount;
 - a *full* last page when totalCount/totalPages say "done" gets one probe page, so a totalCount
-  that lies low cannot hide the products after it.
+  that lies low cannot hide the products after it;
+- a first page shorter than asked while totalCount says there are more means the server caps
+  perPage (real Dutchie does): the rest of the crawl asks for that many per page. Page n of the
+  new size starts at n × cap, and page 0 held exactly the first `cap` products, so nothing is
+  skipped or seen twice.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ class PageState:
     total_pages: int | None = None
     probing: bool = False
     duplicates: int = 0
-    anonymous: int = 0  # products without a usable id: delivered (and rejected), so they count
+    anonymous: int = 0  # products without a usable id: the crawl cannot be complete
+    capped_from: int | None = None  # the perPage asked for before the server's cap was detected
 
 
 @dataclass(frozen=True)
@@ -58,13 +66,13 @@ def after_page(
         else:
             state.seen[pid] = None
             new += 1
-    collected = len(state.seen) + state.anonymous
+    delivered = len(product_ids) + anonymous
 
     if state.probing:
         if not product_ids or new == 0:
             return _finish(state, "probe page past totalCount was empty")
         state.probing = False  # totalCount lied low: keep going
-    if not product_ids and not anonymous:
+    if not delivered:
         return _finish(state, "empty page")
     if new == 0 and not anonymous:
         return Decision(
@@ -74,9 +82,18 @@ def after_page(
         return Decision(
             None, False, f"reached the page cap ({state.max_pages}) with more pages announced; crawl incomplete"
         )
-    full = len(product_ids) + anonymous >= state.per_page
-    if not full:
+    if (
+        page == 0
+        and delivered < state.per_page
+        and state.total_count is not None
+        and delivered < state.total_count
+        and state.capped_from is None
+    ):
+        state.capped_from, state.per_page = state.per_page, delivered
+        return Decision(1, True, f"the server caps perPage at {delivered}")
+    if delivered < state.per_page:
         return _finish(state, "short page")
+    collected = len(state.seen)
     count_done = state.total_count is not None and collected >= state.total_count
     pages_done = state.total_pages is not None and page + 1 >= state.total_pages
     if count_done or pages_done:
@@ -86,7 +103,13 @@ def after_page(
 
 
 def _finish(state: PageState, reason: str) -> Decision:
-    collected = len(state.seen) + state.anonymous
+    if state.anonymous:
+        return Decision(
+            None,
+            False,
+            f"{reason}, but {state.anonymous} product(s) had no usable id (_id/id); crawl incomplete",
+        )
+    collected = len(state.seen)
     if state.total_count is not None and collected < state.total_count:
         return Decision(
             None,

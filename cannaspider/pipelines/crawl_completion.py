@@ -1,6 +1,7 @@
 """Closes a store's crawl. Only a complete crawl (every page arrived and parsed) applies the
 seed's out-of-stock rules: misses reset for products in the feed, +1 for the others (up to 3),
-'oos' at 3; it also sets dispensaries.last_crawl_at. An incomplete crawl keeps what it stored,
+'oos' at 3, unless the OOS guard finds the crawl suspect (see CLOSE_COMPLETE); it also sets
+dispensaries.last_crawl_at. An incomplete crawl keeps what it stored,
 marks nothing missing, and records why. Either way the crawl_runs row gets its figures.
 """
 
@@ -27,8 +28,22 @@ OOS_AFTER_MISSES = 3
 # products in the feed get their misses reset and are back in stock; the others get one more
 # miss (up to 3), and those reaching 3 are marked 'oos' in the same update. The ids seen in the
 # feed travel as one JSON array: one string parameter, exact for any id.
+# The OOS guard (README, "Crawl correctness"): of the products that were in stock before this crawl
+# started (rows it inserted are newer than its run), how many did it see? Below OOS_GUARD_MIN_SHARE
+# of them the crawl is an incident, not evidence: no misses, and the run is flagged suspect. A store
+# with nothing in stock yet (its first crawl) is not guarded; a share of 0 turns the guard off.
 CLOSE_COMPLETE = """
 WITH seen AS MATERIALIZED (SELECT jsonb_array_elements_text(%(seen)s::jsonb) AS id),
+guard AS MATERIALIZED (
+    SELECT count(*) AS in_stock,
+           count(*) FILTER (WHERE provider_product_id IN (SELECT id FROM seen)) AS seen_in_stock
+      FROM store_products
+     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND stock_status = 'in_stock'
+       AND first_seen_at < coalesce((SELECT started_at FROM crawl_runs WHERE id = %(run)s), now())),
+verdict AS MATERIALIZED (
+    SELECT %(min_share)s::float8 > 0 AND in_stock > 0
+           AND seen_in_stock < %(min_share)s::float8 * in_stock AS suspect, in_stock, seen_in_stock
+      FROM guard),
 reset AS (
     UPDATE store_products
        SET consecutive_misses = 0, last_seen_at = now(), is_in_stock = true, stock_status = 'in_stock'
@@ -42,7 +57,7 @@ missed AS (
            is_in_stock = CASE WHEN consecutive_misses + 1 >= %(limit)s THEN false ELSE is_in_stock END,
            updated_at = now()
      WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id NOT IN (SELECT id FROM seen)
-       AND consecutive_misses < %(limit)s
+       AND consecutive_misses < %(limit)s AND NOT (SELECT suspect FROM verdict)
     RETURNING consecutive_misses),
 store AS (
     UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() WHERE id = %(d)s RETURNING 1),
@@ -53,11 +68,19 @@ run AS (
            pages_fetched = %(pages)s, products_seen = %(seen_n)s, products_new = %(new)s,
            products_missed = (SELECT count(*) FROM missed),
            products_marked_oos = (SELECT count(*) FROM missed WHERE consecutive_misses >= %(limit)s),
-           errors = %(errors)s, error = NULL
+           errors = %(errors)s, error = NULL,
+           suspect = v.suspect,
+           suspect_reason = CASE WHEN v.suspect THEN
+               'saw ' || v.seen_in_stock || ' of the ' || v.in_stock || ' products in stock before this crawl '
+               || '(below OOS_GUARD_MIN_SHARE = ' || %(min_share)s::float8 || '): no product counted missing'
+           END
+      FROM verdict v
      WHERE id = %(run)s
     RETURNING 1)
 SELECT (SELECT count(*) FROM missed), (SELECT count(*) FROM missed WHERE consecutive_misses >= %(limit)s),
-       (SELECT count(*) FROM reset), (SELECT count(*) FROM store), (SELECT count(*) FROM run)
+       (SELECT count(*) FROM reset), (SELECT count(*) FROM store), (SELECT count(*) FROM run),
+       v.suspect, v.seen_in_stock, v.in_stock
+  FROM verdict v
 """
 CLOSE_INCOMPLETE = """
 UPDATE crawl_runs
@@ -76,6 +99,9 @@ class CrawlCompletionPipeline:
         self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S", 120.0)
         self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S", 5.0)
         self.pending: set[asyncio.Future] = set()
+        self.oos_guard_min_share = crawler.settings.getfloat("OOS_GUARD_MIN_SHARE")
+        if not 0 <= self.oos_guard_min_share <= 1:
+            raise ValueError(f"OOS_GUARD_MIN_SHARE must be within [0, 1], got {self.oos_guard_min_share}")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlCompletionPipeline:
@@ -168,17 +194,32 @@ class CrawlCompletionPipeline:
             "missed": 0,
             "oos": 0,
             "error": error,
+            "min_share": self.oos_guard_min_share,
         }
+        suspect = False
         pool = await self.store.open()
         async with pool.connection() as conn:
             if complete:
                 row = await (await conn.execute(CLOSE_COMPLETE, figures)).fetchone()
+                assert row is not None  # the statement always returns its one row of figures
                 figures["missed"], figures["oos"] = row[0], row[1]
+                suspect, seen_in_stock, in_stock = row[5], row[6], row[7]
             elif item.crawl_run_id is not None:
                 await conn.execute(CLOSE_INCOMPLETE, figures)
         stats = self.crawler.stats
         stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
-        if complete:
+        if suspect:
+            stats.inc_value("cannaspider/stores_suspect")
+            logger.warning(
+                "dispensary %s: crawl complete but SUSPECT: it saw %d of the %d products in stock before it "
+                "(below OOS_GUARD_MIN_SHARE = %g): counted none missing; if the store really emptied its "
+                "menu, crawl it again with -s OOS_GUARD_MIN_SHARE=0",
+                item.dispensary_id,
+                seen_in_stock,
+                in_stock,
+                self.oos_guard_min_share,
+            )
+        elif complete:
             logger.info(
                 "dispensary %s: crawl complete: %d products, %d new, %d missed, %d marked oos",
                 item.dispensary_id,

@@ -37,7 +37,7 @@ CSRF_MESSAGE = (
     "x-apollo-operation-name, apollo-require-preflight"
 )
 SIMPLE_CONTENT_TYPES = ("", "application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
-PER_PAGE_CAP = 100
+PER_PAGE_CAP = 100  # as real Dutchie, perPage above the cap gets a page of the cap (spiders adapt to it)
 OPERATION_IN_QUERY = re.compile(r"^\s*query\s+(\w+)")
 
 
@@ -57,8 +57,10 @@ class DutchieState:
 DUTCHIE = web.AppKey("dutchie", DutchieState)
 
 
-def _json(data: object, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(data, separators=(",", ":")), status=status, content_type="application/json")
+def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(data, separators=(",", ":")), status=status, content_type="application/json", headers=headers
+    )
 
 
 def _graphql_error(message: str, code: str) -> web.Response:
@@ -131,6 +133,9 @@ async def graphql(request: web.Request) -> web.StreamResponse:
                 status=500,
                 content_type="text/html",
             )
+        elif rule.kind == "rate_limited":
+            headers = {"Retry-After": rule.retry_after} if rule.retry_after is not None else {}
+            return _json({"errors": [{"message": "Too Many Requests"}]}, status=429, headers=headers)
         elif rule.kind == "graphql_errors":
             return _graphql_error("Internal server error", "INTERNAL_SERVER_ERROR")
         elif rule.kind in ("malformed", "truncated"):

@@ -10,7 +10,16 @@ import random
 import threading
 from dataclasses import asdict, dataclass, field
 
-TRANSPORT_KINDS = ("block403", "challenge503", "error500", "slow", "malformed", "truncated", "graphql_errors")
+TRANSPORT_KINDS = (
+    "block403",
+    "challenge503",
+    "error500",
+    "rate_limited",
+    "slow",
+    "malformed",
+    "truncated",
+    "graphql_errors",
+)
 PAYLOAD_KINDS = ("lying_total", "endless", "duplicates")
 KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS
 
@@ -25,6 +34,7 @@ class FaultRule:
     times: int | None = None  # None: unlimited
     delay: float = 2.0  # slow: seconds
     factor: float = 2.0  # lying_total: reported totalCount = real * factor
+    retry_after: str | None = "1"  # rate_limited: the 429's Retry-After (seconds or HTTP date); None: no header
     fired: int = field(default=0)
 
     def __post_init__(self) -> None:

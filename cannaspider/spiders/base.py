@@ -1,5 +1,6 @@
-"""Shared plumbing of the Dutchie spiders: GraphQL requests with persisted-query fallback, the
-crawler's CrawlStore, and target selection from arguments."""
+"""Shared plumbing of the Dutchie spiders: GraphQL requests and reading their answers, the
+crawler's CrawlStore, and target selection from arguments. (A stale persisted-query hash is
+handled in the download chain: cannaspider/middlewares/persisted_queries.py.)"""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ def parse_id_list(value: str | int | None) -> list[int]:
 class DutchieSpider(scrapy.Spider):
     role: str = ""
     store: CrawlStore
+    graphql_url: str
+    client_name: str
+    hashes: dict[str, str]
     pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
 
     @classmethod
@@ -42,18 +46,16 @@ class DutchieSpider(scrapy.Spider):
         spider.graphql_url = crawler.settings.get("DUTCHIE_GRAPHQL_URL")
         spider.client_name = crawler.settings.get("DUTCHIE_CLIENT_NAME")
         spider.hashes = crawler.settings.getdict("DUTCHIE_PERSISTED_HASHES")
-        spider.stale_hashes: set[str] = set()
         return spider
 
     def graphql_request(
         self, operation: str, variables: dict, callback, *, meta: dict | None = None, priority: int = 0
     ) -> scrapy.Request:
-        persisted = None if operation in self.stale_hashes else self.hashes.get(operation)
         return graphql.build_request(
             self.graphql_url,
             operation,
             variables,
-            persisted_hash=persisted,
+            persisted_hash=self.hashes.get(operation),
             client_name=self.client_name,
             callback=callback,
             errback=self.on_error,
@@ -61,24 +63,9 @@ class DutchieSpider(scrapy.Spider):
             priority=priority,
         )
 
-    def read_graphql(self, response: Response) -> dict | graphql.GraphQLFailure | scrapy.Request:
-        """The data object; or a retry with the full query when the hash is stale; or a failure."""
+    def read_graphql(self, response: Response) -> dict | graphql.GraphQLFailure:
+        """The response's data object, or why there is none (counted per kind in the stats)."""
         result = graphql.read(response)
-        if (
-            isinstance(result, graphql.GraphQLFailure)
-            and result.kind == "stale_hash"
-            and not response.meta.get("graphql_full_query")
-        ):
-            op = response.meta["graphql_operation"]
-            if op not in self.stale_hashes:
-                self.stale_hashes.add(op)
-                self.logger.warning(
-                    "persisted-query hash for %s is stale (PersistedQueryNotFound): sending the "
-                    "full query text from now on; update DUTCHIE_PERSISTED_HASHES",
-                    op,
-                )
-            self.crawler.stats.inc_value("cannaspider/stale_hash_fallbacks")
-            return graphql.retry_with_full_query(response.request, self.graphql_url, self.client_name)
         if isinstance(result, graphql.GraphQLFailure):
             self.crawler.stats.inc_value(f"cannaspider/graphql_failure/{result.kind}")
         return result

@@ -120,9 +120,6 @@ class EntryPointDiscoverySpider(DutchieSpider):
         """
         dispensary_id, slug = response.meta["dispensary_id"], response.meta["slug"]
         result = self.read_graphql(response)
-        if not isinstance(result, (dict, graphql.GraphQLFailure)):
-            yield result
-            return
         if isinstance(result, graphql.GraphQLFailure):
             yield self._unresolved(dispensary_id, slug, f"ConsumerDispensaries failed: {result.message}")
             return

@@ -108,34 +108,48 @@ class ProductSpider(DutchieSpider):
         crawl: StoreCrawl = response.meta["store_crawl"]
         page: int = response.meta["page"]
         result = self.read_graphql(response)
-        if not isinstance(result, (dict, graphql.GraphQLFailure)):
-            yield result  # the same page again, with the full query text
-            return
         if isinstance(result, graphql.GraphQLFailure):
             yield from self._incomplete(crawl, f"page {page}: {result.message}")
             return
         block = result.get("filteredProducts")
         products = block.get("products") if isinstance(block, dict) else None
-        if not isinstance(products, list):
+        if not isinstance(block, dict) or not isinstance(products, list):
             yield from self._incomplete(crawl, f"page {page}: malformed payload: filteredProducts.products missing")
             return
         ids: list[str] = []
         repeated: list[str] = []
+        anonymous = 0
         for raw in products:
             pid = product_id(raw)
-            if pid is not None and (pid in crawl.pages.seen or pid in ids):
+            if pid is None:
+                # still yielded (the normalizer skips it with a warning), but the crawl can no
+                # longer be complete: see dutchie/pagination.py
+                anonymous += 1
+            elif pid in crawl.pages.seen or pid in ids:
                 self.logger.warning(
                     "dispensary %s: page %s repeats product %s: kept once", crawl.dispensary_id, page, pid
                 )
                 self.crawler.stats.inc_value("cannaspider/duplicate_products")
                 repeated.append(pid)
                 continue
-            if pid is not None:
+            else:
                 ids.append(pid)
             crawl.products_yielded += 1
             yield RawProduct(crawl.dispensary_id, crawl.crawl_run_id, raw, page)
-        anonymous = len(products) - len(ids) - len(repeated)
+        if anonymous:
+            self.crawler.stats.inc_value("cannaspider/products_without_id", anonymous)
+        asked = crawl.pages.per_page
         decision = after_page(crawl.pages, page, ids + repeated, block.get("queryInfo"), anonymous)
+        if crawl.pages.per_page != asked:
+            self.logger.warning(
+                "dispensary %s: the server caps perPage at %d (DUTCHIE_PER_PAGE = %d): asking for %d per "
+                "page for the rest of this store's crawl",
+                crawl.dispensary_id,
+                crawl.pages.per_page,
+                asked,
+                crawl.pages.per_page,
+            )
+            self.crawler.stats.inc_value("cannaspider/per_page_capped")
         if decision.next_page is not None:
             yield self._page_request(crawl, decision.next_page)
         elif decision.complete:
@@ -168,12 +182,13 @@ class ProductSpider(DutchieSpider):
             yield self._completion(crawl, False, reason)
 
     def on_error(self, failure: Failure):
-        crawl: StoreCrawl | None = failure.request.meta.get("store_crawl") if hasattr(failure, "request") else None
-        reason = f"request failed: {failure.type.__name__}: {failure.getErrorMessage()}"
-        if crawl is None:
+        request = getattr(failure, "request", None)  # set by Scrapy on a request's failure
+        crawl: StoreCrawl | None = request.meta.get("store_crawl") if request is not None else None
+        reason = f"request failed: {failure.type.__name__ if failure.type else 'error'}: {failure.getErrorMessage()}"
+        if crawl is None or request is None:
             self.logger.error(reason)
             return
-        yield from self._incomplete(crawl, f"page {failure.request.meta.get('page')}: {reason}")
+        yield from self._incomplete(crawl, f"page {request.meta.get('page')}: {reason}")
 
 
 class ProductDiscoverySpider(ProductSpider):

@@ -58,9 +58,6 @@ class StoreDiscoverySpider(DutchieSpider):
         @scrapes platform_dispensary_id name slug menu_url state lat lng
         """
         result = self.read_graphql(response)
-        if not isinstance(result, (dict, graphql.GraphQLFailure)):
-            yield result
-            return
         if isinstance(result, graphql.GraphQLFailure):
             self.failed_points += 1
             self.logger.error("search around %s failed: %s", response.meta.get("point"), result.message)

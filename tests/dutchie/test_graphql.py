@@ -40,10 +40,29 @@ def test_request_is_a_persisted_get_with_the_csrf_headers():
     assert "query" not in params
     assert req.headers["apollo-require-preflight"] == b"true"
     assert req.headers["x-apollo-operation-name"] == b"FilteredProducts"
-    full = graphql.retry_with_full_query(req, URL, "Marketplace (production)")
+
+
+def test_full_query_version_keeps_everything_but_the_hash():
+    def callback(response):
+        return None
+
+    req = graphql.build_request(
+        URL,
+        "FilteredProducts",
+        products_variables("a" * 24, 2, 100),
+        persisted_hash="f" * 64,
+        client_name="Marketplace (production)",
+        callback=callback,
+        meta={"page": 2},
+        priority=5,
+    )
+    full = graphql.with_full_query(req)
     params = parse_qs(urlsplit(full.url).query)
     assert params["query"] == [QUERIES["FilteredProducts"]] and "extensions" not in params
-    assert full.meta["graphql_full_query"] is True
+    assert params["operationName"] == ["FilteredProducts"] and json.loads(params["variables"][0])["page"] == 2
+    assert full.meta["graphql_full_query"] is True and full.meta["page"] == 2
+    assert (full.callback, full.priority, full.headers) == (callback, 5, req.headers)
+    assert full.dont_filter
 
 
 def test_real_cloudflare_403_page_is_a_block_not_json():

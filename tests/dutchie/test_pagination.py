@@ -75,3 +75,36 @@ def test_missing_query_info_falls_back_to_short_page():
 def test_empty_store_is_complete():
     d = after_page(PageState(per_page=100, max_pages=50), 0, [], {"totalCount": 0, "totalPages": 0})
     assert d.next_page is None and d.complete
+
+
+def test_products_without_an_id_never_make_a_crawl_complete():
+    # a page of id-less products (a schema change): "complete" with 0 seen would mark the menu oos
+    state = PageState(per_page=100, max_pages=50)
+    d = after_page(state, 0, [], info(30), anonymous=30)
+    assert d.next_page is None and not d.complete and "30 product(s) had no usable id" in d.reason
+    assert not state.seen
+
+
+def test_one_product_without_an_id_among_good_ones_makes_the_crawl_incomplete():
+    state = PageState(per_page=100, max_pages=50)
+    d = after_page(state, 0, ids(0, 99), info(101), anonymous=1)
+    assert d.next_page == 1  # a full page (the id-less product was delivered): go on
+    d = after_page(state, 1, ids(99, 1), info(101))
+    assert d.next_page is None and not d.complete and "1 product(s) had no usable id" in d.reason
+
+
+def test_a_server_capping_per_page_is_followed_with_its_page_size():
+    # asked 250, the server gives 100 (its cap) and says 230 exist
+    state = PageState(per_page=250, max_pages=50)
+    d = after_page(state, 0, ids(0, 100), info(230, 100))
+    assert d.next_page == 1 and state.per_page == 100 and state.capped_from == 250
+    d = after_page(state, 1, ids(100, 100), info(230, 100))  # page 1 of size 100: products 100..199
+    assert d.next_page == 2
+    d = after_page(state, 2, ids(200, 30), info(230, 100))
+    assert d.next_page is None and d.complete and len(state.seen) == 230 and state.duplicates == 0
+
+
+def test_a_short_first_page_of_a_small_store_is_not_a_cap():
+    state = PageState(per_page=250, max_pages=50)
+    d = after_page(state, 0, ids(0, 40), info(40))
+    assert d.next_page is None and d.complete and state.per_page == 250

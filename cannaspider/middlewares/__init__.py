@@ -1,0 +1,1 @@
+"""Downloader middlewares (enabled in settings.py, DOWNLOADER_MIDDLEWARES)."""
