@@ -72,7 +72,8 @@ class CrawlOnpageSpider(scrapy.Spider):
                 request_timeout_s=config.request_timeout_s,
             )
         store = CrawlStore.for_crawler(crawler)
-        spider.jobs = OnpageJobs(config, client, store.open, spider._emit, crawler.stats)
+        # built now, but reads crawler.stats only once the crawl runs (it does not exist yet)
+        spider.jobs = OnpageJobs(config, client, store.open, spider._emit, _LazyStats(crawler))
         return spider
 
     def _emit(self, item: CompetitorPage) -> None:
@@ -97,6 +98,14 @@ class CrawlOnpageSpider(scrapy.Spider):
         if failed:
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
+
+
+class _LazyStats:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+
+    def inc_value(self, key: str, count: int = 1) -> None:
+        self.crawler.stats.inc_value(key, count)
 
 
 async def _drain(queue: asyncio.Queue, pending: set[asyncio.Future]) -> AsyncIterator:
