@@ -234,3 +234,28 @@ def test_api_key_and_redis_down(sandbox):
         assert down.status == 500 and down.json()["code"] == "UNKNOWN_ERROR"
     finally:
         http("POST", fc + "/_sandbox/state", {"api_key": None, "down": False})
+
+
+def test_stalled_calls_answer_late_then_reset_restores_defaults(sandbox):
+    fc = sandbox.urls.firecrawl
+    try:
+        state = http("POST", fc + "/_sandbox/state", {"stall": {"seconds": 1.0, "count": 1}}).json()
+        assert state["stall"] == {"seconds": 1.0, "count": 1}
+        t0 = time.monotonic()
+        first = start(sandbox, [page(sandbox, "page-a.html")])
+        assert time.monotonic() - t0 >= 1.0
+        t0 = time.monotonic()
+        start(sandbox, [page(sandbox, "page-a.html")])
+        assert time.monotonic() - t0 < 0.9  # only `count` calls stall
+        http("POST", fc + "/_sandbox/state", {"api_key": "k", "down": True, "stall": {"seconds": 5, "count": 3}})
+        reset = http("POST", fc + "/_sandbox/state", {"reset": True}).json()
+        assert reset == {
+            "api_key_required": False,
+            "down": False,
+            "queue_delay": 0.0,
+            "stall": {"seconds": 0.0, "count": 0},
+            "jobs": 0,
+        }
+        assert http("GET", f"{fc}/v2/batch/scrape/{first['id']}").status == 404  # jobs forgotten
+    finally:
+        http("POST", fc + "/_sandbox/state", {"reset": True})
