@@ -32,8 +32,8 @@ TERMINAL = frozenset({"completed", "cancelled", "failed"})  # "failed" is never 
 class FirecrawlError(Exception):
     """Firecrawl itself failed (unreachable, 5xx, 4xx on our request, unreadable answer).
 
-    str() is one line fit for a log or a task's error column; `client_error` marks a 4xx on our
-    request, which retrying cannot fix."""
+    str() is one line fit for a log or a task's error column; `client_error` marks an answer
+    that says our request is wrong (most 4xx), which retrying cannot fix."""
 
     def __init__(self, message: str, *, client_error: bool = False):
         super().__init__(message)
@@ -128,11 +128,20 @@ def _json(response: Response, what: str) -> dict:
     if response.status >= 400:
         raise FirecrawlError(
             f"Firecrawl answered HTTP {response.status} to {what}: {_error_message(body, response)}",
-            client_error=400 <= response.status < 500,
+            client_error=_not_worth_retrying(response.status, what),
         )
     if not isinstance(body, dict):
         raise FirecrawlError(f"Firecrawl answered {what} with something that is not a JSON object")
     return body
+
+
+def _not_worth_retrying(status: int, what: str) -> bool:
+    """A 4xx says our request is wrong (bad body, bad key, no credits): trying again cannot help.
+    Except a rate limit or a request timeout, and a batch that vanished between two polls
+    (Firecrawl lost its queue): a later attempt starts a new batch."""
+    if not 400 <= status < 500 or status in (408, 429):
+        return False
+    return not (status == 404 and not what.startswith("POST"))
 
 
 def _error_message(body: object, response: Response) -> str:

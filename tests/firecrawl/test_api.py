@@ -89,6 +89,26 @@ def test_errors_carry_firecrawls_message_on_one_line(capture, status, message, c
     assert str(exc.value) == message and exc.value.client_error is client_error
 
 
+@pytest.mark.parametrize(
+    "status, call, retrying_helps",
+    [
+        (400, "start", False),
+        (401, "start", False),
+        (402, "start", False),
+        (429, "start", True),
+        (404, "status", True),
+        (404, "errors", True),
+        (500, "start", True),
+        (502, "status", True),
+    ],
+)
+def test_which_failures_are_worth_retrying(status, call, retrying_helps):
+    read = {"start": api.read_started, "status": api.read_status, "errors": api.read_errors}[call]
+    with pytest.raises(api.FirecrawlError) as exc:
+        read(answer({"success": False, "error": "x"}, status))
+    assert exc.value.client_error is not retrying_helps
+
+
 def test_unknown_job_and_html_answers():
     with pytest.raises(api.FirecrawlError, match="HTTP 404 to GET /v2/batch/scrape/{id}: Job not found"):
         api.read_status(answer("22_get_404_job_not_found.json", 404))
