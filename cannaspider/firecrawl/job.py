@@ -18,8 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from cannaspider.db.errors import first_line
 from cannaspider.firecrawl import classify, merge
 from cannaspider.firecrawl.api import FirecrawlError
 from cannaspider.firecrawl.batch import BatchOutcome, run_batch
@@ -68,6 +70,11 @@ class OnpageConfig:
         return f"OnpageConfig(api_url={self.api_url!r}, api_key={'***' if self.api_key else None})"
 
 
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -111,7 +118,12 @@ class OnpageJobs:
     async def crawl_keyword(self, keyword_id: int) -> dict[str, int]:
         """Crawl one keyword's competitors in every locale; {crawled, blocked, failed}."""
         try:
-            result = await self._crawl_keyword(keyword_id)
+            try:
+                result = await self._crawl_keyword(keyword_id)
+            except (OnpageJobError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # the database, mostly: the job fails with one line, and may be retried
+                raise OnpageJobError(first_line(exc) if isinstance(exc, psycopg.Error) else _describe(exc)) from exc
         except OnpageJobError as exc:
             self._inc("keywords_failed")
             logger.error("keyword %s: on-page crawl FAILED: %s", keyword_id, exc)
@@ -154,7 +166,9 @@ class OnpageJobs:
                 raise OnpageJobError(str(first), retryable=not first.client_error) from first
             if isinstance(first, OnpageJobError):
                 raise first
-            raise OnpageJobError(f"{type(first).__name__}: {first}") from first
+            if isinstance(first, psycopg.Error):
+                raise OnpageJobError(first_line(first)) from first
+            raise OnpageJobError(_describe(first)) from first
         logger.info(
             "keyword %s (%r): %d crawled, %d blocked, %d failed (%s)",
             keyword_id,

@@ -3,6 +3,7 @@ the merge, items, and the job failing only when Firecrawl itself fails."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -197,3 +198,20 @@ def test_locales_are_batches_of_their_own(db, firecrawl):
     assert results[k] == {"crawled": 2, "blocked": 1, "failed": 0}
     assert firecrawl.state()["jobs"] == 2
     assert sorted((i.locale, i.status) for i in items) == [("en-US", "ok"), ("fr-FR", "blocked"), ("fr-FR", "ok")]
+
+
+def test_a_database_failure_fails_the_job_with_one_line(firecrawl):
+    from cannaspider.db.errors import DatabaseSetupError
+    from cannaspider.firecrawl.client import FirecrawlClient
+    from cannaspider.firecrawl.job import OnpageConfig, OnpageJobs
+    from tests.firecrawl.conftest import aiohttp_download
+
+    async def no_database():
+        raise DatabaseSetupError("cannot connect to PostgreSQL at postgresql://u:***@h/db: refused")
+
+    config = OnpageConfig(api_url=firecrawl.url, api_key=None)
+    jobs = OnpageJobs(config, FirecrawlClient(aiohttp_download, firecrawl.url, None), no_database, print)
+    with pytest.raises(OnpageJobError) as exc:
+        asyncio.run(jobs.crawl_keyword(1))
+    assert str(exc.value) == "DatabaseSetupError: cannot connect to PostgreSQL at postgresql://u:***@h/db: refused"
+    assert exc.value.retryable
