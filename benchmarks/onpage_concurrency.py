@@ -1,6 +1,6 @@
 """On-page crawl concurrency: N keyword jobs in one `scrapy crawl crawl_onpage` process against
 the sandbox's Firecrawl, compared with one keyword alone and with the N run one after another
-(the seed's serial worker).
+(a serial worker, one keyword at a time).
 
     python benchmarks/onpage_concurrency.py                    # 3 keywords, slow page 3 s, poll 3 s
     python benchmarks/onpage_concurrency.py --keywords 3 24 --slow 3 --poll 1
