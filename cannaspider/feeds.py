@@ -21,7 +21,11 @@ from scrapy.settings import SETTINGS_PRIORITIES, Settings
 
 DEFAULT_FEED_OPTIONS: dict[str, Any] = {
     "format": "jsonlines",
-    "item_classes": ["cannaspider.items.StoreProduct", "cannaspider.items.DispensaryRecord"],
+    "item_classes": [
+        "cannaspider.items.StoreProduct",
+        "cannaspider.items.DispensaryRecord",
+        "cannaspider.firecrawl.items.CompetitorPage",
+    ],
 }
 # %(time)s has whole seconds: %(job)s tells apart crawls that start in the same second
 DEFAULT_FEED_PATH = "%(name)s/%(date)s/%(time)s-%(job)s.jsonl"

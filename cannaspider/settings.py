@@ -91,6 +91,14 @@ PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000
 # --- Firecrawl ------------------------------------------------------------------------------
 FIRECRAWL_API_URL = None
 FIRECRAWL_API_KEY = None
+# The crawl_onpage spider (docs/onpage.md): poll each batch about every 3 s, give up on it after
+# 5 minutes (what arrived is kept, the rest is `timeout`), 30 s per page on Firecrawl's side.
+FIRECRAWL_POLL_INTERVAL_S = 3.0
+FIRECRAWL_BATCH_BUDGET_S = 300.0
+FIRECRAWL_PAGE_TIMEOUT_MS = 30000
+FIRECRAWL_REQUEST_TIMEOUT_S = 60.0  # one Firecrawl API call; retried once on a network timeout
+FIRECRAWL_BATCH_MAX_URLS = 25  # a batch's answer carries every page's HTML (capped near 10 MiB)
+ONPAGE_MIN_WORDS = 1  # a rendered page with fewer main-text words is `empty`
 
 # --- Pipelines and feeds --------------------------------------------------------------------
 # Every pipeline sees every item, and each step costs a few microseconds per item whether it

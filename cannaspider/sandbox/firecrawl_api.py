@@ -1,8 +1,12 @@
 """A Firecrawl-like v2 batch-scrape API, as a self-hosted instance really behaves
-(../shared/firecrawl-v2.md): strict request schema, ignoreInvalidURLs, `proxy` semantics, failed
+(docs/firecrawl.md): strict request schema, ignoreInvalidURLs, `proxy` semantics, failed
 pages removed from `total` and listed at /v2/crawl/{id}/errors, `next` that ignores `skip`,
 cancel, 404 for unknown jobs. Pages are fetched over loopback and their inline
 insertAdjacentHTML scripts applied, standing in for the Playwright renderer.
+
+Switches (POST /_sandbox/state): an API key to require, a Redis-down instance (500s), a queue
+wait before workers pick pages up, API calls that stall (a network timeout for the client), and
+a reset to the defaults.
 """
 
 from __future__ import annotations
@@ -121,7 +125,17 @@ class FirecrawlState:
         self.api_key: str | None = None  # None: accept anything (no DB auth)
         self.down = False  # Redis down: 500 UNKNOWN_ERROR
         self.queue_delay = 0.0  # seconds a page waits for a worker
+        self.stall_seconds = 0.0  # the next `stall_count` API calls answer this late
+        self.stall_count = 0
         self.semaphore = asyncio.Semaphore(WORKERS)
+
+    def reset(self) -> None:
+        for job in self.jobs.values():
+            for task in job.tasks:
+                task.cancel()
+        self.jobs.clear()
+        self.api_key, self.down, self.queue_delay = None, False, 0.0
+        self.stall_seconds, self.stall_count = 0.0, 0
 
 
 FIRECRAWL = web.AppKey("firecrawl", FirecrawlState)
@@ -335,21 +349,43 @@ async def not_found(request: web.Request) -> web.Response:
     )
 
 
+@web.middleware
+async def stall(request: web.Request, handler):
+    """The next `stall_count` API calls wait `stall_seconds` first: a client sees a network timeout."""
+    state: FirecrawlState = request.app[FIRECRAWL]
+    if request.path.startswith("/v2/") and state.stall_count > 0:
+        state.stall_count -= 1
+        await asyncio.sleep(state.stall_seconds)
+    return await handler(request)
+
+
 async def control(request: web.Request) -> web.Response:
-    """Sandbox switches: an API key to require, a Redis-down instance, queue wait before workers."""
+    """Sandbox switches: an API key to require, a Redis-down instance, queue wait before workers,
+    stalled API calls ({"stall": {"seconds": S, "count": N}}), {"reset": true}."""
     state: FirecrawlState = request.app[FIRECRAWL]
     body = await request.json()
+    if body.get("reset"):
+        state.reset()
+    if isinstance(body.get("stall"), dict):
+        state.stall_seconds = float(body["stall"].get("seconds", 0))
+        state.stall_count = int(body["stall"].get("count", 1))
     if "api_key" in body:
         state.api_key = body["api_key"]
     state.down = bool(body.get("down", state.down))
     state.queue_delay = float(body.get("queue_delay", state.queue_delay))
     return web.json_response(
-        {"api_key_required": state.api_key is not None, "down": state.down, "queue_delay": state.queue_delay}
+        {
+            "api_key_required": state.api_key is not None,
+            "down": state.down,
+            "queue_delay": state.queue_delay,
+            "stall": {"seconds": state.stall_seconds, "count": state.stall_count},
+            "jobs": len(state.jobs),
+        }
     )
 
 
 def make_app() -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[stall])
     app[FIRECRAWL] = FirecrawlState()
     app.router.add_post("/v2/batch/scrape", start_batch)
     app.router.add_get("/v2/batch/scrape/{id}", get_batch)

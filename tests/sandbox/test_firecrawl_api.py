@@ -1,5 +1,5 @@
 """The Firecrawl-like v2 API, checked against responses captured from a real self-hosted
-instance (tests/fixtures/firecrawl-v2, copied from shared/fixtures)."""
+instance (tests/fixtures/firecrawl-v2; docs/firecrawl.md explains them)."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_unknown_job_and_unknown_route(sandbox):
     reply = http("GET", f"{sandbox.urls.firecrawl}/v2/batch/scrape/00000000-0000-4000-8000-000000000000")
     assert reply.status == 404 and reply.json() == fixture("22_get_404_job_not_found.json")
     wrong = http("POST", sandbox.urls.firecrawl + "/v2/batch-scrape", {"urls": []})
-    assert wrong.status == 404 and "<html>" in wrong.text  # the seed's path does not exist
+    assert wrong.status == 404 and "<html>" in wrong.text  # /v2/batch-scrape, as some docs spell it, does not exist
 
 
 def test_challenge_pages_are_served_for_classification(sandbox):
@@ -234,3 +234,28 @@ def test_api_key_and_redis_down(sandbox):
         assert down.status == 500 and down.json()["code"] == "UNKNOWN_ERROR"
     finally:
         http("POST", fc + "/_sandbox/state", {"api_key": None, "down": False})
+
+
+def test_stalled_calls_answer_late_then_reset_restores_defaults(sandbox):
+    fc = sandbox.urls.firecrawl
+    try:
+        state = http("POST", fc + "/_sandbox/state", {"stall": {"seconds": 1.0, "count": 1}}).json()
+        assert state["stall"] == {"seconds": 1.0, "count": 1}
+        t0 = time.monotonic()
+        first = start(sandbox, [page(sandbox, "page-a.html")])
+        assert time.monotonic() - t0 >= 1.0
+        t0 = time.monotonic()
+        start(sandbox, [page(sandbox, "page-a.html")])
+        assert time.monotonic() - t0 < 0.9  # only `count` calls stall
+        http("POST", fc + "/_sandbox/state", {"api_key": "k", "down": True, "stall": {"seconds": 5, "count": 3}})
+        reset = http("POST", fc + "/_sandbox/state", {"reset": True}).json()
+        assert reset == {
+            "api_key_required": False,
+            "down": False,
+            "queue_delay": 0.0,
+            "stall": {"seconds": 0.0, "count": 0},
+            "jobs": 0,
+        }
+        assert http("GET", f"{fc}/v2/batch/scrape/{first['id']}").status == 404  # jobs forgotten
+    finally:
+        http("POST", fc + "/_sandbox/state", {"reset": True})

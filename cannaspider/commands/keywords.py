@@ -1,0 +1,59 @@
+"""`scrapy keywords import FILE.json | list`: load SERP snapshots (docs/onpage.md), list keywords."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from cannaspider.command_base import CannaspiderCommand
+from cannaspider.db import connect, database_url
+from cannaspider.firecrawl import keywords_file
+
+
+class Command(CannaspiderCommand):
+    def syntax(self) -> str:
+        return "import FILE.json | list"
+
+    def short_desc(self) -> str:
+        return "Import keywords with their SERP competitors (JSON file), or list the keywords"
+
+    def execute(self, args, opts) -> None:
+        action = args[0] if args else ""
+        if action == "import" and len(args) == 2:
+            self._import(Path(args[1]))
+        elif action == "list" and len(args) == 1:
+            self._list()
+        else:
+            self._fail("usage: scrapy keywords import FILE.json | scrapy keywords list")
+
+    def _fail(self, message: str) -> None:
+        print(f"error: {message}", file=sys.stderr)
+        self.exitcode = 2
+
+    def _import(self, path: Path) -> None:
+        try:
+            snapshots = keywords_file.load(path)
+        except keywords_file.KeywordsFileError as exc:
+            self._fail(str(exc))
+            return
+        with connect(database_url(self.settings)) as conn:
+            report = keywords_file.import_snapshots(conn, snapshots)
+        print(
+            f"{report.snapshots} snapshot(s) read: {report.keywords_created} new keyword(s), "
+            f"{report.snapshots_changed} snapshot(s) written, "
+            f"{report.snapshots - report.snapshots_changed} unchanged"
+        )
+
+    def _list(self) -> None:
+        with connect(database_url(self.settings)) as conn:
+            rows = conn.execute(
+                "SELECT k.id, k.keyword, l.key, jsonb_array_length(l.value -> 'competitors'), "
+                "(SELECT string_agg(s.status || ' ' || s.n, ', ' ORDER BY s.status) FROM ("
+                "   SELECT coalesce(c ->> 'crawlStatus', 'not crawled') AS status, count(*) AS n "
+                "     FROM jsonb_array_elements(l.value -> 'competitors') c GROUP BY 1) s) "
+                "FROM keywords k LEFT JOIN LATERAL jsonb_each(k.serp) l ON "
+                "jsonb_typeof(l.value -> 'competitors') = 'array' ORDER BY k.id, l.key"
+            ).fetchall()
+        for keyword_id, keyword, locale, count, statuses in rows:
+            where = f"{locale}: {count} competitor(s), {statuses or 'none'}" if locale else "no SERP"
+            print(f"{keyword_id:>6}  {keyword}  [{where}]")

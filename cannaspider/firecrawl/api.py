@@ -1,0 +1,186 @@
+"""Firecrawl v2 batch-scrape calls as Scrapy requests, and their answers read into plain values.
+
+The route is /v2/batch/scrape (not the /v2/batch-scrape some docs show), the request schema is
+strict (an unknown key is a 400), and status/errors URLs are built from our own base URL and the
+batch id, because the server's `url`/`next` may say https on a plain-http host (docs/firecrawl.md).
+The API key travels only in the Authorization header: nothing here puts it in a message.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import scrapy
+from scrapy.http import Response
+
+# Why each option (docs/firecrawl.md): rawHtml because our parser is the only authority on the
+# page; the whole page (meta, JSON-LD, alt texts) so not onlyMainContent; always fresh (maxAge 0);
+# proxy "basic" because "auto" retries 401/403/429 in a stealth mode self-hosted lacks and then
+# loses the page and its status (and silently stretches a 30 s timeout to 120 s); a bad URL must
+# not reject the whole batch (ignoreInvalidURLs).
+BATCH_OPTIONS = {
+    "formats": ["rawHtml"],
+    "onlyMainContent": False,
+    "maxAge": 0,
+    "proxy": "basic",
+    "ignoreInvalidURLs": True,
+}
+TERMINAL = frozenset({"completed", "cancelled", "failed"})  # "failed" is never sent for a batch; terminal anyway
+
+
+class FirecrawlError(Exception):
+    """Firecrawl itself failed (unreachable, 5xx, 4xx on our request, unreadable answer).
+
+    str() is one line fit for a log or a task's error column; `client_error` marks an answer
+    that says our request is wrong (most 4xx), which retrying cannot fix."""
+
+    def __init__(self, message: str, *, client_error: bool = False):
+        super().__init__(message)
+        self.client_error = client_error
+
+
+@dataclass(frozen=True)
+class StartedBatch:
+    id: str
+    invalid_urls: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    status: str
+    completed: int
+    total: int
+    data: list[dict]
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True)
+class PageError:
+    url: str
+    code: str
+    error: str
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _meta(timeout_s: float) -> dict:
+    # Retries are ours (client.py: once, on a network timeout only); a 4xx/5xx must reach us as
+    # a response, not be swallowed by HttpErrorMiddleware or retried by RetryMiddleware.
+    return {"dont_retry": True, "download_timeout": timeout_s, "handle_httpstatus_all": True}
+
+
+def start_request(base_url: str, api_key: str | None, urls: list[str], page_timeout_ms: int, timeout_s: float):
+    body = {"urls": urls, **BATCH_OPTIONS, "timeout": page_timeout_ms}
+    return scrapy.Request(
+        f"{base_url}/v2/batch/scrape",
+        method="POST",
+        body=json.dumps(body),
+        headers={**_headers(api_key), "Content-Type": "application/json"},
+        meta=_meta(timeout_s),
+        dont_filter=True,
+    )
+
+
+def status_request(base_url: str, api_key: str | None, batch_id: str, timeout_s: float) -> scrapy.Request:
+    # never `next`: self-hosted ignores `skip` and following it returns the same documents again
+    return scrapy.Request(
+        f"{base_url}/v2/batch/scrape/{batch_id}", headers=_headers(api_key), meta=_meta(timeout_s), dont_filter=True
+    )
+
+
+def errors_request(base_url: str, api_key: str | None, batch_id: str, timeout_s: float) -> scrapy.Request:
+    # the crawl route accepts a batch id; there is no /v2/batch/scrape/{id}/errors on this version
+    return scrapy.Request(
+        f"{base_url}/v2/crawl/{batch_id}/errors", headers=_headers(api_key), meta=_meta(timeout_s), dont_filter=True
+    )
+
+
+def cancel_request(base_url: str, api_key: str | None, batch_id: str, timeout_s: float) -> scrapy.Request:
+    return scrapy.Request(
+        f"{base_url}/v2/batch/scrape/{batch_id}",
+        method="DELETE",
+        headers=_headers(api_key),
+        meta=_meta(timeout_s),
+        dont_filter=True,
+    )
+
+
+def _short(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _json(response: Response, what: str) -> dict:
+    """The JSON object of a 2xx answer; FirecrawlError with Firecrawl's own message otherwise."""
+    try:
+        body = json.loads(response.body)
+    except ValueError:
+        body = None
+    if response.status >= 400:
+        raise FirecrawlError(
+            f"Firecrawl answered HTTP {response.status} to {what}: {_error_message(body, response)}",
+            client_error=_not_worth_retrying(response.status, what),
+        )
+    if not isinstance(body, dict):
+        raise FirecrawlError(f"Firecrawl answered {what} with something that is not a JSON object")
+    return body
+
+
+def _not_worth_retrying(status: int, what: str) -> bool:
+    """A 4xx says our request is wrong (bad body, bad key, no credits): trying again cannot help.
+    Except a rate limit or a request timeout, and a batch that vanished between two polls
+    (Firecrawl lost its queue): a later attempt starts a new batch."""
+    if not 400 <= status < 500 or status in (408, 429):
+        return False
+    return not (status == 404 and not what.startswith("POST"))
+
+
+def _error_message(body: object, response: Response) -> str:
+    if isinstance(body, dict):
+        parts = [str(body[k]) for k in ("code", "error") if body.get(k)]
+        details = body.get("details")
+        if isinstance(details, list):
+            for d in details:
+                if isinstance(d, dict) and d.get("message"):
+                    where = ".".join(str(p) for p in d.get("path") or [])
+                    keys = f" {d['keys']}" if d.get("keys") else ""
+                    parts.append(f"{d['message']}{keys}" + (f" (at {where})" if where else ""))
+        if parts:
+            return _short("; ".join(parts))
+    text = response.text if hasattr(response, "text") else response.body.decode("utf-8", "replace")
+    return _short(text) or "(empty body)"
+
+
+def read_started(response: Response) -> StartedBatch:
+    body = _json(response, "POST /v2/batch/scrape")
+    if body.get("success") is not True or not isinstance(body.get("id"), str):
+        raise FirecrawlError(f"Firecrawl did not start the batch: {_error_message(body, response)}")
+    invalid = body.get("invalidURLs") or []
+    return StartedBatch(body["id"], [u for u in invalid if isinstance(u, str)])
+
+
+def read_status(response: Response) -> BatchStatus:
+    body = _json(response, "GET /v2/batch/scrape/{id}")
+    if body.get("success") is False or not isinstance(body.get("status"), str):
+        raise FirecrawlError(f"Firecrawl could not report the batch: {_error_message(body, response)}")
+    data = body.get("data")
+    docs = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+    return BatchStatus(body["status"], int(body.get("completed") or 0), int(body.get("total") or 0), docs)
+
+
+def read_errors(response: Response) -> list[PageError]:
+    body = _json(response, "GET /v2/crawl/{id}/errors")
+    out = []
+    for e in body.get("errors") or []:
+        if isinstance(e, dict) and isinstance(e.get("url"), str):
+            out.append(PageError(e["url"], str(e.get("code") or "UNKNOWN_ERROR"), _short(str(e.get("error") or ""))))
+    return out

@@ -1,0 +1,104 @@
+"""What happened to a page → crawlStatus (the table in docs/firecrawl.md), and bot-challenge
+pages recognised from the rendered HTML (Firecrawl does not expose response headers).
+
+Challenge markers are the ones a vendor puts on its interstitial, not the tags it also loads on
+pages it lets through (Cloudflare's /cdn-cgi/ scripts, DataDome's tags.js), so a protected page
+that rendered normally stays `ok`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parsel import Selector
+
+from cannaspider.firecrawl import onpage
+from cannaspider.firecrawl.batch import PageOutcome
+from cannaspider.firecrawl.items import OnpageFields
+
+OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR = "ok", "blocked", "timeout", "empty", "fetch_error"
+STATUSES = (OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR)
+BLOCKING_HTTP = frozenset({401, 403, 429})
+
+# vendor → XPath expressions, any of which marks its challenge or block page
+CHALLENGES: dict[str, tuple[str, ...]] = {
+    "cloudflare": (
+        "//*[@id='challenge-running' or @id='cf-challenge-running' or @id='challenge-form'"
+        " or @id='challenge-stage' or @id='cf-error-details']",
+        "//*[contains(concat(' ',normalize-space(@class),' '),' cf-browser-verification ')]",
+        "//body//text()[contains(.,'cf-browser-verification')]",
+        "//title[normalize-space()='Just a moment...' or normalize-space()='Attention Required! | Cloudflare']",
+        "//script[contains(.,'_cf_chl_opt')]",
+        "//form[contains(@action,'__cf_chl')]",
+    ),
+    "incapsula": (
+        "//iframe[contains(@src,'_Incapsula_Resource')]",
+        "//script[contains(@src,'_Incapsula_Resource')]",
+        "//body//text()[contains(.,'Incapsula incident ID')]",
+    ),
+    "akamai": (
+        "//title[normalize-space()='Access Denied'][//body//text()[contains(.,'Reference #')]]",
+        "//body//text()[contains(.,'errors.edgesuite.net')]",
+        "//*[@id='sec-if-cpt-container' or @id='sec-container']",
+    ),
+    "datadome": (
+        "//iframe[contains(@src,'captcha-delivery.com')]",
+        "//script[contains(@src,'ct.captcha-delivery.com')]",
+        "//script[contains(.,'var dd={') and contains(.,'captcha-delivery')]",
+    ),
+    "perimeterx": (
+        "//*[@id='px-captcha' or @id='px-captcha-wrapper']",
+        "//script[contains(.,'_pxAppId') and contains(.,'captcha')]",
+        "//body//text()[contains(.,'Press & Hold')]",
+    ),
+}
+
+
+def detect_challenge(sel: Selector) -> str | None:
+    """The vendor whose challenge/block page this is, or None."""
+    for vendor, xpaths in CHALLENGES.items():
+        if any(sel.xpath(x) for x in xpaths):
+            return vendor
+    return None
+
+
+@dataclass
+class Verdict:
+    status: str
+    http_status: int | None
+    error: str | None = None
+    onpage: OnpageFields | None = None
+
+
+ERROR_STATUS = {"SCRAPE_TIMEOUT": TIMEOUT}  # anything else Firecrawl reports is a fetch_error
+
+
+def classify(page: PageOutcome, *, min_words: int = 1) -> Verdict:
+    if page.invalid:
+        return Verdict(FETCH_ERROR, None, "Firecrawl refused the URL as invalid")
+    if page.doc is None:
+        if page.error is not None:
+            # an empty 200 lands here too (SCRAPE_ALL_ENGINES_FAILED): the server cannot tell it
+            # from an unreachable host, so it is a fetch_error, not `empty`
+            return Verdict(
+                ERROR_STATUS.get(page.error.code, FETCH_ERROR), None, f"{page.error.code}: {page.error.error}"
+            )
+        if page.budget_exhausted:
+            return Verdict(TIMEOUT, None, "no result within the batch budget")
+        return Verdict(FETCH_ERROR, None, "Firecrawl reported neither a result nor an error")
+    meta: dict = page.doc["metadata"] if isinstance(page.doc.get("metadata"), dict) else {}
+    raw_status = meta.get("statusCode")
+    http = raw_status if isinstance(raw_status, int) else None
+    html: str = page.doc["rawHtml"] if isinstance(page.doc.get("rawHtml"), str) else ""
+    vendor = detect_challenge(Selector(text=html)) if html.strip() else None
+    if http in BLOCKING_HTTP or vendor:
+        reason = f"{vendor} challenge page" if vendor else f"HTTP {http} {meta.get('error') or ''}".strip()
+        if vendor and http in BLOCKING_HTTP:
+            reason += f" (HTTP {http})"
+        return Verdict(BLOCKED, http, reason)
+    if http is not None and http >= 400:
+        return Verdict(FETCH_ERROR, http, f"HTTP {http} {meta.get('error') or ''}".strip())
+    fields = onpage.parse(html, page.url)
+    if fields.word_count < min_words:
+        return Verdict(EMPTY, http, "no usable text on the rendered page", fields)
+    return Verdict(OK, http, None, fields)

@@ -1,0 +1,73 @@
+"""Typed items of the on-page crawl. Feeds export CompetitorPage: one per competitor crawled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Heading:
+    level: int  # 1..6
+    text: str
+
+
+@dataclass
+class Hreflang:
+    lang: str
+    href: str
+
+
+@dataclass
+class OnpageFields:
+    """What an SEO analyst reads on a page (onpage.parse)."""
+
+    title: str | None = None
+    meta_description: str | None = None
+    canonical: str | None = None
+    robots: str | None = None
+    lang: str | None = None
+    hreflang: list[Hreflang] = field(default_factory=list)
+    open_graph: dict[str, str] = field(default_factory=dict)  # "og:title" → content (first one wins)
+    headings: list[Heading] = field(default_factory=list)  # h1–h6 in document order
+    word_count: int = 0  # words of the main text (main, article, else body without nav/header/footer)
+    json_ld_types: list[str] = field(default_factory=list)  # @type values, @graph included, in order
+    json_ld_invalid: int = 0  # ld+json blocks that are not JSON
+    image_count: int = 0
+    images_with_alt: int = 0  # with a non-empty alt
+    alt_coverage: float | None = None  # images_with_alt / image_count; None without images
+    internal_links: int = 0
+    external_links: int = 0
+
+    def to_json(self) -> dict:
+        """The camelCase object stored in keywords.serp[locale].competitors[i].onpage."""
+        return {
+            "title": self.title,
+            "metaDescription": self.meta_description,
+            "canonical": self.canonical,
+            "robots": self.robots,
+            "lang": self.lang,
+            "hreflang": [{"lang": h.lang, "href": h.href} for h in self.hreflang],
+            "openGraph": dict(self.open_graph),
+            "headings": [{"level": h.level, "text": h.text} for h in self.headings],
+            "wordCount": self.word_count,
+            "jsonLdTypes": list(self.json_ld_types),
+            "jsonLdInvalid": self.json_ld_invalid,
+            "images": {"count": self.image_count, "withAlt": self.images_with_alt, "altCoverage": self.alt_coverage},
+            "links": {"internal": self.internal_links, "external": self.external_links},
+        }
+
+
+@dataclass
+class CompetitorPage:
+    """One competitor of one keyword's SERP in one locale, as this crawl saw it."""
+
+    keyword_id: int
+    keyword: str
+    locale: str
+    url: str
+    position: int | None
+    status: str  # ok | blocked | timeout | empty | fetch_error
+    http_status: int | None
+    crawled_at: str  # ISO 8601, UTC
+    error: str | None = None  # why it is not ok (Firecrawl's code, a challenge vendor, an HTTP reason)
+    onpage: OnpageFields | None = None  # parsed fields (ok and empty pages)

@@ -1,0 +1,241 @@
+"""One keyword's on-page crawl: read its SERP snapshot, crawl each locale's competitors through
+Firecrawl (the locales concurrently), classify every page, merge the results into that locale
+in one statement, emit one CompetitorPage per competitor, return the totals.
+
+`OnpageJobs.crawl_keyword(keyword_id)` is the unit of work a caller schedules, any number at
+once in one process: the spider's explicit targets today, tasks claimed from the queue later.
+It returns {crawled, blocked, failed} even when pages failed, and raises OnpageJobError only
+when Firecrawl itself failed (or the keyword/configuration is unusable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from cannaspider.db.errors import first_line
+from cannaspider.firecrawl import classify, merge
+from cannaspider.firecrawl.api import FirecrawlError
+from cannaspider.firecrawl.batch import BatchOutcome, run_batch
+from cannaspider.firecrawl.client import FirecrawlClient
+from cannaspider.firecrawl.items import CompetitorPage
+
+logger = logging.getLogger(__name__)
+
+MISSING_URL = "FIRECRAWL_API_URL is not set: point it at the self-hosted Firecrawl (there is no direct-fetch fallback)"
+
+
+class OnpageJobError(Exception):
+    """A keyword's job failed. str() is one line; `retryable` is False when trying again cannot
+    help (a 4xx on our request, an unknown keyword, a missing setting)."""
+
+    def __init__(self, message: str, *, retryable: bool = True):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class OnpageConfig:
+    api_url: str | None
+    api_key: str | None
+    poll_interval_s: float = 3.0
+    budget_s: float = 300.0
+    page_timeout_ms: int = 30000
+    request_timeout_s: float = 60.0
+    batch_max_urls: int = 25
+    min_words: int = 1
+
+    @classmethod
+    def from_settings(cls, settings) -> OnpageConfig:
+        return cls(
+            api_url=settings.get("FIRECRAWL_API_URL") or None,
+            api_key=settings.get("FIRECRAWL_API_KEY") or None,
+            poll_interval_s=settings.getfloat("FIRECRAWL_POLL_INTERVAL_S", 3.0),
+            budget_s=settings.getfloat("FIRECRAWL_BATCH_BUDGET_S", 300.0),
+            page_timeout_ms=settings.getint("FIRECRAWL_PAGE_TIMEOUT_MS", 30000),
+            request_timeout_s=settings.getfloat("FIRECRAWL_REQUEST_TIMEOUT_S", 60.0),
+            batch_max_urls=settings.getint("FIRECRAWL_BATCH_MAX_URLS", 25),
+            min_words=settings.getint("ONPAGE_MIN_WORDS", 1),
+        )
+
+    def __repr__(self) -> str:  # the key must never reach a log through a repr
+        return f"OnpageConfig(api_url={self.api_url!r}, api_key={'***' if self.api_key else None})"
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def competitors_of(serp: object) -> dict[str, list[dict]]:
+    """{locale: competitor objects that have a URL}, from a keywords.serp value."""
+    out: dict[str, list[dict]] = {}
+    if not isinstance(serp, dict):
+        return out
+    for locale, snapshot in sorted(serp.items()):
+        competitors = snapshot.get("competitors") if isinstance(snapshot, dict) else None
+        if isinstance(competitors, list):
+            usable = [c for c in competitors if isinstance(c, dict) and isinstance(c.get("url"), str) and c["url"]]
+            if usable:
+                out[locale] = usable
+    return out
+
+
+TOTALS = {"ok": "crawled", "blocked": "blocked", "timeout": "failed", "empty": "failed", "fetch_error": "failed"}
+
+
+class OnpageJobs:
+    def __init__(
+        self,
+        config: OnpageConfig,
+        client: FirecrawlClient | None,
+        pool: Callable,
+        emit: Callable[[CompetitorPage], None],
+        stats=None,
+    ):
+        self.config = config
+        self.client = client
+        self.pool = pool  # async () -> AsyncConnectionPool
+        self.emit = emit
+        self.stats = stats
+
+    def _inc(self, key: str, n: int = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(f"cannaspider/onpage/{key}", n)
+
+    async def crawl_keyword(self, keyword_id: int) -> dict[str, int]:
+        """Crawl one keyword's competitors in every locale; {crawled, blocked, failed}."""
+        try:
+            try:
+                result = await self._crawl_keyword(keyword_id)
+            except (OnpageJobError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # the database, mostly: the job fails with one line, and may be retried
+                raise OnpageJobError(first_line(exc) if isinstance(exc, psycopg.Error) else _describe(exc)) from exc
+        except OnpageJobError as exc:
+            self._inc("keywords_failed")
+            logger.error("keyword %s: on-page crawl FAILED: %s", keyword_id, exc)
+            raise
+        self._inc("keywords_done")
+        return result
+
+    async def _crawl_keyword(self, keyword_id: int) -> dict[str, int]:
+        if not self.config.api_url or self.client is None:
+            raise OnpageJobError(MISSING_URL, retryable=False)
+        pool: AsyncConnectionPool = await self.pool()
+        async with pool.connection() as conn:
+            row = await (
+                await conn.execute("SELECT keyword, serp FROM keywords WHERE id = %s", (keyword_id,))
+            ).fetchone()
+        if row is None:
+            raise OnpageJobError(f"keyword {keyword_id} does not exist", retryable=False)
+        keyword, serp = row
+        locales = competitors_of(serp)
+        if not locales:
+            logger.warning("keyword %s (%r): no SERP competitors to crawl", keyword_id, keyword)
+        outcomes = await asyncio.gather(
+            *(self._crawl_locale(keyword_id, keyword, loc, comps) for loc, comps in locales.items()),
+            return_exceptions=True,
+        )
+        totals = {"crawled": 0, "blocked": 0, "failed": 0}
+        failures: list[BaseException] = []
+        summary = []
+        for locale, outcome in zip(locales, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                failures.append(outcome)
+                summary.append(f"{locale}: failed")
+                continue
+            for status, n in outcome.items():
+                totals[TOTALS[status]] += n
+            summary.append(f"{locale}: " + ", ".join(f"{n} {s}" for s, n in sorted(outcome.items())))
+        if failures:
+            first = failures[0]
+            if isinstance(first, FirecrawlError):
+                raise OnpageJobError(str(first), retryable=not first.client_error) from first
+            if isinstance(first, OnpageJobError):
+                raise first
+            if isinstance(first, psycopg.Error):
+                raise OnpageJobError(first_line(first)) from first
+            raise OnpageJobError(_describe(first)) from first
+        logger.info(
+            "keyword %s (%r): %d crawled, %d blocked, %d failed (%s)",
+            keyword_id,
+            keyword,
+            totals["crawled"],
+            totals["blocked"],
+            totals["failed"],
+            "; ".join(summary) or "nothing to crawl",
+        )
+        return totals
+
+    async def _crawl_locale(self, keyword_id: int, keyword: str, locale: str, competitors: list[dict]) -> Counter:
+        assert self.client is not None
+        urls = list(dict.fromkeys(c["url"] for c in competitors))  # unique, in SERP order
+        label = f"keyword {keyword_id} {locale}"
+        size = max(1, self.config.batch_max_urls)
+        chunks = [urls[i : i + size] for i in range(0, len(urls), size)]
+        batches: list[BatchOutcome] = await asyncio.gather(
+            *(
+                run_batch(
+                    self.client,
+                    chunk,
+                    poll_interval_s=self.config.poll_interval_s,
+                    budget_s=self.config.budget_s,
+                    label=label,
+                )
+                for chunk in chunks
+            )
+        )
+        ended = time.time()
+        updates: dict[str, dict] = {}
+        pages: list[CompetitorPage] = []
+        positions: dict[str, int | None] = {}
+        for c in competitors:
+            positions.setdefault(c["url"], c.get("position") if isinstance(c.get("position"), int) else None)
+        counts: Counter = Counter()
+        for batch in batches:
+            for url, page in batch.pages.items():
+                verdict = classify.classify(page, min_words=self.config.min_words)
+                crawled_at = _iso(page.seen_at or ended)
+                updates[url] = merge.crawl_fields(
+                    verdict.status,
+                    verdict.http_status,
+                    crawled_at,
+                    verdict.error,
+                    verdict.onpage.to_json() if verdict.onpage else None,
+                )
+                counts[verdict.status] += 1
+                self._inc(f"status/{verdict.status}")
+                pages.append(
+                    CompetitorPage(
+                        keyword_id=keyword_id,
+                        keyword=keyword,
+                        locale=locale,
+                        url=url,
+                        position=positions.get(url),
+                        status=verdict.status,
+                        http_status=verdict.http_status,
+                        crawled_at=crawled_at,
+                        error=verdict.error,
+                        onpage=verdict.onpage,
+                    )
+                )
+        pool: AsyncConnectionPool = await self.pool()
+        async with pool.connection() as conn:
+            if not await merge.merge_locale(conn, keyword_id, locale, updates):
+                logger.warning("%s: the keyword or its locale was removed during the crawl: nothing merged", label)
+        for item in pages:
+            self.emit(item)
+        return counts

@@ -1,0 +1,149 @@
+"""The on-page parser: a rendered page's HTML → OnpageFields, with parsel (Scrapy's selectors).
+
+JSON-LD is read from <script type="application/ld+json"> with json: extruct would add rdflib,
+pyRdfa, mf2py and html5lib to the environment for the one extractor we use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import urljoin, urlsplit
+
+from parsel import Selector
+
+from cannaspider.firecrawl.items import Heading, Hreflang, OnpageFields
+
+# text inside these is never page text
+NOT_TEXT = ("script", "style", "noscript", "template", "svg", "iframe", "head")
+# and these are the page's frame, not its main text, when we fall back to <body>
+FRAME = ("nav", "header", "footer", "aside")
+WORD = re.compile(r"\w+", re.UNICODE)
+MAIN_CANDIDATES = ("//main", "//*[@role='main']", "//article")
+NOT_LINKS = ("javascript:", "mailto:", "tel:", "data:", "#")
+
+
+def _text_xpath(excluded: tuple[str, ...]) -> str:
+    cond = " or ".join(f"ancestor::{tag}" for tag in excluded)
+    return f".//text()[not({cond})]"
+
+
+def _clean(value: str | None) -> str | None:
+    if value is None:
+        return None
+    text = " ".join(value.split())
+    return text or None
+
+
+def words(node: Selector, excluded: tuple[str, ...] = NOT_TEXT) -> int:
+    return sum(len(WORD.findall(t)) for t in node.xpath(_text_xpath(excluded)).getall())
+
+
+def main_text_words(sel: Selector) -> int:
+    """Words of the main text: the first main/[role=main]/article that has any, else the body
+    without its navigation, header, footer and asides."""
+    for xpath in MAIN_CANDIDATES:
+        for node in sel.xpath(xpath):
+            n = words(node)
+            if n:
+                return n
+    body = sel.xpath("//body")
+    return words(body[0], NOT_TEXT + FRAME) if body else 0
+
+
+def _json_ld_types(sel: Selector) -> tuple[list[str], int]:
+    types: list[str] = []
+    invalid = 0
+
+    def walk(node: object) -> None:
+        if isinstance(node, list):
+            for n in node:
+                walk(n)
+        elif isinstance(node, dict):
+            t = node.get("@type")
+            for value in t if isinstance(t, list) else [t]:
+                if isinstance(value, str) and value and value not in types:
+                    types.append(value)
+            if "@graph" in node:
+                walk(node["@graph"])
+
+    for raw in sel.xpath("//script[@type='application/ld+json']/text()").getall():
+        text = raw.strip()
+        # some CMSs wrap the block in an HTML comment or CDATA
+        for wrapper in (("<!--", "-->"), ("<![CDATA[", "]]>"), ("//<![CDATA[", "//]]>")):
+            if text.startswith(wrapper[0]) and text.endswith(wrapper[1]):
+                text = text[len(wrapper[0]) : -len(wrapper[1])].strip()
+        if not text:
+            continue
+        try:
+            walk(json.loads(text))
+        except ValueError:
+            invalid += 1
+    return types, invalid
+
+
+def _rel(value: str) -> str:
+    """XPath predicate: rel lists `value` (rel is a space-separated, case-insensitive list)."""
+    rel = "translate(normalize-space(@rel),'ABCDEFGHIJKLMNOPQRSTUVWXYZ','abcdefghijklmnopqrstuvwxyz')"
+    return f"contains(concat(' ',{rel},' '),' {value} ')"
+
+
+def _host(url: str) -> str:
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+    return host.removeprefix("www.")
+
+
+def parse(html: str, url: str) -> OnpageFields:
+    sel = Selector(text=html or "<html></html>")
+    base = sel.xpath("//base/@href").get()
+    base_url = urljoin(url, base.strip()) if base else url
+
+    def meta(name: str) -> str | None:
+        lowered = "translate(@name,'ABCDEFGHIJKLMNOPQRSTUVWXYZ','abcdefghijklmnopqrstuvwxyz')"
+        return _clean(sel.xpath(f"//meta[{lowered}='{name}']/@content").get())
+
+    def absolute(href: str | None) -> str | None:
+        href = _clean(href)
+        return urljoin(base_url, href) if href else None
+
+    fields = OnpageFields(
+        title=_clean(" ".join(sel.xpath("//title[1]//text()").getall())),
+        meta_description=meta("description"),
+        canonical=absolute(sel.xpath(f"//link[{_rel('canonical')}]/@href").get()),
+        robots=meta("robots"),
+        lang=_clean(sel.xpath("/html/@lang").get()),
+    )
+    for link in sel.xpath(f"//link[@hreflang][{_rel('alternate')}]"):
+        lang, href = _clean(link.attrib.get("hreflang")), absolute(link.attrib.get("href"))
+        if lang and href:
+            fields.hreflang.append(Hreflang(lang, href))
+    for node in sel.xpath("//meta[starts-with(@property,'og:')]"):
+        prop, content = node.attrib.get("property", "").strip(), _clean(node.attrib.get("content"))
+        if content is not None and prop not in fields.open_graph:
+            fields.open_graph[prop] = content
+    for node in sel.xpath("//body//*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6]"):
+        text = _clean(" ".join(node.xpath(_text_xpath(NOT_TEXT)).getall()))
+        if text:
+            fields.headings.append(Heading(int(node.root.tag[1]), text))
+    fields.word_count = main_text_words(sel)
+    fields.json_ld_types, fields.json_ld_invalid = _json_ld_types(sel)
+    images = sel.xpath("//body//img")
+    fields.image_count = len(images)
+    fields.images_with_alt = sum(1 for img in images if (img.attrib.get("alt") or "").strip())
+    fields.alt_coverage = round(fields.images_with_alt / fields.image_count, 4) if fields.image_count else None
+    own = _host(url)
+    for href in sel.xpath("//body//a/@href").getall():
+        href = href.strip()
+        if not href or href.lower().startswith(NOT_LINKS):
+            continue
+        target = urljoin(base_url, href)
+        if not target.startswith(("http://", "https://")):
+            continue
+        if _host(target) == own:
+            fields.internal_links += 1
+        else:
+            fields.external_links += 1
+    return fields

@@ -1,0 +1,124 @@
+"""SERP competitor pages through a self-hosted Firecrawl (docs/onpage.md).
+
+    scrapy crawl crawl_onpage -a keyword_id=N[,N…] [-O onpage.json]
+
+Every keyword runs at once (OnpageJobs.crawl_keyword, one coroutine each); within a keyword,
+every locale is one Firecrawl batch polled about every FIRECRAWL_POLL_INTERVAL_S. Firecrawl
+calls are Scrapy requests sent through the engine's downloader; the waits between polls hold
+nothing, so the keywords finish in about the time of the slowest one. Results are merged into
+keywords.serp by the job itself (one statement per locale), and each competitor is also yielded
+as a CompetitorPage item for feeds. No item pipeline runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import scrapy
+from scrapy.crawler import Crawler
+from scrapy.exceptions import CloseSpider, UsageError
+
+from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.firecrawl.client import FirecrawlClient
+from cannaspider.firecrawl.items import CompetitorPage
+from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
+
+
+def parse_keyword_ids(value: str | int | None) -> list[int]:
+    if value is None or value == "":
+        return []
+    try:
+        ids = [int(v) for v in str(value).split(",") if v.strip()]
+    except ValueError as exc:
+        raise ValueError(f"keyword_id must be an integer or a comma-separated list, got {value!r}") from exc
+    return list(dict.fromkeys(ids))
+
+
+class CrawlOnpageSpider(scrapy.Spider):
+    name = "crawl_onpage"
+    role = "crawl_onpage"
+    jobs: OnpageJobs
+
+    @classmethod
+    def update_settings(cls, settings) -> None:
+        super().update_settings(settings)
+        # the job writes its own merge; the Dutchie pipelines have nothing to do with its items
+        settings.set("ITEM_PIPELINES", {}, priority="spider")
+        # Checked here, before the crawler exists: `scrapy crawl` turns a UsageError into one
+        # line on stderr and exit status 2, with nothing started and nothing written.
+        if not settings.get("FIRECRAWL_API_URL"):
+            raise UsageError(MISSING_URL, print_help=False)
+
+    def __init__(self, keyword_id: str | None = None, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.keyword_ids = parse_keyword_ids(keyword_id)
+        if not self.keyword_ids:
+            raise ValueError("crawl_onpage needs -a keyword_id=N[,N…]")
+        self.results: dict[int, dict] = {}
+        self._items: asyncio.Queue[CompetitorPage] | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        config = OnpageConfig.from_settings(crawler.settings)
+        client = None
+        if config.api_url:
+            client = FirecrawlClient(
+                lambda request: crawler.engine.download_async(request),
+                config.api_url,
+                config.api_key,
+                page_timeout_ms=config.page_timeout_ms,
+                request_timeout_s=config.request_timeout_s,
+            )
+        store = CrawlStore.for_crawler(crawler)
+        # built now, but reads crawler.stats only once the crawl runs (it does not exist yet)
+        spider.jobs = OnpageJobs(config, client, store.open, spider._emit, _LazyStats(crawler))
+        return spider
+
+    def _emit(self, item: CompetitorPage) -> None:
+        assert self._items is not None
+        self._items.put_nowait(item)
+
+    async def run_keyword(self, keyword_id: int) -> dict:
+        """One keyword's job; its result ({crawled, blocked, failed}, or {error, retryable})."""
+        try:
+            result: dict = await self.jobs.crawl_keyword(keyword_id)
+        except OnpageJobError as exc:
+            result = {"error": str(exc), "retryable": exc.retryable}
+        self.results[keyword_id] = result
+        return result
+
+    async def start(self) -> AsyncIterator[CompetitorPage]:
+        self._items = asyncio.Queue()
+        pending: set[asyncio.Future] = {asyncio.ensure_future(self.run_keyword(k)) for k in self.keyword_ids}
+        async for item in _drain(self._items, pending):
+            yield item
+        failed = sorted(k for k, r in self.results.items() if "error" in r)
+        if failed:
+            self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
+            raise CloseSpider("onpage_failed")
+
+
+class _LazyStats:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+
+    def inc_value(self, key: str, count: int = 1) -> None:
+        self.crawler.stats.inc_value(key, count)
+
+
+async def _drain(queue: asyncio.Queue, pending: set[asyncio.Future]) -> AsyncIterator:
+    """Items from the queue as they come, until every task is over and the queue is empty."""
+    while True:
+        while not queue.empty():
+            yield queue.get_nowait()
+        if not pending:
+            return
+        getter = asyncio.ensure_future(queue.get())
+        done, _ = await asyncio.wait(pending | {getter}, return_when=asyncio.FIRST_COMPLETED)
+        pending -= done
+        if getter in done:
+            yield getter.result()
+        else:
+            getter.cancel()

@@ -1,0 +1,217 @@
+"""One keyword's job against the sandbox's Firecrawl and the real database: statuses, totals,
+the merge, items, and the job failing only when Firecrawl itself fails."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from cannaspider.firecrawl import api
+from cannaspider.firecrawl.job import OnpageJobError
+from tests.firecrawl.conftest import add_keyword, competitors, run_jobs, serp_of
+
+
+def statuses(serp: dict, locale: str) -> dict:
+    return {
+        c["url"].rsplit("/", 1)[-1]: (c.get("crawlStatus"), c.get("crawlHttpStatus"))
+        for c in serp[locale]["competitors"]
+    }
+
+
+def test_mixed_batch_gets_every_status_and_the_totals(db, firecrawl):
+    firecrawl.slow(3)
+    names = [
+        "page-a.html",
+        "blocked.html",
+        "ratelimited.html",
+        "incapsula.html",
+        "no-text.html",
+        "missing.html",
+        "error.html",
+        "slow.html",
+        "empty.html",
+    ]
+    urls = [firecrawl.page(n) for n in names] + ["http://127.0.0.1:9/refused.html", "http://localhost/not-valid"]
+    k = add_keyword(db, "widgets", {"en-US": competitors(*urls)})
+    results, items, stats = run_jobs(db, firecrawl.url, [k], page_timeout_ms=1000)
+    assert statuses(serp_of(db, k), "en-US") == {
+        "page-a.html": ("ok", 200),
+        "blocked.html": ("blocked", 403),  # Cloudflare challenge with a 403
+        "ratelimited.html": ("blocked", 429),
+        "incapsula.html": ("blocked", 200),  # a challenge page answered with 200
+        "no-text.html": ("empty", 200),
+        "missing.html": ("fetch_error", 404),
+        "error.html": ("fetch_error", 500),
+        "slow.html": ("timeout", None),  # SCRAPE_TIMEOUT from /errors
+        "empty.html": ("fetch_error", None),  # SCRAPE_ALL_ENGINES_FAILED: indistinguishable from unreachable
+        "refused.html": ("fetch_error", None),
+        "not-valid": ("fetch_error", None),  # dropped by ignoreInvalidURLs
+    }
+    assert results[k] == {"crawled": 1, "blocked": 3, "failed": 7}
+    assert len(items) == 11 and {i.locale for i in items} == {"en-US"}
+    assert stats["cannaspider/onpage/keywords_done"] == 1 and stats["cannaspider/onpage/status/blocked"] == 3
+    by_name = {i.url.rsplit("/", 1)[-1]: i for i in items}
+    assert by_name["incapsula.html"].error == "incapsula challenge page"
+    assert by_name["blocked.html"].error == "cloudflare challenge page (HTTP 403)"
+    assert by_name["slow.html"].error == "SCRAPE_TIMEOUT: Scrape timed out"
+    assert by_name["page-a.html"].onpage.title == "Competitor A - Best Widgets 2025"
+    assert by_name["page-a.html"].position == 1 and by_name["page-a.html"].keyword == "widgets"
+
+
+def test_merge_keeps_competitor_fields_and_other_locales(db, firecrawl):
+    fr = competitors(firecrawl.page("page-a.html"), firecrawl.page("blocked.html"))
+    fr["competitors"][0]["snippet"] = "kept as is"
+    fr["fetchedAt"] = "2026-11-01"
+    other = {"competitors": [{"position": 1, "title": "no URL: not crawled"}], "note": "x"}
+    k = add_keyword(db, "widgets", {"fr-FR": fr, "de-DE": other})
+    results, _, _ = run_jobs(db, firecrawl.url, [k])
+    serp = serp_of(db, k)
+    assert serp["de-DE"] == other and serp["fr-FR"]["fetchedAt"] == "2026-11-01"
+    first = serp["fr-FR"]["competitors"][0]
+    assert {k: first[k] for k in ("url", "position", "title", "snippet")} == {
+        "url": firecrawl.page("page-a.html"),
+        "position": 1,
+        "title": "result 1",
+        "snippet": "kept as is",
+    }
+    assert first["crawlStatus"] == "ok" and first["crawledAt"].endswith("Z")
+    assert first["onpage"]["headings"] == [{"level": 1, "text": "Best Widgets 2025"}, {"level": 2, "text": "Pricing"}]
+    assert "crawlError" not in first
+    assert results[k] == {"crawled": 1, "blocked": 1, "failed": 0}
+
+
+def test_recrawl_replaces_crawl_fields_as_a_group(db, firecrawl, sql):
+    url = firecrawl.page("page-a.html")
+    k = add_keyword(db, "widgets", {"en-US": competitors(url)})
+    run_jobs(db, firecrawl.url, [k])
+    assert serp_of(db, k)["en-US"]["competitors"][0]["onpage"]["wordCount"] > 0
+    # the page now answers 403 (stand-in: the competitor URL changed to the blocked page's)
+    sql(
+        "UPDATE keywords SET serp = jsonb_set(serp, '{en-US,competitors,0,url}', to_jsonb(%s::text))",
+        (firecrawl.page("blocked.html"),),
+    )
+    run_jobs(db, firecrawl.url, [k])
+    comp = serp_of(db, k)["en-US"]["competitors"][0]
+    assert comp["crawlStatus"] == "blocked" and "onpage" not in comp and comp["title"] == "result 1"
+
+
+def test_completion_order_and_shrinking_total_match_by_url(db, firecrawl):
+    firecrawl.slow(1.0)
+    urls = [firecrawl.page(n) for n in ("slow.html", "empty.html", "page-b.html", "page-a.html")]
+    k = add_keyword(db, "order", {"en-US": competitors(*urls)})
+    run_jobs(db, firecrawl.url, [k], poll_interval_s=0.1)
+    comps = serp_of(db, k)["en-US"]["competitors"]
+    assert [c["url"] for c in comps] == urls  # snapshot order kept
+    assert [c["crawlStatus"] for c in comps] == ["ok", "fetch_error", "ok", "ok"]
+    assert comps[2]["onpage"]["title"] == "Competitor B - Widget Guide"  # not A's, though B finished first
+    assert comps[0]["onpage"]["headings"] == [{"level": 1, "text": "Slow"}]
+
+
+def test_budget_ends_the_batch_keeps_what_arrived_and_cancels(db, firecrawl):
+    firecrawl.slow(5)
+    k = add_keyword(db, "budget", {"en-US": competitors(firecrawl.page("page-a.html"), firecrawl.page("slow.html"))})
+    results, items, _ = run_jobs(db, firecrawl.url, [k], budget_s=1.0)
+    assert statuses(serp_of(db, k), "en-US") == {"page-a.html": ("ok", 200), "slow.html": ("timeout", None)}
+    assert results[k] == {"crawled": 1, "blocked": 0, "failed": 1}
+    assert [i.error for i in items if i.status == "timeout"] == ["no result within the batch budget"]
+
+
+def test_firecrawl_down_fails_the_job_and_writes_nothing(db, firecrawl):
+    serp = {"en-US": competitors(firecrawl.page("page-a.html"))}
+    k = add_keyword(db, "down", serp)
+    results, items, stats = run_jobs(db, "http://127.0.0.1:9", [k])
+    err = results[k]
+    assert isinstance(err, OnpageJobError) and err.retryable
+    assert str(err).startswith("Firecrawl is unreachable at http://127.0.0.1:9: ")
+    assert serp_of(db, k) == serp and items == [] and stats["cannaspider/onpage/keywords_failed"] == 1
+
+
+def test_redis_down_500_is_a_retryable_failure_with_firecrawls_message(db, firecrawl):
+    k = add_keyword(db, "500", {"en-US": competitors(firecrawl.page("page-a.html"))})
+    firecrawl.state(down=True)
+    err = run_jobs(db, firecrawl.url, [k])[0][k]
+    assert isinstance(err, OnpageJobError) and err.retryable
+    assert str(err) == (
+        "Firecrawl answered HTTP 500 to POST /v2/batch/scrape: UNKNOWN_ERROR; An unexpected error occurred."
+    )
+
+
+def test_a_400_is_a_clear_failure_not_retried(db, firecrawl, monkeypatch):
+    # a Firecrawl whose strict schema no longer knows one of our options
+    monkeypatch.setitem(api.BATCH_OPTIONS, "waitForTimeout", 5)
+    k = add_keyword(db, "400", {"en-US": competitors(firecrawl.page("page-a.html"))})
+    err = run_jobs(db, firecrawl.url, [k])[0][k]
+    assert isinstance(err, OnpageJobError) and not err.retryable
+    assert "HTTP 400" in str(err) and "Unrecognized key in body" in str(err) and "waitForTimeout" in str(err)
+
+
+def test_bad_key_is_a_401_failure_and_the_key_is_never_logged(db, firecrawl, caplog):
+    firecrawl.state(api_key="right-key")
+    k = add_keyword(db, "auth", {"en-US": competitors(firecrawl.page("page-a.html"))})
+    with caplog.at_level(logging.DEBUG):
+        err = run_jobs(db, firecrawl.url, [k], api_key="wrong-key-s3cr3t")[0][k]
+        ok = run_jobs(db, firecrawl.url, [k], api_key="right-key")[0][k]
+    assert isinstance(err, OnpageJobError) and not err.retryable and "HTTP 401" in str(err)
+    assert ok == {"crawled": 1, "blocked": 0, "failed": 0}
+    assert "s3cr3t" not in caplog.text and "right-key" not in caplog.text and "s3cr3t" not in str(err)
+
+
+def test_missing_url_fails_with_one_line(db):
+    k = add_keyword(db, "nourl", {"en-US": competitors("https://example.com/")})
+    err = run_jobs(db, None, [k])[0][k]
+    assert isinstance(err, OnpageJobError) and not err.retryable
+    assert str(err).startswith("FIRECRAWL_API_URL is not set") and "\n" not in str(err)
+
+
+def test_unknown_keyword_and_keyword_without_competitors(db, firecrawl):
+    k = add_keyword(db, "nothing", {"en-US": {"competitors": []}})
+    results = run_jobs(db, firecrawl.url, [k, 999999])[0]
+    assert results[k] == {"crawled": 0, "blocked": 0, "failed": 0}
+    assert isinstance(results[999999], OnpageJobError) and str(results[999999]) == "keyword 999999 does not exist"
+
+
+@pytest.mark.parametrize("stalls, ok", [(1, True), (2, False)])
+def test_one_retry_on_a_network_timeout_only(db, firecrawl, stalls, ok):
+    k = add_keyword(db, "stall", {"en-US": competitors(firecrawl.page("page-a.html"))})
+    firecrawl.state(stall={"seconds": 1.5, "count": stalls})
+    result = run_jobs(db, firecrawl.url, [k], request_timeout_s=0.5)[0][k]
+    if ok:
+        assert result == {"crawled": 1, "blocked": 0, "failed": 0}
+    else:
+        assert isinstance(
+            result, OnpageJobError
+        ) and "did not answer POST /v2/batch/scrape within 0.5 s (twice)" in str(result)
+
+
+def test_locales_are_batches_of_their_own(db, firecrawl):
+    k = add_keyword(
+        db,
+        "two",
+        {
+            "en-US": competitors(firecrawl.page("page-a.html")),
+            "fr-FR": competitors(firecrawl.page("blocked.html"), firecrawl.page("page-b.html")),
+        },
+    )
+    results, items, _ = run_jobs(db, firecrawl.url, [k])
+    assert results[k] == {"crawled": 2, "blocked": 1, "failed": 0}
+    assert firecrawl.state()["jobs"] == 2
+    assert sorted((i.locale, i.status) for i in items) == [("en-US", "ok"), ("fr-FR", "blocked"), ("fr-FR", "ok")]
+
+
+def test_a_database_failure_fails_the_job_with_one_line(firecrawl):
+    from cannaspider.db.errors import DatabaseSetupError
+    from cannaspider.firecrawl.client import FirecrawlClient
+    from cannaspider.firecrawl.job import OnpageConfig, OnpageJobs
+    from tests.firecrawl.conftest import aiohttp_download
+
+    async def no_database():
+        raise DatabaseSetupError("cannot connect to PostgreSQL at postgresql://u:***@h/db: refused")
+
+    config = OnpageConfig(api_url=firecrawl.url, api_key=None)
+    jobs = OnpageJobs(config, FirecrawlClient(aiohttp_download, firecrawl.url, None), no_database, print)
+    with pytest.raises(OnpageJobError) as exc:
+        asyncio.run(jobs.crawl_keyword(1))
+    assert str(exc.value) == "DatabaseSetupError: cannot connect to PostgreSQL at postgresql://u:***@h/db: refused"
+    assert exc.value.retryable

@@ -1,0 +1,102 @@
+"""`scrapy crawl crawl_onpage` end to end: the sandbox's Firecrawl, the real database, feeds."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.conftest import run_scrapy
+from tests.firecrawl.conftest import Firecrawl, add_keyword, competitors, serp_of
+
+
+def onpage_env(scrapy_env: dict, sandbox, **extra) -> dict:
+    return {**scrapy_env, "FIRECRAWL_API_URL": sandbox.urls.firecrawl, **extra}
+
+
+def crawl_onpage(env: dict, *args: str, timeout: float = 120):
+    return run_scrapy("crawl", "crawl_onpage", "-s", "FIRECRAWL_POLL_INTERVAL_S=0.3", *args, env=env, timeout=timeout)
+
+
+def test_crawl_writes_the_merge_and_the_feed(scrapy_env, db, sandbox, tmp_path):
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True)
+    k = add_keyword(
+        db,
+        "widgets",
+        {
+            "en-US": competitors(fc.page("page-a.html"), fc.page("blocked.html")),
+            "fr-FR": competitors(fc.page("page-b.html")),
+        },
+    )
+    out = tmp_path / "onpage.json"
+    result = crawl_onpage(onpage_env(scrapy_env, sandbox), "-a", f"keyword_id={k}", "-O", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert f"keyword {k} ('widgets'): 2 crawled, 1 blocked, 0 failed" in result.stderr
+    items = json.loads(out.read_text())
+    assert sorted((i["locale"], i["url"].rsplit("/", 1)[-1], i["status"]) for i in items) == [
+        ("en-US", "blocked.html", "blocked"),
+        ("en-US", "page-a.html", "ok"),
+        ("fr-FR", "page-b.html", "ok"),
+    ]
+    page_b = next(i for i in items if i["url"].endswith("page-b.html"))
+    assert page_b["keyword"] == "widgets" and page_b["keyword_id"] == k and page_b["http_status"] == 200
+    assert page_b["onpage"]["title"] == "Competitor B - Widget Guide"
+    assert page_b["onpage"]["headings"] == [{"level": 1, "text": "Widget Guide"}]
+    serp = serp_of(db, k)
+    assert [c["crawlStatus"] for c in serp["en-US"]["competitors"]] == ["ok", "blocked"]
+    assert serp["fr-FR"]["competitors"][0]["onpage"]["wordCount"] == 8  # <main> only: the JS paragraph lands after it
+    # the default dated feed has them too (item_classes in FEEDS)
+    feeds = list((tmp_path / "feeds" / "crawl_onpage").rglob("*.jsonl"))
+    assert feeds and len(feeds[0].read_text().splitlines()) == 3
+
+
+def test_missing_url_is_one_line_and_a_non_zero_exit(scrapy_env, db):
+    env = {k: v for k, v in scrapy_env.items() if k != "FIRECRAWL_API_URL"}
+    k = add_keyword(db, "nourl", {"en-US": competitors("https://example.com/")})
+    result = run_scrapy("crawl", "crawl_onpage", "-a", f"keyword_id={k}", env=env)
+    assert result.returncode != 0
+    assert "FIRECRAWL_API_URL is not set" in result.stderr and "Traceback" not in result.stderr
+    assert len([ln for ln in result.stderr.splitlines() if "FIRECRAWL_API_URL" in ln]) == 1
+    assert "crawlStatus" not in json.dumps(serp_of(db, k))
+
+
+def test_firecrawl_down_fails_the_keyword_and_says_so(scrapy_env, db, sandbox):
+    k = add_keyword(db, "down", {"en-US": competitors("https://example.com/")})
+    env = onpage_env(scrapy_env, sandbox, FIRECRAWL_API_URL="http://127.0.0.1:9")
+    result = crawl_onpage(env, "-a", f"keyword_id={k}")
+    assert "Traceback" not in result.stderr
+    assert f"keyword {k}: on-page crawl FAILED: Firecrawl is unreachable at http://127.0.0.1:9" in result.stderr
+    assert "'finish_reason': 'onpage_failed'" in result.stderr
+    assert "crawlStatus" not in json.dumps(serp_of(db, k))
+
+
+def test_the_api_key_is_sent_and_never_logged(scrapy_env, db, sandbox, tmp_path):
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True, api_key="k-very-secret")
+    try:
+        k = add_keyword(db, "auth", {"en-US": competitors(fc.page("page-a.html"))})
+        env = onpage_env(scrapy_env, sandbox, FIRECRAWL_API_KEY="k-very-secret")
+        out = tmp_path / "o.json"
+        result = crawl_onpage(env, "-a", f"keyword_id={k}", "-O", str(out), "-s", "LOG_LEVEL=DEBUG")
+        assert "1 crawled, 0 blocked, 0 failed" in result.stderr, result.stderr[-3000:]
+        assert "k-very-secret" not in result.stderr + result.stdout + out.read_text()
+    finally:
+        fc.state(reset=True)
+
+
+def test_three_keywords_at_once_take_about_the_slowest_ones_time(scrapy_env, db, sandbox):
+    """Each keyword waits ~3 s for a slow page; run serially they would take 9 s or more."""
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True)
+    fc.slow(3)
+    ids = [
+        add_keyword(db, f"kw{i}", {"en-US": competitors(fc.page(f"slow.html?k={i}"), fc.page("page-a.html"))})
+        for i in range(3)
+    ]
+    result = crawl_onpage(onpage_env(scrapy_env, sandbox), "-a", "keyword_id=" + ",".join(map(str, ids)))
+    assert result.returncode == 0 and result.stderr.count("2 crawled, 0 blocked, 0 failed") == 3, result.stderr[-3000:]
+    # the crawl's own duration (Scrapy's stats; process start-up excluded): ~3 s plus polling and
+    # database set-up; a generous margin, still well below the 9 s the keywords take one by one
+    elapsed = float(re.search(r"'elapsed_time_seconds': ([0-9.]+)", result.stderr).group(1))
+    assert 3 <= elapsed < 7, elapsed
