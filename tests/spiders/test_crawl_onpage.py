@@ -46,9 +46,12 @@ def test_crawl_writes_the_merge_and_the_feed(scrapy_env, db, sandbox, tmp_path):
     serp = serp_of(db, k)
     assert [c["crawlStatus"] for c in serp["en-US"]["competitors"]] == ["ok", "blocked"]
     assert serp["fr-FR"]["competitors"][0]["onpage"]["wordCount"] == 8  # <main> only: the JS paragraph lands after it
-    # the default dated feed has them too (item_classes in FEEDS)
+    # -O replaces the default dated feed; without it, the default feed has them (its item_classes)
+    assert not list((tmp_path / "feeds").rglob("*.jsonl"))
+    again = crawl_onpage(onpage_env(scrapy_env, sandbox), "-a", f"keyword_id={k}")
+    assert again.returncode == 0, again.stderr[-3000:]
     feeds = list((tmp_path / "feeds" / "crawl_onpage").rglob("*.jsonl"))
-    assert feeds and len(feeds[0].read_text().splitlines()) == 3
+    assert len(feeds) == 1 and len(feeds[0].read_text().splitlines()) == 3
 
 
 def test_missing_url_is_one_line_and_a_non_zero_exit(scrapy_env, db):
