@@ -1,5 +1,5 @@
 """A Firecrawl-like v2 batch-scrape API, as a self-hosted instance really behaves
-(../shared/firecrawl-v2.md): strict request schema, ignoreInvalidURLs, `proxy` semantics, failed
+(docs/firecrawl.md): strict request schema, ignoreInvalidURLs, `proxy` semantics, failed
 pages removed from `total` and listed at /v2/crawl/{id}/errors, `next` that ignores `skip`,
 cancel, 404 for unknown jobs. Pages are fetched over loopback and their inline
 insertAdjacentHTML scripts applied, standing in for the Playwright renderer.

@@ -1,5 +1,5 @@
 """The Firecrawl-like v2 API, checked against responses captured from a real self-hosted
-instance (tests/fixtures/firecrawl-v2, copied from shared/fixtures)."""
+instance (tests/fixtures/firecrawl-v2; docs/firecrawl.md explains them)."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_unknown_job_and_unknown_route(sandbox):
     reply = http("GET", f"{sandbox.urls.firecrawl}/v2/batch/scrape/00000000-0000-4000-8000-000000000000")
     assert reply.status == 404 and reply.json() == fixture("22_get_404_job_not_found.json")
     wrong = http("POST", sandbox.urls.firecrawl + "/v2/batch-scrape", {"urls": []})
-    assert wrong.status == 404 and "<html>" in wrong.text  # the seed's path does not exist
+    assert wrong.status == 404 and "<html>" in wrong.text  # the path the old design note used does not exist
 
 
 def test_challenge_pages_are_served_for_classification(sandbox):
