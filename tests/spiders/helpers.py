@@ -1,5 +1,5 @@
 """Moved to tests/helpers.py; re-exported here until the tests that still import this module
-(test_products.py, test_database_restart.py, test_scrapyd.py) import from tests.helpers."""
+(tests/spiders/test_products.py, test_database_restart.py, tests/test_scrapyd.py) import from tests.helpers."""
 
 from tests.helpers import add_store, products_of, runs_of
 
