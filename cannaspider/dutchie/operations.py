@@ -1,7 +1,8 @@
 """The GraphQL operations we call: names, full query text, and default persisted-query hashes.
 
 Dutchie serves persisted queries (GET with extensions.persistedQuery.sha256Hash). Hashes rotate;
-when the server answers PersistedQueryNotFound we send the full query text below instead.
+when the server answers PersistedQueryNotFound we send the full query text below instead
+(docs/dutchie.md, "Persisted queries").
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ QUERIES: dict[str, str] = {
 # Persisted-query hashes seen in public scrapers' code, newest first, with the month each was
 # last seen there (docs/dutchie.md, "Persisted queries"). None is verified by us: Dutchie rotates
 # them every few months and never publishes them, so the first of each list is only our best
-# guess, and the full-query fallback (spiders/base.py) is what keeps a crawl working when it is
-# stale. Never invent one: a made-up hash always costs the fallback, and hides that it does.
+# guess, and the full-query fallback is what keeps a crawl working when it is stale. Never invent
+# one: a made-up hash is stale from day one, and looks like a real one to whoever updates this list.
 KNOWN_PERSISTED_HASHES: dict[str, tuple[tuple[str, str], ...]] = {
     FILTERED_PRODUCTS: (
         ("3307e40a53bfb0b59896e267e3a46c2e99da18d3b376567d23267b6483bc3a76", "2026-09, said verified"),
