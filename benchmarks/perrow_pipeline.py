@@ -1,7 +1,7 @@
 """The baseline the ingest benchmark compares against: the classic per-row pipeline, one
 blocking INSERT … ON CONFLICT round trip (autocommit) per product, in process_item — what most
 Scrapy-to-PostgreSQL tutorials show, and the classic reason a pipeline crawls slower than its
-spider (DESIGN §3)."""
+spider (docs/architecture.md, "Database")."""
 
 from __future__ import annotations
 

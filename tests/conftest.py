@@ -1,14 +1,15 @@
 """Shared fixtures: a real PostgreSQL database per test worker, the sandbox over loopback, and
-a helper that runs `scrapy` commands as subprocesses exactly as users do."""
+`scrapy` subprocesses aimed at both. Helpers that tests import live in tests/helpers.py.
+
+The suite stops what it started: when no DATABASE_URL is given, the first test worker starts the
+embedded PostgreSQL under .data/test (the workers share it), and the session's controlling
+process stops it after the last worker finished, unless it was already running before.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-import urllib.request
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,9 +17,13 @@ import pytest
 from cannaspider.db import embedded, migrations
 from cannaspider.sandbox.catalog import CatalogConfig
 from cannaspider.sandbox.server import Sandbox
+from tests import helpers
+from tests.helpers import TEST_PGDATA, SandboxClient, run_scrapy, scrapy_environment, with_dbname
 
-ROOT = Path(__file__).resolve().parent.parent
-TEST_DATA_DIR = ROOT / ".data" / "test"
+# ROOT, TEST_DATA_DIR and run_scrapy moved to tests/helpers.py; re-exported here for the tests
+# that still import them from tests.conftest. Drop once every such import is gone.
+ROOT, TEST_DATA_DIR = helpers.ROOT, helpers.TEST_DATA_DIR
+
 TABLES = (
     "store_product_snapshots",
     "store_products",
@@ -31,22 +36,44 @@ TABLES = (
 )
 
 
-def _admin_url() -> str:
-    """The server tests create their databases on: DATABASE_URL's, else an embedded one."""
-    if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"]
-    return embedded.ensure_running(TEST_DATA_DIR / "postgres")
+_STARTED_BY_US = pytest.StashKey[bool]()  # did this session start the embedded server?
 
 
-def _with_dbname(url: str, name: str) -> str:
-    conninfo = psycopg.conninfo.conninfo_to_dict(url)
-    conninfo["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**conninfo)
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # In the controlling process (xdist's controller, or the only process without xdist), before
+    # any worker exists: was the embedded server already up? Then it is not ours to stop.
+    config = session.config
+    if not _is_xdist_worker(config):
+        config.stash[_STARTED_BY_US] = not os.environ.get("DATABASE_URL") and embedded.running_pid(TEST_PGDATA) is None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Runs in the controller after every worker has torn down its session fixtures (their
+    # databases are dropped by then), so this is the one place that knows the server is idle.
+    config = session.config
+    if not _is_xdist_worker(config) and config.stash.get(_STARTED_BY_US, False):
+        embedded.stop(TEST_PGDATA)
+
+
+@pytest.fixture(scope="session")
+def worker_id(request) -> str:
+    """xdist's worker name ("gw0"…), or "master"; also under `-p no:xdist`, where xdist's own
+    fixture of this name does not exist."""
+    workerinput = getattr(request.config, "workerinput", None)
+    return workerinput["workerid"] if workerinput else "master"
 
 
 @pytest.fixture(scope="session")
 def admin_url() -> str:
-    return _admin_url()
+    """The server tests create their databases on: DATABASE_URL's, else the embedded one."""
+    if os.environ.get("DATABASE_URL"):
+        return os.environ["DATABASE_URL"]
+    return embedded.ensure_running(TEST_PGDATA)
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +83,7 @@ def db_url(admin_url, worker_id) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = _with_dbname(admin_url, name)
+    url = with_dbname(admin_url, name)
     migrations.apply(url, log=lambda _: None)
     yield url
     with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -70,7 +97,7 @@ def empty_database(admin_url, worker_id, request):
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield _with_dbname(admin_url, name)
+    yield with_dbname(admin_url, name)
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -97,43 +124,11 @@ def sql(db):
 
 @pytest.fixture(scope="session")
 def sandbox_server():
-    # the default catalog (seed 42, AZ/MI/NV): spider contracts name its stores
+    # the default catalog (AZ/MI/NV): spider contracts name its stores
     sb = Sandbox(CatalogConfig(), proxy=False)
     sb.start()
     yield sb
     sb.stop()
-
-
-class SandboxClient:
-    def __init__(self, server: Sandbox):
-        self.server = server
-        self.urls = server.urls
-
-    def call(self, method: str, path: str, body: object | None = None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            self.urls.base + path, data=data, method=method, headers={"content-type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())
-
-    def reset(self) -> None:
-        self.call("POST", "/_sandbox/reset", {})
-
-    def faults(self, *rules: dict) -> None:
-        self.call("POST", "/_sandbox/faults", {"rules": list(rules)})
-
-    def epoch(self, n: int) -> None:
-        self.call("POST", "/_sandbox/epoch", {"epoch": n})
-
-    def stores(self, state: str | None = None) -> list[dict]:
-        return self.call("GET", "/_sandbox/stores" + (f"?state={state}" if state else ""))
-
-    def menu(self, store: str, epoch: int) -> list[str]:
-        return self.call("GET", f"/_sandbox/menu/{store}?epoch={epoch}")["product_ids"]
-
-    def requests(self) -> dict:
-        return self.call("GET", "/_sandbox/state")["requests"]
 
 
 @pytest.fixture
@@ -146,19 +141,7 @@ def sandbox(sandbox_server) -> SandboxClient:
 
 @pytest.fixture
 def scrapy_env(db, sandbox, tmp_path) -> dict:
-    return {
-        **os.environ,
-        "DATABASE_URL": db,
-        "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql,
-        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
-        "CANNASPIDER_FEED_DIR": str(tmp_path / "feeds"),
-    }
-
-
-def run_scrapy(*args: str, env: dict, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
+    return scrapy_environment(db, sandbox.urls, tmp_path)
 
 
 @pytest.fixture

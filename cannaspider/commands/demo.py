@@ -33,13 +33,16 @@ class Command(CannaspiderCommand):
     def execute(self, args, opts) -> None:
         url = database_url(self.settings)
         migrations.apply(url, log=lambda line: print(f"  {line}"))
+        assert self.settings is not None  # Scrapy sets it before running a command
         out = Path(opts.output or Path(self.settings.get("CANNASPIDER_DATA_DIR")) / "demo" / "products.json")
         out.parent.mkdir(parents=True, exist_ok=True)
         state = opts.state.upper()
         with Sandbox(CatalogConfig(states=(state,), stores_per_state=8)) as sandbox:
-            base = sandbox.urls.base
-            env = {**os.environ, "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql, "DATABASE_URL": url}
-            print(f"sandbox: {sandbox.urls.graphql}")
+            urls = sandbox.urls
+            assert urls is not None  # set once the sandbox listens
+            base = urls.base
+            env = {**os.environ, "DUTCHIE_GRAPHQL_URL": urls.graphql, "DATABASE_URL": url}
+            print(f"sandbox: {urls.graphql}")
 
             def crawl(*argv: str) -> None:
                 cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
@@ -69,19 +72,23 @@ class Command(CannaspiderCommand):
 
     def _summary(self, url: str, state: str, feed: Path) -> None:
         with connect(url) as conn:
-            stores, resolved, unresolved = conn.execute(
+            stores, resolved, unresolved = _counts(
+                conn,
                 "SELECT count(*), count(platform_dispensary_id), count(resolution_error) FROM dispensaries "
                 "WHERE state = %s",
                 (state,),
-            ).fetchone()
-            products, in_stock, oos, missing = conn.execute(
+            )
+            products, in_stock, oos, missing = _counts(
+                conn,
                 "SELECT count(*), count(*) FILTER (WHERE is_in_stock), count(*) FILTER (WHERE stock_status = 'oos'),"
                 " count(*) FILTER (WHERE consecutive_misses > 0) FROM store_products sp "
                 "JOIN dispensaries d ON d.id = sp.dispensary_id WHERE d.state = %s",
                 (state,),
-            ).fetchone()
-            runs = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY status").fetchall())
-            snapshots = conn.execute("SELECT count(*) FROM store_product_snapshots").fetchone()[0]
+            )
+            runs: dict[str, int] = dict(
+                conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY status").fetchall()
+            )
+            (snapshots,) = _counts(conn, "SELECT count(*) FROM store_product_snapshots")
         items = len(json.loads(feed.read_text())) if feed.exists() else 0
         print()
         print(f"Summary for {state}")
@@ -93,3 +100,10 @@ class Command(CannaspiderCommand):
         print(f"  snapshots       {snapshots}")
         print("  crawl runs      " + ", ".join(f"{n} {s}" for s, n in sorted(runs.items())))
         print(f"  feed            {feed} ({items} items)")
+
+
+def _counts(conn, query: str, params: tuple = ()) -> tuple[int, ...]:
+    """The one row of an aggregate query (count(*) without GROUP BY always returns one)."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return tuple(row)

@@ -6,14 +6,20 @@ from cannaspider.items import DispensaryRecord
 
 
 def _float(value: object) -> float | None:
+    if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+        return None
     try:
-        return float(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
+        return float(value)
+    except (ValueError, OverflowError):  # "abc", or an int too big for a float
         return None
 
 
 def _text(value: object) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def menu_url_of(obj: dict) -> str | None:
@@ -35,8 +41,8 @@ def dispensary_record(obj: dict) -> DispensaryRecord | None:
     pid, name = _text(obj.get("id")), _text(obj.get("name"))
     if not pid or not name:
         return None
-    location = obj.get("location") if isinstance(obj.get("location"), dict) else {}
-    coords = (location.get("geometry") or {}).get("coordinates") if isinstance(location.get("geometry"), dict) else None
+    location = _dict(obj.get("location"))
+    coords = _dict(location.get("geometry")).get("coordinates")
     lng, lat = (coords[0], coords[1]) if isinstance(coords, list) and len(coords) == 2 else (None, None)
     return DispensaryRecord(
         platform_dispensary_id=pid,

@@ -319,7 +319,7 @@ class Catalog:
 
 @lru_cache(maxsize=200_000)
 def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dict:
-    """One raw FilteredProducts product, with the quirks of the real payload (DESIGN §5)."""
+    """One raw FilteredProducts product, with the quirks of the real payload (docs/dutchie.md, "Products")."""
     r = lambda *k: h(seed, store_id, index, *k)  # noqa: E731 - a local shorthand
     pid = object_id(seed, store_id, "product", index)
     category = list(CATEGORIES)[r("cat") % len(CATEGORIES)]

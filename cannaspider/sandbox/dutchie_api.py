@@ -47,6 +47,8 @@ class DutchieState:
     def __init__(self, catalog: Catalog, seed: int = 0):
         self.catalog = catalog
         self.epoch = 0
+        # the hashes the sandbox's Dutchie knows: our defaults (real, published ones: docs/dutchie.md)
+        # until a test rotates one through /_sandbox/hashes to make it stale
         self.current_hashes = dict(DEFAULT_PERSISTED_HASHES)
         self.faults = FaultSwitchboard(seed)
         self.requests: Counter[str] = Counter()
@@ -225,7 +227,7 @@ def _filtered_products(state: DutchieState, variables: dict, base: str, store_ke
     pf = variables.get("productsFilter") or {}
     store = catalog.find(pf.get("dispensaryId") or "")
     if pf.get("Status") is None:
-        # the real API returns nothing for Status: null (seed)
+        # the real API returns nothing for Status: null (docs/dutchie.md, "Products")
         return {"data": {"filteredProducts": {"products": [], "queryInfo": {"totalCount": 0, "totalPages": 0}}}}
     if store is None:
         return {"data": {"filteredProducts": {"products": [], "queryInfo": {"totalCount": 0, "totalPages": 0}}}}

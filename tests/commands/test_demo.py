@@ -8,7 +8,7 @@ import re
 
 import psycopg
 
-from tests.conftest import run_scrapy
+from tests.helpers import run_scrapy
 
 
 def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_database, tmp_path):

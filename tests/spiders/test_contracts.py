@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import run_scrapy
+from tests.helpers import run_scrapy
 
 
 def test_scrapy_check_passes_against_the_sandbox(scrapy_env):

@@ -1,0 +1,213 @@
+"""Helpers the tests import (fixtures live in conftest.py): where the project is, `scrapy` run as
+a subprocess exactly as users run it, spiders driven in-process (Scrapy's own testing pattern), a
+client for the sandbox's control API, and shortcuts that put sandbox stores in the test database
+without running discovery each time."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import scrapy
+from scrapy import signals
+from scrapy.http import Response
+from scrapy.responsetypes import responsetypes
+from scrapy.settings import BaseSettings
+from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
+
+from cannaspider.sandbox.server import Sandbox, SandboxURLs
+from tests.httpclient import http
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_DATA_DIR = ROOT / ".data" / "test"
+TEST_PGDATA = TEST_DATA_DIR / "postgres"
+
+
+def run_scrapy(*args: str, env: dict, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+# --- spiders in-process: build the spider, give a callback a real response, look at its output ---
+
+
+def make_spider(spidercls: type[scrapy.Spider], settings: dict | None = None, **spider_args: Any) -> scrapy.Spider:
+    """The spider as `scrapy crawl` would build it (project settings, then `settings`, as `-s`
+    would), without starting the engine: call its callbacks with `fetch()`ed responses."""
+    project = BaseSettings()  # not Settings(): Scrapy's defaults would override get_crawler's reactor choice
+    project.setmodule("cannaspider.settings", priority="project")
+    project.setdict(settings or {}, priority="cmdline")
+    crawler = get_crawler(spidercls, project.copy_to_dict())
+    return spidercls.from_crawler(crawler, **spider_args)
+
+
+def fetch(request: scrapy.Request) -> Response:
+    """Download `request` (loopback only: the sandbox) and wrap the reply as Scrapy's downloader
+    would: the response class its headers call for, carrying the request (and so its meta)."""
+    headers = {key.decode(): b", ".join(values).decode() for key, values in request.headers.items()}
+    reply = http(request.method, request.url, body=request.body or None, headers=headers)
+    return response_for(request, reply.body, status=reply.status, headers=reply.headers)
+
+
+def response_for(
+    request: scrapy.Request, body: bytes | str, status: int = 200, headers: dict | None = None
+) -> Response:
+    """A recorded or hand-made body as the response to `request`."""
+    body = body.encode() if isinstance(body, str) else body
+    headers = headers or {}
+    cls = responsetypes.from_args(headers=headers, url=request.url, body=body)
+    return cls(url=request.url, status=status, headers=headers, body=body, request=request)
+
+
+def outputs(result: Any) -> list:
+    """Everything a callback, errback or `start()` produced: items and requests, in order, whether
+    it is a plain or async generator, a coroutine, or a single value."""
+    if inspect.isasyncgen(result):
+        return asyncio.run(_collect(result))
+    if inspect.iscoroutine(result):
+        result = asyncio.run(result)
+    if result is None:
+        return []
+    if isinstance(result, (scrapy.Request, dict)) or not hasattr(result, "__iter__"):
+        return [result]
+    return list(result)
+
+
+async def _collect(agen) -> list:
+    return [x async for x in agen]
+
+
+def start_outputs(spider: scrapy.Spider) -> list:
+    """What `spider.start()` yields, then the spider_closed signal, so the components that opened
+    something for the crawl (the database pool) close it in the same event loop."""
+
+    async def run() -> list:
+        try:
+            return [x async for x in spider.start()]
+        finally:
+            assert spider.crawler is not None
+            await spider.crawler.signals.send_catch_log_async(signals.spider_closed, spider=spider, reason="finished")
+
+    return asyncio.run(run())
+
+
+def follow(callback_output: list, handle: Callable[[scrapy.Request], Response | Failure] = fetch) -> list:
+    """Items of `callback_output`, with every request in it handled (fetched, by default) and the
+    output of its callback (or, for a Failure, its errback) expanded in its place, recursively: a
+    tiny engine, for spiders whose callbacks chain requests."""
+    done: list = []
+    for out in callback_output:
+        if not isinstance(out, scrapy.Request):
+            done.append(out)
+            continue
+        got = handle(out)
+        if isinstance(got, Failure):
+            assert out.errback is not None
+            got.request = out  # type: ignore[attr-defined]  # as Scrapy does for errbacks
+            done += follow(outputs(out.errback(got)), handle)
+        else:
+            assert out.callback is not None
+            done += follow(outputs(out.callback(got)), handle)
+    return done
+
+
+def with_dbname(url: str, name: str) -> str:
+    """The same server as `url`, another database."""
+    conninfo = psycopg.conninfo.conninfo_to_dict(url)
+    conninfo["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**conninfo)
+
+
+class SandboxClient:
+    """The sandbox's control API (/_sandbox/…): faults, menu epochs, catalog views, counters."""
+
+    def __init__(self, server: Sandbox):
+        self.server = server
+        assert server.urls is not None, "start the sandbox first"
+        self.urls: SandboxURLs = server.urls
+
+    def call(self, method: str, path: str, body: object | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self.urls.base + path, data=data, method=method, headers={"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def reset(self) -> None:
+        self.call("POST", "/_sandbox/reset", {})
+
+    def faults(self, *rules: dict) -> None:
+        self.call("POST", "/_sandbox/faults", {"rules": list(rules)})
+
+    def epoch(self, n: int) -> None:
+        self.call("POST", "/_sandbox/epoch", {"epoch": n})
+
+    def stores(self, state: str | None = None) -> list[dict]:
+        return self.call("GET", "/_sandbox/stores" + (f"?state={state}" if state else ""))
+
+    def menu(self, store: str, epoch: int) -> list[str]:
+        return self.call("GET", f"/_sandbox/menu/{store}?epoch={epoch}")["product_ids"]
+
+    def requests(self) -> dict:
+        return self.call("GET", "/_sandbox/state")["requests"]
+
+
+def scrapy_environment(db_url: str, urls: SandboxURLs, tmp_path: Path) -> dict:
+    """The environment of a `scrapy` subprocess aimed at the test database and the sandbox."""
+    return {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "DUTCHIE_GRAPHQL_URL": urls.graphql,
+        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
+        "CANNASPIDER_FEED_DIR": str(tmp_path / "feeds"),
+    }
+
+
+def add_store(db_url: str, store: dict, *, resolved: bool = True, menu_url: str | None = None) -> int:
+    """A sandbox store (as /_sandbox/stores lists it) as a dispensaries row; returns its id."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO dispensaries (name, slug, menu_url, state, city, platform_dispensary_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            (
+                store["name"],
+                store["cName"],
+                store["menu_url"] if menu_url is None else menu_url,
+                store["state"],
+                store["city"],
+                store["id"] if resolved else None,
+            ),
+        ).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def products_of(db_url: str, dispensary_id: int) -> dict[str, tuple]:
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT provider_product_id, consecutive_misses, stock_status, is_in_stock FROM store_products "
+            "WHERE dispensary_id = %s",
+            (dispensary_id,),
+        ).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def runs_of(db_url: str, dispensary_id: int) -> list[tuple]:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(
+            "SELECT status, error, products_seen, products_new, products_missed, products_marked_oos, pages_fetched "
+            "FROM crawl_runs WHERE dispensary_id = %s ORDER BY id",
+            (dispensary_id,),
+        ).fetchall()
