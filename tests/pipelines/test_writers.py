@@ -8,7 +8,6 @@ import inspect
 import psycopg
 import pytest
 from scrapy.exceptions import DropItem
-from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError
@@ -17,6 +16,7 @@ from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
+from tests.project import project_crawler
 
 
 def raw(index: int, dispensary_id: int, run_id: int, epoch: int = 0) -> RawProduct:
@@ -32,7 +32,7 @@ class Chain:
     """normalize → products (and their snapshots) → completion, as Scrapy would run them."""
 
     def __init__(self, batch_size: int = 1000, **settings):
-        self.crawler = get_crawler(settings_dict={"DB_WRITE_BATCH_SIZE": batch_size, **settings})
+        self.crawler = project_crawler(DB_WRITE_BATCH_SIZE=batch_size, **settings)
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
         self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
