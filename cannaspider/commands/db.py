@@ -20,6 +20,7 @@ class Command(CannaspiderCommand):
         parser.add_argument("--months", type=int, default=3, help="partitions: months ahead to create")
 
     def execute(self, args, opts) -> None:
+        assert self.settings is not None  # set by scrapy.cmdline before run()
         action = args[0] if args else "status"
         pgdata = embedded_pgdata(self.settings.get("CANNASPIDER_DATA_DIR"))
         external = configured_url(self.settings)
