@@ -72,6 +72,12 @@ class DutchieSpider(scrapy.Spider):
     pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
     # the `-a` arguments this spider takes (SpiderParams); require_target(): which it needs
     arguments: ClassVar[frozenset[str]] = frozenset({"dispensary_id", "state"})
+    params: SpiderParams
+    # set in from_crawler, from the settings
+    graphql_url: str
+    client_name: str
+    hashes: dict[str, str]
+    stale_hashes: set[str]
 
     def __init__(self, *args, **kwargs):
         runner_args = {k: v for k, v in kwargs.items() if k.startswith("_") or k == "name"}
@@ -132,7 +138,7 @@ class DutchieSpider(scrapy.Spider):
         spider.graphql_url = crawler.settings.get("DUTCHIE_GRAPHQL_URL")
         spider.client_name = crawler.settings.get("DUTCHIE_CLIENT_NAME")
         spider.hashes = crawler.settings.getdict("DUTCHIE_PERSISTED_HASHES")
-        spider.stale_hashes: set[str] = set()
+        spider.stale_hashes = set()
         return spider
 
     def graphql_request(
