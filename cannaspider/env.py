@@ -1,7 +1,13 @@
 """Every environment variable cannaspider reads, in one place.
 
-Settings, commands and the database layer all ask this module, so a variable has one name,
-one default and one line of documentation (README's configuration table mirrors ENV_VARS).
+Settings, commands and the database layer all ask this module, so a variable has one name and
+one line of documentation (README's configuration table is checked against ENV_VARS and the
+defaults in settings.py by tests/test_env.py).
+
+One precedence rule: the command line (`-s NAME=value`) > the environment > settings.py.
+settings.py applies the environment once (overrides(), at the project's priority, below the
+command line's); code that holds Scrapy settings reads them with configured(), which falls back
+to the environment only for settings built without the project (tests' get_crawler, or none).
 """
 
 from __future__ import annotations
@@ -46,6 +52,11 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "CANNASPIDER_FEED_DIR",
         "Where the default JSON-lines feeds go. Default: DATA_DIR/feeds.",
     ),
+    EnvVar(
+        "CANNASPIDER_MIGRATIONS_DIR",
+        "CANNASPIDER_MIGRATIONS_DIR",
+        "Folder of the migrations/NNN_name.sql files. Default: migrations/ beside scrapy.cfg.",
+    ),
     EnvVar("CANNASPIDER_LOG_LEVEL", "LOG_LEVEL", "Scrapy log level."),
     EnvVar("CANNASPIDER_CONCURRENCY", "CONCURRENT_REQUESTS", "Concurrent requests per process."),
 )
@@ -63,6 +74,17 @@ def data_dir() -> Path:
         return Path(raw).expanduser().resolve()
     root = project_root()
     return root / ".data" if root else Path(platformdirs.user_data_dir("cannaspider"))
+
+
+def configured(settings, name: str) -> str | None:
+    """The value of setting `name` under the precedence rule above (None when unset)."""
+    value = settings.get(name) if settings is not None else None
+    if value not in (None, ""):
+        return str(value)
+    for var in ENV_VARS:
+        if var.setting == name:
+            return os.environ.get(var.name) or None
+    return None
 
 
 def overrides() -> dict[str, object]:

@@ -41,7 +41,11 @@ DOWNLOADER_MIDDLEWARES = {
 # tasks that 200 cost (measured: the product crawl ~20 % faster with pipelines off, ~8 % with them on).
 CONCURRENT_ITEMS = 64
 LOG_LEVEL = "INFO"
-EXTENSIONS = {"cannaspider.extensions.gc_tuning.GCTuning": 0}
+EXTENSIONS = {
+    "cannaspider.extensions.gc_tuning.GCTuning": 0,
+    # the database side of the crawl (pool, write ledger, crawl-run liveness): db/crawl_store.py
+    "cannaspider.db.crawl_store.CrawlStore": 100,
+}
 GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPython's defaults
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"
 LOG_SCRAPED_ITEMS = False  # True: Scrapy's per-item "Scraped from" DEBUG lines
@@ -55,13 +59,18 @@ REMOTE_CONTROL_ENABLED = False
 CANNASPIDER_DATA_DIR = str(env.data_dir())
 DATABASE_URL = None  # None: embedded PostgreSQL under CANNASPIDER_DATA_DIR/postgres
 DB_POOL_MAX_SIZE = 4
+DB_POOL_TIMEOUT_S = 30.0  # how long a write waits for a connection (a database restart) before it fails
 DB_WRITE_BATCH_SIZE = 1000  # products per write statement (their store_products rows and snapshots)
 # How long a store's completion waits for its rows to be committed before it counts as incomplete,
 # and how long it lets batches fill with other stores' rows before flushing them early.
 CRAWL_COMPLETION_WAIT_S = 120.0
 CRAWL_COMPLETION_BATCH_GRACE_S = 5.0
-# A crawl_runs row still 'running' after this long belongs to a process that died: marked failed.
-CRAWL_RUN_ABANDONED_AFTER = "2 hours"
+# Liveness of crawl_runs (db/crawl_store.py): a crawl stamps its open runs every HEARTBEAT_S; the
+# next crawl marks failed a 'running' run without a stamp for STALE_AFTER_S (a few beats), or whose
+# process on this host is gone. A stopped crawl closes its open runs as 'incomplete' itself.
+CRAWL_RUN_HEARTBEAT_S = 30.0
+CRAWL_RUN_STALE_AFTER_S = 120.0
+CANNASPIDER_MIGRATIONS_DIR = None  # None: migrations/ beside scrapy.cfg
 # A complete crawl that sees fewer than this share of the store's in-stock products is an incident
 # (an emptied or collapsed menu), not evidence: it counts no misses and its crawl_runs row is
 # marked suspect (pipelines/crawl_completion.py). 0 turns the guard off, for a store that closed.

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, embedded
-from cannaspider.db.connection import embedded_pgdata
+from cannaspider.db.connection import configured_url, embedded_pgdata
 from cannaspider.db.errors import DatabaseSetupError, redact
 
 
@@ -22,18 +20,20 @@ class Command(CannaspiderCommand):
         parser.add_argument("--months", type=int, default=3, help="partitions: months ahead to create")
 
     def execute(self, args, opts) -> None:
+        assert self.settings is not None  # set by scrapy.cmdline before run()
         action = args[0] if args else "status"
         pgdata = embedded_pgdata(self.settings.get("CANNASPIDER_DATA_DIR"))
+        external = configured_url(self.settings)
         if action == "start":
             url = database_url(self.settings)
             print(f"running: {redact(url)}")
         elif action == "stop":
-            if os.environ.get("DATABASE_URL"):
+            if external:
                 raise DatabaseSetupError("DATABASE_URL is set: that server is not ours to stop")
             print("stopped" if embedded.stop(pgdata) else f"no embedded server running in {pgdata}")
         elif action == "status":
-            if os.environ.get("DATABASE_URL"):
-                print(f"external server: {redact(os.environ['DATABASE_URL'])}")
+            if external:
+                print(f"external server: {redact(external)}")
             else:
                 pid = embedded.running_pid(pgdata)
                 print(f"embedded server in {pgdata}: " + (f"running (pid {pid})" if pid else "stopped"))
@@ -41,9 +41,7 @@ class Command(CannaspiderCommand):
             print(database_url(self.settings))
         elif action == "partitions":
             with connect(database_url(self.settings), autocommit=True) as conn:
-                created = conn.execute(
-                    "SELECT ensure_snapshot_partitions(current_date, %s)", (opts.months,)
-                ).fetchone()[0]
-            print(f"{created} partition(s) created")
+                row = conn.execute("SELECT ensure_snapshot_partitions(current_date, %s)", (opts.months,)).fetchone()
+            print(f"{row[0] if row else 0} partition(s) created")
         else:
             raise DatabaseSetupError(f"unknown action {action!r}: use start, stop, status, url or partitions")

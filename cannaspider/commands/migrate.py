@@ -16,11 +16,12 @@ class Command(CannaspiderCommand):
 
     def execute(self, args, opts) -> None:
         url = database_url(self.settings)
+        folder = migrations.migrations_dir(self.settings)
         if opts.status:
-            for st in migrations.status(url):
+            for st in migrations.status(url, folder):
                 state = f"applied {st.applied_at:%Y-%m-%d %H:%M:%S}" if st.applied_at else "pending"
                 changed = "  (file changed since it was applied)" if st.changed_since_applied else ""
                 print(f"{st.migration.path.name:45} {state}{changed}")
             return
-        done = migrations.apply(url)
+        done = migrations.apply(url, folder)
         print(f"{len(done)} migration(s) applied" if done else "schema is up to date")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import psycopg
@@ -19,13 +18,17 @@ def embedded_pgdata(data_dir: str | Path | None = None) -> Path:
     return Path(data_dir or env.data_dir()) / "postgres"
 
 
+def configured_url(settings=None) -> str | None:
+    """DATABASE_URL (`-s` > environment > settings.py, see cannaspider/env.py), or None: embedded."""
+    return env.configured(settings, "DATABASE_URL")
+
+
 def database_url(settings=None) -> str:
-    """DATABASE_URL when set (environment first, then the Scrapy setting), else the embedded server."""
-    url = os.environ.get("DATABASE_URL") or (settings.get("DATABASE_URL") if settings is not None else None)
+    """The configured DATABASE_URL, else the embedded server's (started when needed)."""
+    url = configured_url(settings)
     if url:
         return url
-    data_dir = settings.get("CANNASPIDER_DATA_DIR") if settings is not None else None
-    return embedded.ensure_running(embedded_pgdata(data_dir))
+    return embedded.ensure_running(embedded_pgdata(env.configured(settings, "CANNASPIDER_DATA_DIR")))
 
 
 def _unavailable(url: str, exc: BaseException) -> DatabaseSetupError:
@@ -42,7 +45,7 @@ def connect(url: str, **kwargs) -> psycopg.Connection:
         raise _unavailable(url, exc) from exc
 
 
-async def open_async_pool(url: str, *, min_size: int = 1, max_size: int = 4) -> AsyncConnectionPool:
+async def open_async_pool(url: str, *, min_size: int = 1, max_size: int, timeout: float) -> AsyncConnectionPool:
     """An open pool, or DatabaseSetupError right away when the server is unreachable."""
     try:
         probe = await psycopg.AsyncConnection.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
@@ -54,6 +57,7 @@ async def open_async_pool(url: str, *, min_size: int = 1, max_size: int = 4) -> 
         min_size=min_size,
         max_size=max_size,
         open=False,
+        timeout=timeout,  # how long a request for a connection waits (a server down, all in use)
         kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
         # a restarted server leaves dead connections in the pool: check before handing one out
         check=AsyncConnectionPool.check_connection,

@@ -1,24 +1,80 @@
-"""The database side of a crawl, shared by the spiders and pipelines of one crawler.
+"""The database side of a crawl: a Scrapy extension shared by the spiders and pipelines of one crawler.
 
-One object per crawler (CrawlStore.for_crawler) owns the async connection pool and a ledger of
-what each store's crawl has written, so the completion step can wait until every product the
-spider yielded is accounted for (written or rejected) before it judges misses.
+CrawlStore is enabled in EXTENSIONS (settings.py); components get it with
+CrawlStore.for_crawler(crawler). It owns:
+
+- the async connection pool, opened when the spider opens: a database that cannot be reached or
+  is not migrated closes the crawl at once with one line (the crawl command exits non-zero);
+- a ledger of what each store's crawl has written, so the completion step can wait until every
+  product the spider yielded is accounted for (written or rejected) before it judges misses;
+- the liveness of the crawl_runs this process opened (migrations/006): a heartbeat every
+  CRAWL_RUN_HEARTBEAT_S; runs still open when the crawl closes are closed as 'incomplete' with
+  the reason (a stop, a shutdown), so nothing is marked missing; and on opening, the runs of
+  dead processes (no heartbeat for CRAWL_RUN_STALE_AFTER_S, or a pid gone on this host) are
+  closed as 'failed'.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
+import weakref
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
-from scrapy import signals
+from scrapy import Spider, signals
 from scrapy.crawler import Crawler
+from scrapy.exceptions import CloseSpider
 
+from cannaspider.db import migrations
 from cannaspider.db.connection import database_url, open_async_pool
+from cannaspider.db.errors import DatabaseSetupError, first_line
 
 logger = logging.getLogger(__name__)
+
+# the crawl's one-line fatal error, read by the crawl command (commands/crawl.py) for its exit
+FATAL_ERROR_STAT = "cannaspider/fatal_error"
+
+# stores of crawlers whose settings do not enable the extension (components built directly on a
+# bare get_crawler(), as in tests): still one per crawler
+_UNREGISTERED: weakref.WeakKeyDictionary[Crawler, CrawlStore] = weakref.WeakKeyDictionary()
+
+FAIL_DEAD_RUNS = """
+UPDATE crawl_runs
+   SET status = 'failed', finished_at = now(),
+       duration_ms = (extract(epoch FROM now() - started_at) * 1000)::integer,
+       error = CASE WHEN id = ANY(%(dead)s)
+                    THEN format('abandoned: its crawl process (pid %%s on %%s) ended without closing it', pid, host)
+                    ELSE format('abandoned: no heartbeat from its crawl process since %%s', heartbeat_at)
+               END
+ WHERE status = 'running'
+   AND (id = ANY(%(dead)s) OR heartbeat_at < now() - make_interval(secs => %(stale)s))
+RETURNING id
+"""
+CLOSE_OPEN_RUNS = """
+UPDATE crawl_runs
+   SET status = 'incomplete', finished_at = now(),
+       duration_ms = (extract(epoch FROM now() - started_at) * 1000)::integer,
+       errors = errors + 1, error = %(error)s
+ WHERE id = ANY(%(runs)s) AND status = 'running'
+RETURNING id
+"""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 @dataclass
@@ -42,17 +98,66 @@ class CrawlStore:
         self._opening: asyncio.Lock | None = None
         self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
         self.failed_runs: set[tuple] = set()  # (dispensary_id, run id) whose rows a batch lost
-        self.flushers: list = []  # async callables: writers register their flush here
+        self.flushers: list[Callable[[], Awaitable[None]]] = []  # writers register their flush here
+        self.open_runs: set[int] = set()  # crawl_runs this process opened and may still be open
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self._heartbeat: asyncio.Task | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrawlStore:
+        store = cls(crawler)
+        crawler.signals.connect(store.spider_opened, signal=signals.spider_opened)
+        # after every pipeline's close_spider (which flush their buffers and close their stores)
+        crawler.signals.connect(store.spider_closed, signal=signals.spider_closed)
+        return store
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> CrawlStore:
-        store = getattr(crawler, "_cannaspider_store", None)
+        """The crawler's store: the enabled extension, else (a bare test crawler) one of its own.
+
+        Available once the crawler's extensions are built: in components' from_crawler and at
+        run time, not in a spider's __init__ (Scrapy builds the spider first)."""
+        store = crawler.get_extension(cls)
         if store is None:
-            store = cls(crawler)
-            crawler._cannaspider_store = store
-            # after every pipeline's close_spider (which flush their buffers)
-            crawler.signals.connect(store.close, signal=signals.spider_closed)
+            store = _UNREGISTERED.get(crawler)
+            if store is None:
+                store = _UNREGISTERED[crawler] = cls.from_crawler(crawler)
         return store
+
+    def fail(self, message: str) -> None:
+        """Record the crawl's fatal error (the first one wins), logged as one line."""
+        logger.error("%s", message)
+        if self.crawler.stats.get_value(FATAL_ERROR_STAT) is None:
+            self.crawler.stats.set_value(FATAL_ERROR_STAT, message)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def spider_opened(self, spider: Spider) -> None:
+        if os.environ.get("SCRAPY_CHECK"):
+            return  # `scrapy check` only calls callbacks: the database is opened when one needs it
+        try:
+            await self.open()
+        except DatabaseSetupError as exc:
+            self.fail(str(exc))
+            raise CloseSpider("database_unavailable") from None
+        self._heartbeat = asyncio.ensure_future(self._beat())
+
+    async def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+        try:
+            if self.open_runs and self.pool is not None:
+                await self._close_open_runs(reason)
+        except psycopg.Error as exc:
+            self.fail(
+                f"the database was lost during the crawl ({first_line(exc)}): {len(self.open_runs)} crawl "
+                "run(s) stay 'running' until the next crawl marks them failed, and rows of this crawl may be "
+                "missing (the feed has what the crawl saw)"
+            )
+        finally:
+            await self.close()
 
     async def open(self) -> AsyncConnectionPool:
         if self._opening is None:
@@ -60,22 +165,94 @@ class CrawlStore:
         async with self._opening:
             if self.pool is None:
                 url = await asyncio.to_thread(database_url, self.settings)
-                self.pool = await open_async_pool(url, max_size=self.settings.getint("DB_POOL_MAX_SIZE", 4))
-                async with self.pool.connection() as conn:
-                    await conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")
-                    # runs whose process died (killed worker, lost database) must not stay 'running'
-                    await conn.execute(
-                        "UPDATE crawl_runs SET status = 'failed', finished_at = now(), error = 'abandoned: the "
-                        "crawl process ended before closing this run' WHERE status = 'running' "
-                        "AND started_at < now() - %s::interval",
-                        (self.settings.get("CRAWL_RUN_ABANDONED_AFTER"),),
-                    )
+                pool = await open_async_pool(
+                    url,
+                    max_size=self.settings.getint("DB_POOL_MAX_SIZE"),
+                    timeout=self.settings.getfloat("DB_POOL_TIMEOUT_S"),
+                )
+                try:
+                    async with pool.connection() as conn:
+                        await self._check_migrated(conn)
+                        await conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")
+                        await self._fail_dead_runs(conn)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self.pool = pool
         return self.pool
 
     async def close(self) -> None:
         if self.pool is not None:
             await self.pool.close()
             self.pool = None
+
+    async def _check_migrated(self, conn: psycopg.AsyncConnection) -> None:
+        try:
+            rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
+        except psycopg.errors.UndefinedTable:
+            raise DatabaseSetupError("the database has no schema yet: run `scrapy migrate`") from None
+        missing = migrations.not_applied({row[0] for row in rows}, self.settings)
+        if missing:
+            names = ", ".join(mig.path.name for mig in missing)
+            raise DatabaseSetupError(f"the database lacks migration(s) {names}: run `scrapy migrate`")
+
+    async def _fail_dead_runs(self, conn: psycopg.AsyncConnection) -> None:
+        """Close as failed the runs whose process died: a pid gone on this host, or no heartbeat."""
+        rows = await (
+            await conn.execute(
+                "SELECT id, pid FROM crawl_runs WHERE status = 'running' AND host = %s AND pid <> %s",
+                (self.host, self.pid),
+            )
+        ).fetchall()
+        dead = [run_id for run_id, pid in rows if not _pid_alive(pid)]
+        stale = self.settings.getfloat("CRAWL_RUN_STALE_AFTER_S")
+        failed = await (await conn.execute(FAIL_DEAD_RUNS, {"dead": dead, "stale": stale})).fetchall()
+        if failed:
+            logger.warning(
+                "%d crawl run(s) of crawl processes that died were still 'running': marked failed (ids %s)",
+                len(failed),
+                ", ".join(str(row[0]) for row in failed),
+            )
+
+    async def _beat(self) -> None:
+        """Every CRAWL_RUN_HEARTBEAT_S: one statement stamps all the runs this process has open."""
+        interval = self.settings.getfloat("CRAWL_RUN_HEARTBEAT_S")
+        while True:
+            await asyncio.sleep(interval)
+            if not self.open_runs or self.pool is None:
+                continue
+            sent = set(self.open_runs)
+            try:
+                async with self.pool.connection(timeout=interval) as conn:
+                    rows = await (
+                        await conn.execute(
+                            "UPDATE crawl_runs SET heartbeat_at = now() WHERE id = ANY(%s) AND status = 'running' "
+                            "RETURNING id",
+                            (list(sent),),
+                        )
+                    ).fetchall()
+            except psycopg.Error as exc:
+                logger.warning("crawl-run heartbeat failed: %s", first_line(exc))
+                continue
+            self.open_runs -= sent - {row[0] for row in rows}  # closed since: no more beats
+
+    async def _close_open_runs(self, reason: str) -> None:
+        if reason == "finished":
+            error = "the crawl finished without closing this store's crawl"
+        else:
+            error = f"the crawl was stopped ({reason}) before this store's crawl finished"
+        assert self.pool is not None
+        async with self.pool.connection() as conn:
+            closed = await (
+                await conn.execute(CLOSE_OPEN_RUNS, {"runs": list(self.open_runs), "error": error})
+            ).fetchall()
+        self.open_runs.clear()
+        if closed:
+            logger.warning(
+                "%d store crawl(s) still open when the crawl closed (%s): marked incomplete, nothing marked missing",
+                len(closed),
+                reason,
+            )
 
     # -- ledger ------------------------------------------------------------------------
     def account(self, run_key: object, n: int = 1, *, rejected: bool = False) -> None:
@@ -100,7 +277,7 @@ class CrawlStore:
         """Until every accounted product of the run that was not rejected is committed."""
         return await self._wait(run_key, lambda ledger: ledger.written >= ledger.accounted - ledger.rejected, timeout)
 
-    async def _wait(self, run_key: object, done, timeout: float) -> bool:
+    async def _wait(self, run_key: object, done: Callable[[RunLedger], bool], timeout: float) -> bool:
         ledger = self.ledgers[run_key]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -125,8 +302,11 @@ class CrawlStore:
         async with pool.connection() as conn:
             row = await (
                 await conn.execute(
-                    "INSERT INTO crawl_runs (dispensary_id, role, task_id) VALUES (%s, %s, %s) RETURNING id",
-                    (dispensary_id, role, task_id),
+                    "INSERT INTO crawl_runs (dispensary_id, role, task_id, host, pid) VALUES (%s, %s, %s, %s, %s) "
+                    "RETURNING id",
+                    (dispensary_id, role, task_id, self.host, self.pid),
                 )
             ).fetchone()
+        assert row is not None  # INSERT … RETURNING returns its row
+        self.open_runs.add(row[0])
         return row[0]

@@ -23,6 +23,11 @@ def _check_writable(folder: Path) -> None:
     probe = folder
     while not probe.exists():
         probe = probe.parent
+    if not probe.is_dir():
+        raise DatabaseSetupError(
+            f"the data folder {folder} cannot be created: {probe} is a file, not a folder "
+            "(set CANNASPIDER_DATA_DIR to a folder, or DATABASE_URL to a server)"
+        )
     if not os.access(probe, os.W_OK | os.X_OK):
         raise DatabaseSetupError(
             f"the data folder {folder} is not writable (checked {probe}): "

@@ -7,7 +7,6 @@ A failing file rolls back entirely and stops the run, so the schema stays as it 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +40,9 @@ class MigrationStatus:
     changed_since_applied: bool
 
 
-def migrations_dir() -> Path:
-    override = os.environ.get("CANNASPIDER_MIGRATIONS_DIR")
+def migrations_dir(settings=None) -> Path:
+    """CANNASPIDER_MIGRATIONS_DIR (`-s` > environment > settings.py), else migrations/ of the checkout."""
+    override = env.configured(settings, "CANNASPIDER_MIGRATIONS_DIR")
     if override:
         return Path(override)
     root = env.project_root()
@@ -76,6 +76,16 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )
 """
+
+
+def not_applied(applied_versions: set[str], settings=None) -> list[Migration]:
+    """The migrations of this checkout missing from `applied_versions` ([] when there is no
+    migrations folder to compare with, as in a Scrapyd egg)."""
+    try:
+        found = discover(migrations_dir(settings))
+    except DatabaseSetupError:
+        return []
+    return [mig for mig in found if mig.version not in applied_versions]
 
 
 def _applied(conn: psycopg.Connection) -> dict[str, tuple[str, object]]:

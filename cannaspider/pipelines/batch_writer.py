@@ -93,7 +93,7 @@ class BatchWriterPipeline:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self.store = CrawlStore.for_crawler(crawler)
-        self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE", 1000)
+        self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE")
         self.max_buffered = 4 * self.batch_size
         self.buffer: list[bytes] = []  # encoded rows
         self.keys: list[tuple] = []  # (dispensary_id, crawl_run_id) of each buffered row

@@ -96,8 +96,8 @@ class CrawlCompletionPipeline:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self.store = CrawlStore.for_crawler(crawler)
-        self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S", 120.0)
-        self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S", 5.0)
+        self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S")
+        self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S")
         self.pending: set[asyncio.Future] = set()
         self.oos_guard_min_share = crawler.settings.getfloat("OOS_GUARD_MIN_SHARE")
         if not 0 <= self.oos_guard_min_share <= 1:

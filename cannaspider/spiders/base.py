@@ -1,37 +1,130 @@
 """Shared plumbing of the Dutchie spiders: GraphQL requests and reading their answers, the
-crawler's CrawlStore, and target selection from arguments. (A stale persisted-query hash is
-handled in the download chain: cannaspider/middlewares/persisted_queries.py.)"""
+crawler's CrawlStore, and the spider arguments (`-a`), parsed and validated once (SpiderParams). (A stale
+persisted-query hash is handled in the download chain: cannaspider/middlewares/persisted_queries.py.)"""
 
 from __future__ import annotations
 
 import logging
+import os
+from dataclasses import dataclass
+from typing import ClassVar
 
 import scrapy
 from scrapy.crawler import Crawler
+from scrapy.exceptions import CloseSpider
 from scrapy.http import Response
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.dutchie import graphql
+from cannaspider.dutchie.geography import state_code
 
 logger = logging.getLogger(__name__)
 
 
-def parse_id_list(value: str | int | None) -> list[int]:
+class SpiderArgumentError(ValueError):
+    """A bad `-a` argument. str() is the one line the crawl command prints (commands/crawl.py)."""
+
+
+def parse_id_list(value: object) -> tuple[int, ...]:
     if value is None or value == "":
-        return []
+        return ()
     try:
-        return [int(v) for v in str(value).split(",") if v.strip()]
-    except ValueError as exc:
-        raise ValueError(f"dispensary_id must be an integer or a comma-separated list, got {value!r}") from exc
+        ids = tuple(int(v) for v in str(value).split(",") if v.strip())
+    except ValueError:
+        ids = ()
+    if not ids or any(i <= 0 for i in ids):
+        raise SpiderArgumentError(f"dispensary_id must be a positive integer or a comma-separated list, got {value!r}")
+    return ids
+
+
+@dataclass(frozen=True)
+class SpiderParams:
+    """A spider's `-a` arguments, parsed and validated once.
+
+    dispensary_id=N[,N…] and state=XX choose the stores; city=NAME narrows store discovery.
+    Arguments starting with "_" belong to the process runner (Scrapyd passes `-a _job=<id>`)."""
+
+    dispensary_ids: tuple[int, ...] = ()
+    state: str | None = None
+    city: str | None = None
+
+    @classmethod
+    def parse(cls, spider: str, accepted: frozenset[str], raw: dict[str, object]) -> SpiderParams:
+        unknown = sorted(k for k in raw if k not in accepted and not k.startswith("_"))
+        if unknown:
+            raise SpiderArgumentError(
+                f"{spider}: unknown argument {', '.join(unknown)} (accepted: {', '.join(sorted(accepted))})"
+            )
+        state = raw.get("state")
+        try:
+            code = state_code(str(state)) if state not in (None, "") else None
+        except ValueError as exc:
+            raise SpiderArgumentError(f"{spider}: {exc}") from None
+        city = str(raw["city"]).strip() if raw.get("city") not in (None, "") else None
+        try:
+            ids = parse_id_list(raw.get("dispensary_id"))
+        except SpiderArgumentError as exc:
+            raise SpiderArgumentError(f"{spider}: {exc}") from None
+        return cls(ids, code, city)
 
 
 class DutchieSpider(scrapy.Spider):
     role: str = ""
-    store: CrawlStore
+    pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
+    # the `-a` arguments this spider takes (SpiderParams); require_target(): which it needs
+    arguments: ClassVar[frozenset[str]] = frozenset({"dispensary_id", "state"})
+    params: SpiderParams
+    # set in from_crawler, from the settings
     graphql_url: str
     client_name: str
     hashes: dict[str, str]
-    pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
+
+    def __init__(self, *args, **kwargs):
+        runner_args = {k: v for k, v in kwargs.items() if k.startswith("_") or k == "name"}
+        self.params = SpiderParams.parse(
+            self.name, self.arguments, {k: v for k, v in kwargs.items() if k not in runner_args}
+        )
+        super().__init__(*args, **runner_args)
+        if not os.environ.get("SCRAPY_CHECK"):  # contracts call callbacks directly: no target needed
+            self.require_target(self.params)
+
+    def require_target(self, params: SpiderParams) -> None:
+        if not params.dispensary_ids and not params.state:
+            raise SpiderArgumentError(f"{self.name} needs -a dispensary_id=N[,N…] or -a state=XX")
+        if params.dispensary_ids and params.state:
+            raise SpiderArgumentError(f"{self.name}: give -a dispensary_id or -a state, not both")
+
+    @property
+    def store(self) -> CrawlStore:
+        return CrawlStore.for_crawler(self.crawler)
+
+    async def select_dispensaries(self, columns: str, state_filter: str = "") -> list[tuple]:
+        """The dispensaries the arguments name (id first among `columns`), by id.
+
+        A dispensary_id that does not exist is a bad argument: the crawl stops before any run is
+        opened, with one line and a non-zero exit (the crawl command)."""
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            if self.params.dispensary_ids:
+                cur = await conn.execute(
+                    f"SELECT {columns} FROM dispensaries WHERE id = ANY(%s) ORDER BY id",
+                    (list(self.params.dispensary_ids),),
+                )
+            else:
+                cur = await conn.execute(
+                    f"SELECT {columns} FROM dispensaries WHERE state = %s {state_filter} ORDER BY id",
+                    (self.params.state,),
+                )
+            rows = await cur.fetchall()
+        missing = sorted(set(self.params.dispensary_ids) - {row[0] for row in rows})
+        if missing:
+            self.store.fail(
+                f"{self.name}: no dispensary with id {', '.join(map(str, missing))} (see the dispensaries table)"
+            )
+            raise CloseSpider("bad_arguments")
+        if not rows:
+            self.logger.warning("no dispensary to crawl in %s", self.params.state)
+        return rows
 
     @classmethod
     def update_settings(cls, settings) -> None:
@@ -42,7 +135,6 @@ class DutchieSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
-        spider.store = CrawlStore.for_crawler(crawler)
         spider.graphql_url = crawler.settings.get("DUTCHIE_GRAPHQL_URL")
         spider.client_name = crawler.settings.get("DUTCHIE_CLIENT_NAME")
         spider.hashes = crawler.settings.getdict("DUTCHIE_PERSISTED_HASHES")

@@ -12,8 +12,6 @@ recorded reason (dispensaries.resolution_error), not a crash.
 
 from __future__ import annotations
 
-import os
-
 import scrapy
 from scrapy.http import Response
 from twisted.python.failure import Failure
@@ -21,7 +19,7 @@ from twisted.python.failure import Failure
 from cannaspider.dutchie import graphql, slugs
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.items import EntryPointResolution
-from cannaspider.spiders.base import DutchieSpider, parse_id_list
+from cannaspider.spiders.base import DutchieSpider
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -53,31 +51,8 @@ class EntryPointDiscoverySpider(DutchieSpider):
             priority="spider",
         )
 
-    def __init__(self, dispensary_id: str | None = None, state: str | None = None, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.dispensary_ids = parse_id_list(dispensary_id)
-        self.state = state.upper() if state else None
-        if not self.dispensary_ids and not self.state and not os.environ.get("SCRAPY_CHECK"):
-            raise ValueError("entry_point_discovery needs -a dispensary_id=N[,N…] or -a state=XX")
-
     async def start(self):
-        pool = await self.store.open()
-        async with pool.connection() as conn:
-            if self.dispensary_ids:
-                rows = await (
-                    await conn.execute(
-                        "SELECT id, menu_url, slug FROM dispensaries WHERE id = ANY(%s) ORDER BY id",
-                        (self.dispensary_ids,),
-                    )
-                ).fetchall()
-                for d in sorted(set(self.dispensary_ids) - {r[0] for r in rows}):
-                    self.logger.error("dispensary %s does not exist", d)
-            else:
-                rows = await (
-                    await conn.execute(
-                        "SELECT id, menu_url, slug FROM dispensaries WHERE state = %s ORDER BY id", (self.state,)
-                    )
-                ).fetchall()
+        rows = await self.select_dispensaries("id, menu_url, slug")
         for dispensary_id, menu_url, _slug in rows:
             slug = slugs.slug_from_menu_url(menu_url)
             if slug:

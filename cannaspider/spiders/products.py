@@ -9,7 +9,6 @@ cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_r
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from scrapy.http import Response
@@ -20,7 +19,7 @@ from cannaspider.dutchie.ids import product_id
 from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
 from cannaspider.dutchie.pagination import PageState, after_page
 from cannaspider.items import CrawlCompletion, RawProduct
-from cannaspider.spiders.base import DutchieSpider, parse_id_list
+from cannaspider.spiders.base import DutchieSpider
 
 
 @dataclass
@@ -40,35 +39,10 @@ class ProductSpider(DutchieSpider):
     role = "product_resync"
     pipelines_setting = "PRODUCT_PIPELINES"
 
-    def __init__(self, dispensary_id: str | None = None, state: str | None = None, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.dispensary_ids = parse_id_list(dispensary_id)
-        self.state = state.upper() if state else None
-        if not self.dispensary_ids and not self.state and not os.environ.get("SCRAPY_CHECK"):
-            raise ValueError(f"{self.name} needs -a dispensary_id=N[,N…] or -a state=XX")
-
     async def start(self):
-        pool = await self.store.open()
-        async with pool.connection() as conn:
-            if self.dispensary_ids:
-                rows = await (
-                    await conn.execute(
-                        "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries WHERE id = ANY(%s) "
-                        "ORDER BY id",
-                        (self.dispensary_ids,),
-                    )
-                ).fetchall()
-                missing = set(self.dispensary_ids) - {r[0] for r in rows}
-                for d in sorted(missing):
-                    self.logger.error("dispensary %s does not exist", d)
-            else:
-                rows = await (
-                    await conn.execute(
-                        "SELECT id, name, platform_dispensary_id, crawl_enabled FROM dispensaries "
-                        "WHERE state = %s AND crawl_enabled ORDER BY id",
-                        (self.state,),
-                    )
-                ).fetchall()
+        rows = await self.select_dispensaries(
+            "id, name, platform_dispensary_id, crawl_enabled", state_filter="AND crawl_enabled"
+        )
         per_page = self.settings.getint("DUTCHIE_PER_PAGE")
         max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
         for dispensary_id, name, platform_id, enabled in rows:

@@ -8,32 +8,41 @@ id, so rediscovery updates and never duplicates).
 
 from __future__ import annotations
 
-import os
-
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from cannaspider.dutchie import graphql
-from cannaspider.dutchie.geography import search_points, state_code
+from cannaspider.dutchie.geography import search_points
 from cannaspider.dutchie.operations import DISPENSARY_SEARCH, dispensary_search_variables
 from cannaspider.dutchie.stores import dispensary_record
-from cannaspider.spiders.base import DutchieSpider
+from cannaspider.spiders.base import DutchieSpider, SpiderArgumentError, SpiderParams
 
 
 class StoreDiscoverySpider(DutchieSpider):
     name = "store_discovery"
     role = "store_discovery"
 
-    def __init__(self, state: str | None = None, city: str | None = None, *args, **kwargs):
+    arguments = frozenset({"state", "city"})
+
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if not state and not os.environ.get("SCRAPY_CHECK"):
-            raise ValueError("store_discovery needs -a state=XX")
-        self.state = state_code(state or "AZ")
-        self.city = city
         self.seen: set[str] = set()
         self.failed_points = 0
 
+    def require_target(self, params: SpiderParams) -> None:
+        if not params.state:
+            raise SpiderArgumentError("store_discovery needs -a state=XX")
+
+    @property
+    def state(self) -> str | None:
+        return self.params.state
+
+    @property
+    def city(self) -> str | None:
+        return self.params.city
+
     async def start(self):
+        assert self.state is not None  # require_target
         distance = self.settings.getfloat("DUTCHIE_SEARCH_DISTANCE_MI")
         points = search_points(
             self.state, distance, city=self.city, min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION")
@@ -75,7 +84,8 @@ class StoreDiscoverySpider(DutchieSpider):
                     "search around %s: skipped a dispensary without id or name", response.meta.get("point")
                 )
                 continue
-            if record.state and record.state.upper() != self.state:
+            # under `scrapy check` there is no -a state: the contract's search names the state
+            if self.state and record.state and record.state.upper() != self.state:
                 continue
             if self.city and (record.city or "").lower() != self.city.lower():
                 continue

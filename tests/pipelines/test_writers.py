@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 from scrapy.exceptions import DropItem
-from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError
@@ -21,6 +20,7 @@ from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
+from tests.project import project_crawler
 
 
 def raw(index: int, dispensary_id: int, run_id: int, epoch: int = 0) -> RawProduct:
@@ -36,7 +36,7 @@ class Chain:
     """normalize → products (and their snapshots) → completion, as Scrapy would run them."""
 
     def __init__(self, batch_size: int = 1000, **settings):
-        self.crawler = get_crawler(settings_dict={"DB_WRITE_BATCH_SIZE": batch_size, **settings})
+        self.crawler = project_crawler(DB_WRITE_BATCH_SIZE=batch_size, **settings)
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
         self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
@@ -372,7 +372,7 @@ def test_completion_knows_the_crawl_is_draining_from_the_engines_public_schedule
         def has_pending_requests(self):
             return self.pending
 
-    chain_crawler = get_crawler()
+    chain_crawler = project_crawler()
     completion = CrawlCompletionPipeline.from_crawler(chain_crawler)
     assert completion._crawl_is_draining()  # not crawling: nothing will fill a batch
     scheduler, downloader = Scheduler(), SimpleNamespace(active=set())
@@ -393,7 +393,7 @@ def test_a_store_record_the_database_refuses_is_logged_and_the_next_one_is_writt
     good_record = DispensaryRecord("c" * 24, "Good Store", raw={"id": "c" * 24})
 
     async def scenario():
-        crawler = get_crawler()
+        crawler = project_crawler()
         pipeline = DispensaryWriterPipeline.from_crawler(crawler)
         try:
             return [await pipeline.process_item(r) for r in (bad_record, good_record)], crawler.stats.get_stats()

@@ -1,0 +1,84 @@
+"""`scrapy crawl`, whose exit code and last stderr line say whether the crawl could do its work.
+
+Scrapy's own command exits 0 whatever happened inside the crawl. This one exits non-zero with one
+line `error: …` on stderr (passwords masked, no traceback) when:
+
+- a spider argument is wrong (SpiderArgumentError: unknown argument, not a US state, not an id,
+  a dispensary that does not exist) — exit 2;
+- the database cannot be reached, started or is not migrated, or was lost during the crawl
+  (CrawlStore records it: cannaspider/db/crawl_store.py) — exit 2;
+- anything else stopped the crawl from starting (a bug: its traceback is printed) — exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import traceback
+from typing import Any
+
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.crawler import Crawler
+from scrapy.exceptions import UsageError
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+
+from cannaspider.db.crawl_store import FATAL_ERROR_STAT
+from cannaspider.db.errors import DatabaseSetupError, redact
+from cannaspider.spiders.base import SpiderArgumentError
+
+EXIT_SETUP = 2  # the crawl could not do its work: bad arguments or database (as `scrapy migrate`)
+EXIT_BUG = 1
+
+
+class Command(ScrapyCrawlCommand):
+    def run(self, args: list[str], opts: Any) -> None:
+        if len(args) != 1:
+            raise UsageError("give one spider: scrapy crawl SPIDER [-a name=value …]" if args else "")
+        assert self.crawler_process is not None
+        crawler = self._create_crawler(args[0])
+        errors: list[BaseException] = []
+        _collect_failure(self.crawler_process.crawl(crawler, **opts.spargs), errors)
+        self.crawler_process.start()
+        message = self._fatal(crawler, errors)
+        if message is not None:
+            print(f"error: {redact(message)}", file=sys.stderr)
+        elif self.crawler_process.bootstrap_failed:
+            self.exitcode = EXIT_BUG
+
+    def _fatal(self, crawler: Crawler, errors: list[BaseException]) -> str | None:
+        for exc in errors:
+            if isinstance(exc, (SpiderArgumentError, DatabaseSetupError)):
+                self.exitcode = EXIT_SETUP
+                return str(exc)
+            traceback.print_exception(exc, file=sys.stderr)
+            self.exitcode = EXIT_BUG
+            return f"the crawl could not start: {exc.__class__.__name__}: {exc}"
+        try:
+            fatal = crawler.stats.get_value(FATAL_ERROR_STAT)
+        except AttributeError:  # the crawler never got as far as its stats
+            return None
+        if fatal:
+            self.exitcode = EXIT_SETUP
+            return str(fatal)
+        return None
+
+
+def _collect_failure(started: object, errors: list[BaseException]) -> None:
+    """Keep the exception that ended the crawl's task (instead of asyncio or Twisted logging it
+    with a traceback): AsyncCrawlerProcess returns a Task, CrawlerProcess a Deferred."""
+    if isinstance(started, asyncio.Future):
+
+        def done(task: asyncio.Future) -> None:
+            exc = None if task.cancelled() else task.exception()
+            if exc is not None:
+                errors.append(exc)
+
+        started.add_done_callback(done)
+    elif isinstance(started, Deferred):
+
+        def failed(failure: Failure) -> None:
+            if failure.value is not None:
+                errors.append(failure.value)
+
+        started.addErrback(failed)

@@ -1,0 +1,160 @@
+"""`scrapy crawl` as operators and Scrapyd run it: its exit code, its last stderr line, and what a
+stopped or killed crawl leaves in crawl_runs (real subprocesses, real signals)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+import pytest
+
+from tests.conftest import ROOT, run_scrapy
+from tests.spiders.helpers import add_store, products_of, runs_of
+
+
+def _popen_crawl(env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "crawl", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_running_run(db: str, d: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(run[0] == "running" for run in runs_of(db, d)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the crawl did not open its run: {proc.communicate()[1][-3000:]}")
+        time.sleep(0.05)
+
+
+def _slow_store(sandbox, db: str) -> int:
+    """A store whose second page takes long: its crawl stays open while the test acts on it."""
+    store = max(sandbox.stores("AZ"), key=lambda s: s["product_count"])
+    sandbox.faults({"kind": "slow", "store": store["id"], "pages": [1], "delay": 8.0})
+    return add_store(db, store)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_crawl_closes_its_runs_as_incomplete_with_the_reason(db, sandbox, scrapy_env, signum):
+    d = _slow_store(sandbox, db)
+    proc = _popen_crawl(scrapy_env, "product_resync", "-a", f"dispensary_id={d}")
+    _wait_for_running_run(db, d, proc)
+    time.sleep(1.0)  # page 0 arrives and its rows are written; page 1 is on its way
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=120)
+    [(status, error, *_)] = runs_of(db, d)
+    assert status == "incomplete", stderr[-3000:]
+    assert "stopped (shutdown)" in error
+    # nothing is marked missing by a stopped crawl
+    assert all(misses == 0 and stock == "in_stock" for misses, stock, _ in products_of(db, d).values())
+    assert "Traceback" not in stderr
+
+
+def test_a_killed_crawls_run_is_failed_by_the_next_crawl(db, sandbox, scrapy_env):
+    d = _slow_store(sandbox, db)
+    proc = _popen_crawl(scrapy_env, "product_resync", "-a", f"dispensary_id={d}")
+    _wait_for_running_run(db, d, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert [run[0] for run in runs_of(db, d)] == ["running"]  # nobody could close it
+    sandbox.reset()
+    # the next crawl (another store's or this one's) finds the dead process's run at once
+    result = run_scrapy("crawl", "product_resync", "-a", f"dispensary_id={d}", env=scrapy_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (killed_status, killed_error, *_), (next_status, *_) = runs_of(db, d)
+    assert killed_status == "failed" and f"pid {proc.pid}" in killed_error
+    assert next_status == "complete"
+
+
+def _last_line(result: subprocess.CompletedProcess) -> str:
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_a_wrong_database_url_is_one_line_and_a_non_zero_exit(scrapy_env):
+    env = {**scrapy_env, "DATABASE_URL": "postgresql://app:s3cret-pw@127.0.0.1:1/nowhere"}
+    result = run_scrapy("crawl", "product_resync", "-a", "state=AZ", env=env)
+    assert result.returncode == 2
+    assert _last_line(result).startswith("error: cannot connect to PostgreSQL at postgresql://app:***@127.0.0.1:1")
+    assert "s3cret-pw" not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_a_data_folder_that_is_a_file_is_one_line_and_a_non_zero_exit(scrapy_env, tmp_path):
+    (tmp_path / "afile").write_text("")
+    env = {k: v for k, v in scrapy_env.items() if k != "DATABASE_URL"}
+    env["CANNASPIDER_DATA_DIR"] = str(tmp_path / "afile")
+    result = run_scrapy("crawl", "product_resync", "-a", "state=AZ", env=env)
+    assert result.returncode == 2
+    assert _last_line(result).startswith("error: the data folder")
+    assert "is a file" in _last_line(result)
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unmigrated_database_says_run_scrapy_migrate(scrapy_env, empty_database):
+    result = run_scrapy("crawl", "product_resync", "-a", "state=AZ", env={**scrapy_env, "DATABASE_URL": empty_database})
+    assert result.returncode == 2
+    assert "run `scrapy migrate`" in _last_line(result)
+    assert "Traceback" not in result.stderr
+
+
+def test_a_database_missing_the_latest_migration_says_run_scrapy_migrate(scrapy_env, empty_database, tmp_path):
+    from cannaspider.db import migrations
+
+    older = tmp_path / "migrations"
+    older.mkdir()
+    for path in sorted((ROOT / "migrations").glob("*.sql"))[:-1]:
+        (older / path.name).write_text(path.read_text())
+    migrations.apply(empty_database, older, log=lambda _: None)
+    result = run_scrapy("crawl", "product_resync", "-a", "state=AZ", env={**scrapy_env, "DATABASE_URL": empty_database})
+    assert result.returncode == 2
+    newest = sorted((ROOT / "migrations").glob("*.sql"))[-1].name
+    assert _last_line(result) == f"error: the database lacks migration(s) {newest}: run `scrapy migrate`"
+
+
+def test_setting_on_the_command_line_wins_over_the_environment(scrapy_env):
+    # the environment names a good database, -s a bad one: -s must be the one tried
+    result = run_scrapy(
+        "crawl",
+        "product_resync",
+        "-a",
+        "state=AZ",
+        "-s",
+        "DATABASE_URL=postgresql://cli:pw@127.0.0.1:1/from_cli",
+        env=scrapy_env,
+    )
+    assert result.returncode == 2
+    assert "from_cli" in _last_line(result)
+
+
+def test_a_database_lost_mid_crawl_is_one_line_and_a_non_zero_exit(sandbox, scrapy_env, empty_database, admin_url):
+    from cannaspider.db import migrations
+
+    migrations.apply(empty_database, log=lambda _: None)
+    d = _slow_store(sandbox, empty_database)
+    proc = _popen_crawl(
+        {**scrapy_env, "DATABASE_URL": empty_database},
+        "product_resync",
+        "-a",
+        f"dispensary_id={d}",
+        "-s",
+        "CRAWL_COMPLETION_WAIT_S=5",
+        "-s",
+        "DB_POOL_TIMEOUT_S=2",
+    )
+    _wait_for_running_run(empty_database, d, proc)
+    name = psycopg.conninfo.conninfo_to_dict(empty_database)["dbname"]
+    with psycopg.connect(admin_url, autocommit=True) as conn:  # gone for good, its connections cut
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 2, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the database was lost during the crawl"), stderr[-3000:]
+    assert "1 crawl run(s) stay 'running'" in last
