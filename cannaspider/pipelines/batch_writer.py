@@ -108,6 +108,16 @@ class BatchWriterPipeline:
     async def close_spider(self) -> None:
         try:
             await self.flush()
+        except OUTAGE_ERRORS as exc:
+            # the database is gone and the crawl is over: the rows still buffered are lost. One line,
+            # not a traceback (the store's close then ends the crawl command with a non-zero exit).
+            self.after_lost_at_close(len(self.buffer))
+            logger.error(
+                "%s: the database was lost; %d rows were not stored: %s",
+                type(self).__name__,
+                len(self.buffer),
+                first_line(exc),
+            )
         except Exception:  # logged by the write; rows still buffered now are lost
             self.after_lost_at_close(len(self.buffer))
             raise

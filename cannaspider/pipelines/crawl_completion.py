@@ -19,6 +19,7 @@ from scrapy.exceptions import DropItem
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.items import CrawlCompletion
+from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,14 @@ class CrawlCompletionPipeline:
     async def _close_store(self, item: CrawlCompletion) -> None:
         try:
             await self._apply(item)
+        except OUTAGE_ERRORS as exc:  # the database is down: one line, the store's close says the rest
+            logger.error(
+                "dispensary %s: could not close crawl run %s, the database is unavailable: %s (the run stays "
+                "'running' until the next crawl marks it failed; nothing was marked missing)",
+                item.dispensary_id,
+                item.crawl_run_id,
+                first_line(exc),
+            )
         except Exception:
             logger.exception(
                 "dispensary %s: could not close crawl run %s (it stays 'running' until the next "

@@ -158,3 +158,4 @@ def test_a_database_lost_mid_crawl_is_one_line_and_a_non_zero_exit(sandbox, scra
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("error: the database was lost during the crawl"), stderr[-3000:]
     assert "1 crawl run(s) stay 'running'" in last
+    assert "Traceback" not in stderr, stderr[-3000:]
