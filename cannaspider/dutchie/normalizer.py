@@ -9,8 +9,7 @@ Money is a float rounded to the cent and potency a float rounded to 3 places: th
 numbers, PostgreSQL stores numeric, and floats go to the writers' JSON encoder (orjson, in C) with
 no per-value Python call, where Decimals cost half a microsecond each. This runs once per product
 of every crawl (millions a day), so the common shapes take the shortest path: type checks inline,
-few calls, labels (category, strain type) cached; and `./dev setup` compiles this file with
-Cython into a twin that is swapped in at import (see the end of the file, and speedups.py).
+few calls, labels (category, strain type) cached.
 """
 
 from __future__ import annotations
@@ -352,40 +351,3 @@ def normalize(item: RawProduct) -> StoreProduct:
         timestamp(get("createdAt")),  # provider_created_at
         timestamp(get("updatedAt")),  # provider_updated_at
     )
-
-
-# -- the compiled twin -------------------------------------------------------------------
-# `./dev setup` compiles this very file with Cython (cannaspider/speedups.py): about a quarter
-# less time per product, the same results (tested). It is used only if it was built from exactly
-# this source; otherwise, or where it cannot load, this plain-Python module is the normalizer.
-PUBLIC = ("NormalizationError", "normalize", "parse_option_size", "clean_text", "money", "potency", "timestamp")
-IMPLEMENTATION = "plain Python"
-
-
-def _compiled_twin():
-    import hashlib
-    import importlib
-    import warnings
-    from importlib import resources
-
-    try:
-        twin = importlib.import_module("cannaspider.dutchie._normalizer_compiled")
-    except ImportError:
-        return None
-    source = resources.files(__package__).joinpath("normalizer.py").read_bytes()
-    if getattr(twin, "SOURCE_SHA256", None) != hashlib.sha256(source).hexdigest():
-        warnings.warn(
-            "cannaspider/dutchie/_normalizer_compiled was built from another version of "
-            "normalizer.py: ignored (./dev setup rebuilds it)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    return twin
-
-
-if __name__ == "cannaspider.dutchie.normalizer":  # not in the twin itself
-    _twin = _compiled_twin()
-    if _twin is not None:
-        globals().update({name: getattr(_twin, name) for name in PUBLIC})
-        IMPLEMENTATION = "compiled (Cython)"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import random
 from datetime import UTC, datetime
 
 import pytest
@@ -201,96 +200,6 @@ def test_every_sandbox_product_normalizes():
         assert p.price_rec is None or p.price_rec > 0
         assert p.thc.unit in (None, "percent", "mg", "mg_per_g")
         assert "<" not in p.name
-
-
-def _pure_normalizer():
-    """normalizer.py loaded as plain Python under another name (so it does not swap in its twin)."""
-    import importlib.util
-    from pathlib import Path
-
-    from cannaspider.dutchie import normalizer
-
-    spec = importlib.util.spec_from_file_location("normalizer_as_plain_python", Path(normalizer.__file__))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _outcome(module, raw):
-    try:
-        return dataclasses.asdict(module.normalize(RawProduct(7, 3, raw)))
-    except Exception as exc:  # the same refusal, in either implementation
-        return (type(exc).__name__, str(exc))
-
-
-GARBAGE = [
-    None,
-    True,
-    0,
-    -1,
-    3.7,
-    float("nan"),
-    float("inf"),
-    "",
-    "abc",
-    "12.5",
-    "$4.99",
-    "1e400",
-    10**400,
-    [],
-    {},
-    [None],
-    ["1g", 2],
-    {"unit": None, "range": ["x"]},
-    "<b>x</b> &amp; y",
-]
-
-
-def test_the_compiled_twin_gives_the_same_results_as_the_plain_python_source():
-    from cannaspider.dutchie import normalizer
-    from cannaspider.speedups import twin_is_current
-
-    if not twin_is_current():
-        pytest.skip("the compiled normalizer is not built here (./dev setup builds it when a C compiler exists)")
-    assert normalizer.IMPLEMENTATION == "compiled (Cython)"
-    plain = _pure_normalizer()
-    rng = random.Random(7)
-    checked = 0
-    for index in range(300):
-        raw = _product(42, "twin", index, index % 4, "http://127.0.0.1:1")
-        variants = [raw]
-        for _ in range(6):  # the same product with broken fields, nested ones included
-            broken = copy.deepcopy(raw)
-            broken[rng.choice(list(broken))] = rng.choice(GARBAGE)
-            for key in ("THCContent", "POSMetaData", "specialData", "recPrices", "cannabinoidsV2"):
-                value = broken.get(key)
-                if value and isinstance(value, (dict, list)) and rng.random() < 0.3:
-                    if isinstance(value, dict):
-                        value[rng.choice(list(value))] = rng.choice(GARBAGE)
-                    else:
-                        value[0] = rng.choice(GARBAGE)
-            variants.append(broken)
-        for variant in variants:
-            assert _outcome(normalizer, variant) == _outcome(plain, variant), variant
-            checked += 1
-    assert checked == 2100
-
-
-def test_a_twin_built_from_another_source_is_ignored(monkeypatch):
-    import hashlib
-    import sys
-    import types
-    from pathlib import Path
-
-    from cannaspider.dutchie import normalizer
-
-    fake = types.ModuleType("cannaspider.dutchie._normalizer_compiled")
-    monkeypatch.setitem(sys.modules, fake.__name__, fake)
-    fake.SOURCE_SHA256 = "0" * 64  # built before normalizer.py was edited
-    with pytest.warns(RuntimeWarning, match="built from another version"):
-        assert normalizer._compiled_twin() is None
-    fake.SOURCE_SHA256 = hashlib.sha256(Path(normalizer.__file__).read_bytes()).hexdigest()
-    assert normalizer._compiled_twin() is fake
 
 
 def test_every_field_lands_under_its_own_name():
