@@ -59,14 +59,15 @@ STRAIN_TYPES = {
 }
 GRAMS_PER_OZ = Decimal("28")
 QUANTUM = {2: Decimal("0.01"), 3: Decimal("0.001")}
-SCALE = {2: 100.0, 3: 1000.0}
+SCALE = (1.0, 10.0, 100.0, 1000.0)
 
 # The columns' limits (migrations/001_dispensaries_products.sql, 002_product_snapshots.sql)
 MONEY_MAX = 9_999_999_999.99  # numeric(12, 2): prices
 POTENCY_MAX = 999_999_999.999  # numeric(12, 3): potency, cannabinoids, discounts, option sizes
-LARGEST = {2: MONEY_MAX, 3: POTENCY_MAX}
-LARGEST_DECIMAL = {2: Decimal("9999999999.99"), 3: Decimal("999999999.999")}
+LARGEST = (0.0, 0.0, MONEY_MAX, POTENCY_MAX)  # by decimal places
+LARGEST_DECIMAL = (Decimal(0), Decimal(0), Decimal("9999999999.99"), Decimal("999999999.999"))
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1  # integer: quantities
+SMALL_COUNTS = frozenset(range(1001))  # effects values: storable without a closer look
 
 # createdAt/updatedAt outside [2000-01-01, a year after this process started] are not real: Dutchie
 # started in 2017 and no online menu item is older than 2000, so an epoch that small is a
@@ -150,15 +151,25 @@ def clean_text(value: object, what: str = "text") -> str | None:
         return None
     if not value.isascii() or "\x00" in value:
         value = _repair(value, what)
+    if "<" in value or "&" in value:  # (as _clean(), inline: this runs for most products)
+        value = html.unescape(TAG.sub(" ", value))
+    return " ".join(value.split()) or None
+
+
+def _clean(value: str) -> str | None:
+    """clean_text() of a string already made storable."""
     if "<" in value or "&" in value:
         value = html.unescape(TAG.sub(" ", value))  # entities of NUL or surrogates become U+FFFD
     return " ".join(value.split()) or None
 
 
+# Strings that repeat across products (labels, option names) are made storable inside a cache:
+# free for the usual ones, and a bad one is warned about once per process, with the first product
+# that carried it.
 @lru_cache(maxsize=4096)
 def _label(value: str) -> str | None:
     # category, subcategory: a few dozen distinct strings across every store
-    return clean_text(value)
+    return _clean(value if value.isascii() and "\x00" not in value else _repair(value, "label"))
 
 
 # -- numbers -------------------------------------------------------------------------------------
@@ -166,8 +177,10 @@ def _number(value: object, places: int, what: str, strip: str = "") -> float | N
     """A float rounded half-up to `places` decimals as the number is written (floats by their
     shortest repr, which is the JSON text they were read from), or None: for None, bools and
     garbage silently, for infinities, NaN and values beyond the column with a warning."""
-    largest = LARGEST[places]
+    if value is None:
+        return None
     if type(value) is float:
+        largest = LARGEST[places]
         if -largest <= value <= largest:
             rounded = round(value, places)
             # round() rounds the binary value, which is the decimal text give or take half an ulp:
@@ -178,11 +191,11 @@ def _number(value: object, places: int, what: str, strip: str = "") -> float | N
         _degrade(what, value)  # inf, NaN, beyond the column
         return None
     if type(value) is int:
-        if -largest <= value <= largest:
+        if -LARGEST[places] <= value <= LARGEST[places]:
             return float(value)
         _degrade(what, value)
         return None
-    if type(value) is not str:  # None, bools, lists, objects
+    if type(value) is not str:  # bools, lists, objects
         return None
     text = value.strip().lstrip(strip).strip()
     if "," in text:  # thousands separators ("1,299.00"); any other comma is not a number we know
@@ -241,6 +254,13 @@ def _dict(value: object) -> dict:
 
 
 @lru_cache(maxsize=4096)
+def _option(option: str) -> tuple[str, float | None, str | None]:
+    """An option's storable name and its size (see above on the cache)."""
+    text = option if option.isascii() and "\x00" not in option else _repair(option, "Options")
+    return text, *parse_option_size(text)
+
+
+@lru_cache(maxsize=4096)
 def parse_option_size(option: str) -> tuple[float | None, str | None]:
     """'1/8oz' → (3.5, 'g'); '.5g' → (0.5, 'g'); '1gC' → (1, 'g'); '100mg' → (100, 'mg'); 'N/A' → (None, None)."""
     match = OPTION.match(option or "")
@@ -270,11 +290,12 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _prices(values: object, what: str) -> list[float | None]:
+def _prices(values: object) -> list[float | None]:
     if not values or type(values) is not list:
         return []
     # plain floats already to the cent inline; anything else (ints, strings, garbage) through money()
-    return [v if type(v) is float and 0 <= v <= MONEY_MAX and round(v, 2) == v else money(v, what) for v in values]
+    # (which names no field: a comprehension using a local of this function would cost a closure)
+    return [v if type(v) is float and 0 <= v <= MONEY_MAX and round(v, 2) == v else money(v) for v in values]
 
 
 def _lowest(prices: list) -> float | None:
@@ -299,7 +320,7 @@ def potency(content: object, scalar: object, what: str = "THC") -> Potency:
                 rng: list = [  # floats, and None for what did not parse (removed below)
                     v
                     if type(v) is float and -POTENCY_MAX <= v <= POTENCY_MAX and round(v, 3) == v
-                    else _number(v, 3, what)
+                    else _number(v, 3, "potency")  # (a literal: see _prices)
                     for v in values
                 ]
                 if None in rng:
@@ -362,8 +383,9 @@ def _specials(special_data: object) -> list[dict]:
             out.append(
                 {
                     "name": clean_text(sp.get("specialName"), "specialName"),
-                    "type": clean_text(sp.get("specialType"), "specialType")
-                    or ("bogo" if kind == "bogoSpecials" else "sale"),
+                    "type": _text(kind_name, "specialType")
+                    if type(kind_name := sp.get("specialType")) is str and kind_name
+                    else ("bogo" if kind == "bogoSpecials" else "sale"),
                     "discount": _number(sp.get("discount"), 3, "discount"),
                     "percent_discount": percent if type(percent) is bool else None,
                     "bundle_price": money(_dict(sp.get("itemsForAPrice")).get("value"), "itemsForAPrice"),
@@ -384,18 +406,24 @@ def _effects(raw: dict) -> dict:
         value = next((v for k, v in raw.items() if k.lower() == "effects"), None)
     if type(value) is not dict:
         return {}
-    out = {}
-    for k, v in value.items():
-        key = k.lower() if type(k) is str else str(k).lower()
-        if not key.isascii() or "\x00" in key:
-            key = _repair(key, "effects")
-        out[key] = v if type(v) is int and INT_MIN <= v <= INT_MAX else _effect(v)
-    return out
+    effects = {str(k).lower(): v for k, v in value.items()}
+    try:
+        usual = SMALL_COUNTS.issuperset(effects.values())  # values checked at once: small counts, as a rule
+    except TypeError:  # a list or an object
+        usual = False
+    if not usual:
+        effects = {k: _effect(v) for k, v in effects.items()}
+    keys = "".join(effects)  # and the keys
+    if not keys.isascii() or "\x00" in keys:
+        effects = {_text(k, "effects"): v for k, v in effects.items()}
+    return effects
 
 
 def _effect(value: object) -> object:
     """An effect's value (a small count on Dutchie), storable; containers are not expected: None."""
     if value is None or type(value) is bool:
+        return value
+    if type(value) is int and INT_MIN <= value <= INT_MAX:
         return value
     if type(value) is str:
         return _text(value, "effects")
@@ -410,7 +438,7 @@ def _effect(value: object) -> object:
 
 @lru_cache(maxsize=1024)
 def _strain_of(text: str) -> str | None:
-    cleaned = clean_text(text)
+    cleaned = _clean(text if text.isascii() and "\x00" not in text else _repair(text, "strainType"))
     if not cleaned or cleaned.upper() == "N/A":
         return None
     return STRAIN_TYPES.get(cleaned.lower(), cleaned)
@@ -433,8 +461,7 @@ def _options(
     for i, opt in enumerate(options_raw):
         if type(opt) is not str:
             opt = str(opt)
-        text = opt if opt.isascii() and "\x00" not in opt else _repair(opt, "Options")
-        size, unit = parse_option_size(text)
+        text, size, unit = _option(opt)
         st = stock.get(opt) if stock else None  # POSMetaData names the option as the payload does
         if st:
             quantity = _int(st.get("quantity"), "quantity")
@@ -467,12 +494,13 @@ def _options(
 def _images(raw: dict) -> list[str]:
     images = []
     first = raw.get("Image")
-    if isinstance(first, str) and first:
-        images.append(_text(first, "Image"))
+    if type(first) is str and first:
+        images.append(first if first.isascii() and "\x00" not in first else _repair(first, "Image"))
     for image in _list(raw.get("images")):
         url = image.get("url") if type(image) is dict else None
-        if isinstance(url, str) and url:
-            url = _text(url, "images")
+        if type(url) is str and url:
+            if not url.isascii() or "\x00" in url:
+                url = _repair(url, "images")
             if url not in images:
                 images.append(url)
     return images
@@ -494,11 +522,13 @@ def _cannabinoids(values: list) -> list[dict]:
     return out
 
 
-def _brand_id(value: object) -> str | None:
-    if type(value) is str:
-        return _text(value, "brandId") or None
-    if type(value) is int:
-        return str(value)
+def _brand_field(value: object, brand: object, key: str, what: str) -> str | None:
+    """brandName/brandId when not plain text: made storable; else the brand object's own; else None."""
+    for candidate in (value, brand.get(key) if type(brand) is dict else None):
+        if type(candidate) is str and candidate:
+            return _text(candidate, what)
+        if type(candidate) is int and key == "id":
+            return str(candidate)
     return None
 
 
@@ -518,16 +548,18 @@ def normalize(item: RawProduct) -> StoreProduct:
         if stored != pid:  # stored under another id, it would be missing under its own every crawl
             raise NormalizationError(f"product id {pid!r} cannot be stored (NUL or lone surrogate)")
     name_raw = get("Name")
-    if type(name_raw) is str and (not name_raw.isascii() or "\x00" in name_raw):
+    if type(name_raw) is not str:
+        raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
+    if not name_raw.isascii() or "\x00" in name_raw:
         name_raw = _repair(name_raw, "Name")
-    name = clean_text(name_raw)
-    if not name or type(name_raw) is not str:  # (the second test only tells the type checker)
+    name = _clean(name_raw)
+    if not name:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
 
-    rec = _prices(get("recPrices"), "recPrices") or _prices(get("Prices"), "Prices")
-    med = _prices(get("medicalPrices"), "medicalPrices")
-    rec_sp = _prices(get("recSpecialPrices"), "recSpecialPrices")
-    med_sp = _prices(get("medicalSpecialPrices"), "medicalSpecialPrices")
+    rec = _prices(get("recPrices")) or _prices(get("Prices"))
+    med = _prices(get("medicalPrices"))
+    rec_sp = _prices(get("recSpecialPrices"))
+    med_sp = _prices(get("medicalSpecialPrices"))
     options_raw = get("Options")
     options, quantity_available = (
         _options(raw, options_raw, rec, med, rec_sp, med_sp) if type(options_raw) is list else ([], None)
@@ -535,12 +567,12 @@ def normalize(item: RawProduct) -> StoreProduct:
     special_data = get("specialData")
     specials = _specials(special_data) if special_data else []
     rec_special = _lowest(rec_sp)
-    brand = get("brand")
-    if type(brand) is not dict:
-        brand = {}
     brand_name = get("brandName")
-    if type(brand_name) is not str:
-        brand_name = brand.get("name")
+    if type(brand_name) is not str or not brand_name.isascii() or "\x00" in brand_name:
+        brand_name = _brand_field(brand_name, get("brand"), "name", "brandName")
+    brand_id = get("brandId")
+    if type(brand_id) is not str or not brand_id or not brand_id.isascii() or "\x00" in brand_id:
+        brand_id = _brand_field(brand_id, get("brand"), "id", "brandId")
     category, subcategory, strain = get("type"), get("subcategory"), get("strainType")
     cannabinoids = get("cannabinoidsV2")
     images = _images(raw)
@@ -551,11 +583,11 @@ def normalize(item: RawProduct) -> StoreProduct:
         pid,  # provider_product_id
         name_raw,  # name_raw
         name,  # name
-        _text(brand_name, "brandName") if type(brand_name) is str else None,  # brand_name_raw
-        _brand_id(get("brandId") or brand.get("id")),  # brand_id
-        _label(_text(category, "type")) if type(category) is str else None,  # category
-        _label(_text(subcategory, "subcategory")) if type(subcategory) is str else None,  # subcategory
-        _strain_of(_text(strain, "strainType")) if type(strain) is str else None,  # strain_type
+        brand_name,  # brand_name_raw
+        brand_id,  # brand_id
+        _label(category) if type(category) is str else None,  # category
+        _label(subcategory) if type(subcategory) is str else None,  # subcategory
+        _strain_of(strain) if type(strain) is str else None,  # strain_type
         _lowest(rec),  # price_rec
         _lowest(med),  # price_med
         rec_special,  # price_rec_special
