@@ -6,10 +6,13 @@ import copy
 import dataclasses
 import random
 from datetime import UTC, datetime
+from math import inf, nan
 
+import orjson
 import pytest
 
-from cannaspider.dutchie.normalizer import NormalizationError, normalize, parse_option_size
+from cannaspider.dutchie import normalizer
+from cannaspider.dutchie.normalizer import NormalizationError, money, normalize, parse_option_size, potency
 from cannaspider.items import RawProduct
 from cannaspider.sandbox.catalog import _product
 
@@ -42,6 +45,17 @@ BASE = {
 }
 
 
+@pytest.fixture(autouse=True)
+def fresh_degradation_log(monkeypatch):
+    """Each test starts with an empty rate limit for the warnings about degraded values, and empty
+    caches (a string repaired in a cache is warned about once)."""
+    log = normalizer.DegradationLog()
+    monkeypatch.setattr(normalizer, "DEGRADATIONS", log)
+    for cached in (normalizer._label, normalizer._strain_of, normalizer._option):
+        cached.cache_clear()
+    return log
+
+
 def norm(raw) -> object:
     return normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=raw))
 
@@ -60,6 +74,8 @@ def norm(raw) -> object:
         ("N/A", (None, None)),
         ("each", (None, None)),
         ("", (None, None)),
+        ("1" * 400 + "g", (None, None)),  # no size is that big, and numeric(12, 3) could not hold it
+        ("99999999999oz", (None, None)),
     ],
 )
 def test_option_sizes(option, expected):
@@ -89,6 +105,33 @@ def test_money_is_a_float_to_the_cent_and_potency_to_three_places():
     assert p.thc.range == [21.123, 20.0] and p.thc.value == 21.123
 
 
+def test_money_rounds_half_up_on_the_decimal_text_as_written():
+    # 2.675 as a JSON number is the float 2.67499999…; rounded as written, like the string, it is 2.68
+    assert money(2.675) == money("2.675") == 2.68
+    assert money(0.125) == money("0.125") == 0.13  # an exact binary tie: half-up, not half-even
+    assert money(1.005) == money("1.005") == 1.01
+    assert money(35.0) == 35.0 and money(45.99) == 45.99 and money(7) == 7.0
+    assert money("1,299.00") == 1299.0 and money("$1,299.995") == 1300.0 and money(" $12 ") == 12.0
+    assert money("1,5") is None and money("12,34.5") is None  # not thousands separators: not a price
+    p = norm({**BASE, "recPrices": [2.675, "2.675", "1,299.00"]})
+    assert [o.price_rec for o in p.options] == [2.68, 2.68, 1299.0] and p.price_rec == 2.68
+
+
+def test_a_number_and_its_text_always_round_alike():
+    rng = random.Random(5)
+    for _ in range(20_000):
+        decimals = rng.randint(1, 6)
+        text = f"{rng.randrange(10**7)}.{rng.randrange(10**decimals):0{decimals}d}"
+        assert money(float(text)) == money(text), text
+        by_number = potency({"unit": "PERCENTAGE", "range": [float(text[:-1] or "0")]}, None).value
+        assert by_number == potency({"unit": "PERCENTAGE", "range": [text[:-1]]}, None).value, text
+
+
+def test_potency_rounds_half_up_on_the_decimal_text_as_written():
+    p = norm({**BASE, "THCContent": {"unit": "PERCENTAGE", "range": [2.0005, "2.0005"]}})
+    assert p.thc.range == [2.001, 2.001]
+
+
 def test_potency_is_value_plus_unit_never_mixed():
     p = norm(BASE)
     assert (p.thc.value, p.thc.unit, p.thc.range) == (24.0, "percent", [21.5, 24.0])
@@ -105,8 +148,36 @@ def test_timestamps_are_real_timestamps():
     p = norm(BASE)
     assert p.provider_created_at == datetime.fromtimestamp(1_700_000_000, tz=UTC)
     assert p.provider_updated_at == datetime(2026, 3, 4, 12, tzinfo=UTC)
-    bad = norm({**BASE, "createdAt": "yesterday", "updatedAt": 12})
-    assert bad.provider_updated_at is not None or bad.provider_created_at is None
+    both = norm({**BASE, "createdAt": 1_700_000_000_000, "updatedAt": "2026-03-04T12:00:00+02:00"})
+    assert both.provider_created_at == datetime.fromtimestamp(1_700_000_000, tz=UTC)
+    assert both.provider_updated_at == datetime(2026, 3, 4, 10, tzinfo=UTC)
+    naive = norm({**BASE, "updatedAt": "2026-03-04T12:00:00"})  # no offset: UTC, never the session's zone
+    assert naive.provider_updated_at == datetime(2026, 3, 4, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        12,  # not a real epoch: it would be 1970-01-01T00:00:00.012
+        "12",
+        0,
+        "1700000000",  # epoch seconds where milliseconds are due: 1970-01-20
+        "99999999999999999999",  # year 3 million
+        "1" * 5000,  # beyond int()'s digit limit
+        "1999-12-31T23:59:59Z",  # before any online menu
+        "9999-12-31T00:00:00Z",
+        "0001-01-01T00:00:00Z",
+        "yesterday",
+        "",
+        -1_700_000_000_000,
+        True,
+        1.5,
+        [1_700_000_000_000],
+    ],
+)
+def test_timestamps_outside_a_sane_window_degrade_to_none(value):
+    p = norm({**BASE, "createdAt": value, "updatedAt": value})
+    assert p.provider_created_at is None and p.provider_updated_at is None
 
 
 def test_specials_stock_and_effects():
@@ -158,25 +229,47 @@ def test_strain_types_beyond_the_three():
 
 
 @pytest.mark.parametrize(
-    "field, value",
+    "field, value, changed",
     [
-        ("Prices", None),
-        ("recPrices", "35"),
-        ("medicalPrices", [None, "x", True]),
-        ("Options", None),
-        ("THCContent", "21%"),
-        ("POSMetaData", {"children": "none"}),
-        ("specialData", []),
-        ("images", None),
-        ("brand", None),
-        ("createdAt", None),
-        ("type", 5),
-        ("cannabinoidsV2", [None, 3, {"value": "x"}]),
+        ("Prices", None, {}),  # recPrices are there: Prices is only their fallback
+        ("recPrices", "35", {}),  # not a list: Prices instead
+        ({"recPrices": None, "Prices": None}, None, {"price_rec": None, "options.price_rec": [None, None, None]}),
+        ("medicalPrices", [None, "x", True], {}),
+        ("Options", None, {"options": []}),
+        ("THCContent", "21%", {"thc": {"value": None, "unit": None, "range": None}}),
+        ("THCContent", {"unit": "GRAMS", "range": [3]}, {"thc": {"value": None, "unit": None, "range": None}}),
+        ("POSMetaData", {"children": "none"}, {}),
+        ("specialData", [], {}),
+        ("images", None, {}),
+        ("Image", None, {"image_url": None, "images": []}),
+        ("brand", None, {}),
+        ({"brand": None, "brandName": None, "brandId": None}, None, {"brand_name_raw": None, "brand_id": None}),
+        ("brandName", 12, {"brand_name_raw": "Bud Bros"}),  # not a string: the brand object's name
+        ("createdAt", None, {"provider_created_at": None}),
+        ("updatedAt", {"at": 1}, {"provider_updated_at": None}),
+        ("type", 5, {"category": None}),
+        ("subcategory", ["premium"], {"subcategory": None}),
+        ("strainType", 3, {"strain_type": None}),
+        ("cannabinoidsV2", [None, 3, {"value": "x"}], {}),
+        ("effects", "calm", {}),
     ],
 )
-def test_wrong_types_and_nulls_degrade_to_none(field, value):
-    p = norm({**BASE, field: value})
-    assert p.provider_product_id == BASE["_id"]
+def test_wrong_types_and_nulls_degrade_to_none(field, value, changed):
+    # every field of the product is compared: what degraded, and that nothing else moved
+    patch = field if isinstance(field, dict) else {field: value}
+    assert dataclasses.asdict(norm({**BASE, **patch})) == _expected(changed)
+
+
+def _expected(changed: dict) -> dict:
+    """BASE's product with `changed` applied; `options.<name>` sets that field of each option."""
+    fields = dataclasses.asdict(norm(BASE))
+    for key, value in changed.items():
+        if key.startswith("options."):
+            for option, v in zip(fields["options"], value, strict=True):
+                option[key.removeprefix("options.")] = v
+        else:
+            fields[key] = value
+    return fields
 
 
 @pytest.mark.parametrize(
@@ -186,12 +279,347 @@ def test_wrong_types_and_nulls_degrade_to_none(field, value):
         ({**BASE, "_id": 12345, "id": None}, "no _id"),
         ({**BASE, "Name": None}, "no usable Name"),
         ({**BASE, "Name": "<b></b>  "}, "no usable Name"),
+        ({**BASE, "Name": "\x00 \x00"}, "no usable Name"),
+        # an id PostgreSQL cannot hold cannot be stored under another: the product is skipped
+        ({**BASE, "_id": "6913e3cd\x00444eac3935e928b9"}, "cannot be stored"),
+        ({**BASE, "_id": "6913e3cd\ud800444eac3935e928b9"}, "cannot be stored"),
         ("not an object", "not an object"),
     ],
 )
 def test_unidentifiable_products_raise(raw, message):
     with pytest.raises(NormalizationError, match=message):
         norm(raw)
+
+
+# -- values PostgreSQL cannot hold (numeric(12, 2) money, numeric(12, 3) potency, integer
+# quantities; text and jsonb refuse NUL; orjson refuses lone surrogates and ints beyond 64 bits):
+# each refused the whole 1,000-row batch of every store in it, or crashed the writer
+MONEY_MAX = 9_999_999_999.99  # numeric(12, 2)
+POTENCY_MAX = 999_999_999.999  # numeric(12, 3)
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1  # integer
+
+
+def assert_storable(p) -> None:
+    """The product's row encodes (as the writers do) and every value fits its column, nested ones
+    included with the type of their top-level counterpart."""
+    encoded = orjson.dumps(p)  # raises on lone surrogates and on ints beyond 64 bits
+    assert b"\\u0000" not in encoded  # neither text nor jsonb takes NUL
+    money_values = [p.price_rec, p.price_med, p.price_rec_special, p.price_med_special]
+    money_values += [s["bundle_price"] for s in p.specials]
+    potency_values = [p.thc.value, p.cbd.value, *(p.thc.range or []), *(p.cbd.range or [])]
+    potency_values += [c["value"] for c in p.cannabinoids] + [s["discount"] for s in p.specials]
+    ints = [p.quantity_available] + [s["required_quantity"] for s in p.specials]
+    for o in p.options:
+        money_values += [o.price_rec, o.price_med, o.price_rec_special, o.price_med_special]
+        potency_values.append(o.size_value)
+        ints += [o.quantity, o.quantity_available, o.kiosk_quantity_available]
+    for v in p.effects.values():
+        assert v is None or type(v) in (str, int, float, bool), v
+        (ints if type(v) is int else potency_values if type(v) is float else []).append(v)
+    assert all(v is None or (type(v) is float and 0 <= v <= MONEY_MAX) for v in money_values), money_values
+    assert all(v is None or (type(v) is float and -POTENCY_MAX <= v <= POTENCY_MAX) for v in potency_values)
+    assert all(v is None or (type(v) is int and INT_MIN <= v <= INT_MAX) for v in ints), ints
+    for t in (p.provider_created_at, p.provider_updated_at):
+        assert t is None or t.tzinfo is not None
+
+
+HOSTILE = [
+    # numbers beyond their columns
+    ({"recPrices": [1e15, 12, 5]}, {"options.price_rec": [None, 12.0, 5.0]}),
+    ({"recPrices": [1e15, 1e15, 1e15]}, {"price_rec": None, "options.price_rec": [None, None, None]}),
+    ({"recPrices": ["1e15", 10**30, 9_999_999_999.995]}, {"price_rec": None, "options.price_rec": [None] * 3}),
+    ({"recPrices": [inf, nan, -inf]}, {"price_rec": None, "options.price_rec": [None] * 3}),
+    (
+        {"recSpecialPrices": [1e12, None, None], "medicalSpecialPrices": ["1e15"]},
+        {"options.price_rec_special": [None] * 3, "options.price_med_special": [None] * 3},
+    ),
+    ({"THCContent": {"unit": "PERCENTAGE", "range": [1e12]}}, {"thc": {"value": None, "unit": None, "range": None}}),
+    (
+        {"THCContent": {"unit": "PERCENTAGE", "range": [1e12, 21.5, nan]}},
+        {"thc": {"value": 21.5, "unit": "percent", "range": [21.5]}},
+    ),
+    ({"THCContent": None, "THC": 1e12}, {"thc": {"value": None, "unit": None, "range": None}}),
+    ({"THCContent": None, "THC": "1e12"}, {"thc": {"value": None, "unit": None, "range": None}}),
+    ({"CBDContent": {"unit": "MILLIGRAMS", "range": [10**30]}, "CBD": inf}, {}),
+    (
+        {
+            "POSMetaData": {
+                "children": [
+                    {"option": "1/8oz", "quantity": 1e10, "quantityAvailable": 10**30, "kioskQuantityAvailable": 1e300},
+                    {
+                        "option": "1gC",
+                        "quantity": 2**31,
+                        "quantityAvailable": INT_MAX,
+                        "kioskQuantityAvailable": INT_MIN,
+                    },
+                ]
+            }
+        },
+        {
+            "options.quantity": [None, None, None],
+            "options.quantity_available": [None, INT_MAX, None],
+            "options.kiosk_quantity_available": [None, INT_MIN, None],
+            "quantity_available": INT_MAX,
+        },
+    ),
+    (  # each option's count fits, their sum does not
+        {
+            "POSMetaData": {
+                "children": [
+                    {"option": "1/8oz", "quantityAvailable": 2_000_000_000},
+                    {"option": "1gC", "quantityAvailable": "2000000000"},
+                ]
+            }
+        },
+        {"options.quantity_available": [2_000_000_000, 2_000_000_000, None], "quantity_available": None},
+    ),
+    (
+        {
+            "specialData": {
+                "saleSpecials": [{"specialName": "Deal", "discount": 1e12, "percentDiscount": "yes\x00"}],
+                "bogoSpecials": [
+                    {
+                        "specialName": "B2G1",
+                        "specialType": {"nested": "x"},
+                        "itemsForAPrice": {"value": 1e15},
+                        "bogoRewards": [{"totalQuantity": {"quantity": 1e10}}],
+                    }
+                ],
+            }
+        },
+        {
+            "is_on_special": True,
+            "specials": [
+                {
+                    "name": "Deal",
+                    "type": "sale",
+                    "discount": None,
+                    "percent_discount": None,
+                    "bundle_price": None,
+                    "required_quantity": None,
+                },
+                {
+                    "name": "B2G1",
+                    "type": "bogo",
+                    "discount": None,
+                    "percent_discount": None,
+                    "bundle_price": None,
+                    "required_quantity": None,
+                },
+            ],
+        },
+    ),
+    (
+        {"cannabinoidsV2": [{"value": 1e12, "unit": "PERCENTAGE", "cannabinoid": {"name": "CBG"}}]},
+        {"cannabinoids": [{"name": "CBG", "value": None, "unit": "percent"}]},
+    ),
+    (
+        {"Effects": {"Relaxed": 10**30, "Happy": 2, "Calm": nan, "Deep": {"a": [1]}, "Big": 1e300, "Odd": "x\x00y"}},
+        {"effects": {"relaxed": None, "happy": 2, "calm": None, "deep": None, "big": None, "odd": "xy"}},
+    ),
+    # strings PostgreSQL refuses (NUL) or orjson cannot encode (lone surrogates), everywhere in the row
+    ({"Name": "Blue\x00 Dream\x00"}, {}),
+    ({"Name": "Blue \ud800Dream"}, {"name_raw": "Blue \ufffdDream", "name": "Blue \ufffdDream"}),
+    (
+        {"brandName": "Bud\x00 Bros", "brandId": "0d3f\ud800"},
+        {"brand_name_raw": "Bud Bros", "brand_id": "0d3f\ufffd"},
+    ),
+    (
+        {"type": "Flo\x00wer", "subcategory": "prem\udfffium", "strainType": "Hyb\x00rid"},
+        {"subcategory": "prem\ufffdium"},
+    ),
+    (
+        {
+            "Options": ["1/8oz\x00", "1gC\ud800", "N/A"],
+            "POSMetaData": {"children": [{"option": "1/8oz\x00", "quantityAvailable": 4}]},
+        },
+        {
+            "options.option": ["1/8oz", "1gC\ufffd", "N/A"],
+            "options.quantity_available": [4, None, None],
+            "quantity_available": 4,
+        },
+    ),
+    (
+        {"Image": "https://x/\x00a.png", "images": [{"url": "https://x/\ud800b.png"}]},
+        {"image_url": "https://x/a.png", "images": ["https://x/a.png", "https://x/\ufffdb.png"]},
+    ),
+    (
+        {
+            "specialData": {"saleSpecials": [{"specialName": "Deal\ud800", "specialType": "sa\x00le"}]},
+            "cannabinoidsV2": [{"value": 1, "unit": "PERCENTAGE", "cannabinoid": {"name": "CB\x00G"}}],
+            "effects": {"\ud800Calm": 1, "Happy\x00": 2},
+        },
+        {
+            "is_on_special": True,
+            "specials": [
+                {
+                    "name": "Deal\ufffd",
+                    "type": "sale",
+                    "discount": None,
+                    "percent_discount": None,
+                    "bundle_price": None,
+                    "required_quantity": None,
+                }
+            ],
+            "cannabinoids": [{"name": "CBG", "value": 1.0, "unit": "percent"}],
+            "effects": {"\ufffdcalm": 1, "happy": 2},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("patch, changed", HOSTILE)
+def test_values_postgresql_cannot_hold_degrade_and_the_row_stays_storable(patch, changed, caplog):
+    p = norm({**BASE, **patch})
+    assert_storable(p)
+    assert dataclasses.asdict(p) == _expected(changed)
+    # an operator can tell: a warning names the product and what was degraded
+    assert any("degraded" in r.getMessage() and BASE["_id"] in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "patch, changed",
+    [
+        (
+            {"recPrices": [MONEY_MAX, "9999999999.99", 10**9]},
+            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9]},
+        ),
+        (
+            {"THCContent": {"unit": "MILLIGRAMS", "range": [POTENCY_MAX, -POTENCY_MAX]}},
+            {"thc": {"value": POTENCY_MAX, "unit": "mg", "range": [POTENCY_MAX, -POTENCY_MAX]}},
+        ),
+    ],
+)
+def test_values_at_the_columns_limits_are_kept(patch, changed):
+    p = norm({**BASE, **patch})
+    assert_storable(p)
+    assert dataclasses.asdict(p) == _expected(changed)
+
+
+def test_a_product_carrying_every_hostile_value_is_stored_by_postgresql(sql):
+    raw = dict(BASE)
+    for patch, _ in HOSTILE:
+        raw.update(patch)
+    raw["Options"] = ["1/8oz\x00", "1gC\ud800", "1" * 400 + "g"]
+    p = norm(raw)
+    dispensary = sql("INSERT INTO dispensaries (name) VALUES ('d') RETURNING id")[0][0]
+    # what the writers do: the row as JSON (orjson) read back by PostgreSQL into typed columns
+    sql(
+        """INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, brand_id,
+               category, subcategory, strain_type, price_rec, price_med, price_rec_special, price_med_special,
+               options, thc_value, cbd_value, cannabinoids, specials, effects, image_url, images,
+               quantity_available, provider_created_at, provider_updated_at)
+           SELECT %s, r->>'provider_product_id', r->>'name_raw', r->>'name', r->>'brand_name_raw',
+               r->>'brand_id', r->>'category', r->>'subcategory', r->>'strain_type',
+               (r->>'price_rec')::numeric, (r->>'price_med')::numeric, (r->>'price_rec_special')::numeric,
+               (r->>'price_med_special')::numeric, r->'options', (r->'thc'->>'value')::numeric,
+               (r->'cbd'->>'value')::numeric, r->'cannabinoids', r->'specials', r->'effects', r->>'image_url',
+               r->'images', (r->>'quantity_available')::integer, (r->>'provider_created_at')::timestamptz,
+               (r->>'provider_updated_at')::timestamptz
+             FROM (SELECT %s::jsonb AS r) AS row""",
+        (dispensary, orjson.dumps(p).decode()),
+    )
+    # nested values fit the type of their top-level counterpart, should anyone cast them
+    nested = sql(
+        """SELECT count(*) FROM store_products,
+                  jsonb_array_elements(options) o,
+                  LATERAL (SELECT (o->>'price_rec')::numeric(12, 2), (o->>'price_med_special')::numeric(12, 2),
+                                  (o->>'size_value')::numeric(12, 3), (o->>'quantity')::integer,
+                                  (o->>'quantity_available')::integer,
+                                  (o->>'kiosk_quantity_available')::integer) casts"""
+    )
+    assert nested == [(3,)]
+    sql(
+        """SELECT (s->>'discount')::numeric(12, 3), (s->>'bundle_price')::numeric(12, 2),
+                  (s->>'required_quantity')::integer
+             FROM store_products, jsonb_array_elements(specials) s"""
+    )
+    sql("SELECT (c->>'value')::numeric(12, 3) FROM store_products, jsonb_array_elements(cannabinoids) c")
+    assert sql("SELECT name, effects FROM store_products") == [(p.name, p.effects)]
+
+
+def test_warnings_about_degraded_products_are_rate_limited(monkeypatch, caplog):
+    now = [1000.0]
+    log = normalizer.DegradationLog(burst=10, interval=60.0, clock=lambda: now[0])
+    monkeypatch.setattr(normalizer, "DEGRADATIONS", log)
+    for index in range(25):
+        norm({**BASE, "_id": f"p{index}", "recPrices": [1e15, 12, 5]})
+    lines = [r.getMessage() for r in caplog.records if "degraded" in r.getMessage()]
+    assert len(lines) == 10 and lines[0].startswith("product p0: ") and "price=1000000000000000.0" in lines[0]
+    now[0] += 61
+    norm({**BASE, "_id": "later", "THC": 1e12, "THCContent": None})
+    lines = [r.getMessage() for r in caplog.records if "degraded" in r.getMessage()]
+    assert (
+        len(lines) == 11
+        and "THC=1000000000000.0" in lines[-1]
+        and "(15 more degraded products not logged)" in lines[-1]
+    )
+    assert log.products == 26
+    norm(BASE)  # nothing degraded: nothing said
+    assert log.products == 26 and len(caplog.records) == 11
+
+
+FUZZ = [
+    None,
+    True,
+    0,
+    -1,
+    3.7,
+    nan,
+    inf,
+    -inf,
+    1e15,
+    1e300,
+    10**30,
+    -(10**30),
+    2**31,
+    "",
+    "abc",
+    "12.5",
+    "$4.99",
+    "1,299.00",
+    "1e400",
+    "1e15",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "x\udfffy",
+    [],
+    {},
+    [None],
+    [1e15, "\x00", 10**30],
+    ["1g", 2],
+    {"unit": None, "range": ["x"]},
+    {"unit": "PERCENTAGE", "range": [1e12, "\ud800"]},
+    {"children": [{"option": "1g", "quantity": 1e300, "quantityAvailable": "\x00"}]},
+    {"saleSpecials": [{"discount": 1e15, "specialName": "\ud800"}], "bogoSpecials": [{"bogoRewards": "x"}]},
+    "<b>x</b> &amp; y",
+]
+
+
+def test_every_broken_variant_of_every_sandbox_product_is_refused_or_storable():
+    rng = random.Random(7)
+    stored = refused = 0
+    for index in range(300):
+        raw = _product(42, "fuzz", index, index % 4, "http://127.0.0.1:1")
+        for _ in range(8):  # the same product with broken fields, nested ones included
+            broken = copy.deepcopy(raw)
+            broken[rng.choice(list(broken))] = rng.choice(FUZZ)
+            for key in ("THCContent", "POSMetaData", "specialData", "recPrices", "cannabinoidsV2", "effects"):
+                value = broken.get(key)
+                if value and isinstance(value, (dict, list)) and rng.random() < 0.4:
+                    if isinstance(value, dict):
+                        value[rng.choice(list(value))] = rng.choice(FUZZ)
+                    else:
+                        value[0] = rng.choice(FUZZ)
+            try:
+                p = norm(broken)
+            except NormalizationError:
+                refused += 1
+                continue
+            assert_storable(p)
+            stored += 1
+    assert stored > 2000 and refused > 0
 
 
 def test_every_sandbox_product_normalizes():
@@ -201,96 +629,6 @@ def test_every_sandbox_product_normalizes():
         assert p.price_rec is None or p.price_rec > 0
         assert p.thc.unit in (None, "percent", "mg", "mg_per_g")
         assert "<" not in p.name
-
-
-def _pure_normalizer():
-    """normalizer.py loaded as plain Python under another name (so it does not swap in its twin)."""
-    import importlib.util
-    from pathlib import Path
-
-    from cannaspider.dutchie import normalizer
-
-    spec = importlib.util.spec_from_file_location("normalizer_as_plain_python", Path(normalizer.__file__))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _outcome(module, raw):
-    try:
-        return dataclasses.asdict(module.normalize(RawProduct(7, 3, raw)))
-    except Exception as exc:  # the same refusal, in either implementation
-        return (type(exc).__name__, str(exc))
-
-
-GARBAGE = [
-    None,
-    True,
-    0,
-    -1,
-    3.7,
-    float("nan"),
-    float("inf"),
-    "",
-    "abc",
-    "12.5",
-    "$4.99",
-    "1e400",
-    10**400,
-    [],
-    {},
-    [None],
-    ["1g", 2],
-    {"unit": None, "range": ["x"]},
-    "<b>x</b> &amp; y",
-]
-
-
-def test_the_compiled_twin_gives_the_same_results_as_the_plain_python_source():
-    from cannaspider.dutchie import normalizer
-    from cannaspider.speedups import twin_is_current
-
-    if not twin_is_current():
-        pytest.skip("the compiled normalizer is not built here (./dev setup builds it when a C compiler exists)")
-    assert normalizer.IMPLEMENTATION == "compiled (Cython)"
-    plain = _pure_normalizer()
-    rng = random.Random(7)
-    checked = 0
-    for index in range(300):
-        raw = _product(42, "twin", index, index % 4, "http://127.0.0.1:1")
-        variants = [raw]
-        for _ in range(6):  # the same product with broken fields, nested ones included
-            broken = copy.deepcopy(raw)
-            broken[rng.choice(list(broken))] = rng.choice(GARBAGE)
-            for key in ("THCContent", "POSMetaData", "specialData", "recPrices", "cannabinoidsV2"):
-                value = broken.get(key)
-                if value and isinstance(value, (dict, list)) and rng.random() < 0.3:
-                    if isinstance(value, dict):
-                        value[rng.choice(list(value))] = rng.choice(GARBAGE)
-                    else:
-                        value[0] = rng.choice(GARBAGE)
-            variants.append(broken)
-        for variant in variants:
-            assert _outcome(normalizer, variant) == _outcome(plain, variant), variant
-            checked += 1
-    assert checked == 2100
-
-
-def test_a_twin_built_from_another_source_is_ignored(monkeypatch):
-    import hashlib
-    import sys
-    import types
-    from pathlib import Path
-
-    from cannaspider.dutchie import normalizer
-
-    fake = types.ModuleType("cannaspider.dutchie._normalizer_compiled")
-    monkeypatch.setitem(sys.modules, fake.__name__, fake)
-    fake.SOURCE_SHA256 = "0" * 64  # built before normalizer.py was edited
-    with pytest.warns(RuntimeWarning, match="built from another version"):
-        assert normalizer._compiled_twin() is None
-    fake.SOURCE_SHA256 = hashlib.sha256(Path(normalizer.__file__).read_bytes()).hexdigest()
-    assert normalizer._compiled_twin() is fake
 
 
 def test_every_field_lands_under_its_own_name():
