@@ -10,7 +10,6 @@ import logging
 import psycopg
 import pytest
 from scrapy.exceptions import DropItem
-from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.items import CrawlCompletion, RawProduct
@@ -18,6 +17,7 @@ from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
+from tests.project import project_crawler
 
 BASE = "http://127.0.0.1:1"
 
@@ -30,7 +30,7 @@ class Pipelines:
     """normalize → products → completion, built as Scrapy builds them."""
 
     def __init__(self, db_url: str, **settings):
-        self.crawler = get_crawler(settings_dict={"DATABASE_URL": db_url, **settings})
+        self.crawler = project_crawler(DATABASE_URL=db_url, **settings)
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
         self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
@@ -126,4 +126,4 @@ def test_the_first_crawl_of_a_store_is_not_guarded(db, dispensary, sql):
 
 def test_a_share_outside_zero_to_one_is_refused():
     with pytest.raises(ValueError, match="OOS_GUARD_MIN_SHARE must be within"):
-        CrawlCompletionPipeline.from_crawler(get_crawler(settings_dict={"OOS_GUARD_MIN_SHARE": 50}))
+        CrawlCompletionPipeline.from_crawler(project_crawler(OOS_GUARD_MIN_SHARE=50))

@@ -182,20 +182,31 @@ def test_completion_waits_for_products_still_in_flight_and_gives_up_safely(dispe
     assert status == "incomplete" and "only 1 of 3 products were written" in error
 
 
-def test_database_outage_keeps_buffered_rows_and_the_crawl_marks_nothing_missing(dispensary, sql, monkeypatch, db):
+def test_database_outage_keeps_buffered_rows_and_the_crawl_marks_nothing_missing(dispensary, sql, db, admin_url):
+    name = psycopg.conninfo.conninfo_to_dict(db)["dbname"]
+
+    def outage(away: bool) -> None:
+        # a real outage for the client: its connections cut and its database gone until renamed back
+        src, dst = (name, f"{name}_away") if away else (f"{name}_away", name)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (src,))
+            conn.execute(f'ALTER DATABASE "{src}" RENAME TO "{dst}"')
+
     async def scenario():
-        chain = Chain(batch_size=2)
+        chain = Chain(batch_size=2, DB_POOL_TIMEOUT_S=2)
         run_id = await chain.store.start_run(dispensary, "product_resync")
         await chain.store.close()
-        monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")  # the server goes away
-        await chain.feed(raw(0, dispensary, run_id))
-        await settle(chain.products.process_item(chain.normalize.process_item(raw(1, dispensary, run_id))))
-        await chain.products.inflight  # the background write fails: the server is gone
-        assert len(chain.products.buffer) == 2  # kept, not dropped
-        with pytest.raises(DatabaseSetupError):
-            await chain.products.flush()
-        assert len(chain.products.buffer) == 2
-        monkeypatch.setenv("DATABASE_URL", db)  # the server is back
+        outage(True)
+        try:
+            await chain.feed(raw(0, dispensary, run_id))
+            await settle(chain.products.process_item(chain.normalize.process_item(raw(1, dispensary, run_id))))
+            await chain.products.inflight  # the background write fails: the server is gone
+            assert len(chain.products.buffer) == 2  # kept, not dropped
+            with pytest.raises(DatabaseSetupError):
+                await chain.products.flush()
+            assert len(chain.products.buffer) == 2
+        finally:
+            outage(False)  # the server is back
         await chain.close()
 
     asyncio.run(scenario())
