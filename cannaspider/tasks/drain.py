@@ -21,6 +21,7 @@ written by one statement.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -130,11 +131,7 @@ class TaskDrain:
             claimed: list[Task] = []
             if free > 0:
                 self._wake.clear()
-                claimed = await self._run(
-                    lambda c: queue.claim(
-                        c, self.role, self.worker, min(free, self.config.batch), self.config.lease_s
-                    )
-                )
+                claimed = await self._run(functools.partial(self._claim, min(free, self.config.batch)))
                 for task in claimed:
                     self.held[task.id] = task
                 self.claimed += len(claimed)
@@ -147,6 +144,9 @@ class TaskDrain:
             if not self.held and not self.config.follow:
                 return  # queue empty, nothing running
             await self._wait()
+
+    async def _claim(self, limit: int, conn: psycopg.AsyncConnection) -> list[Task]:
+        return await queue.claim(conn, self.role, self.worker, limit, self.config.lease_s)
 
     async def _wait(self) -> None:
         """Until a slot frees up, a task is announced, stop(), or the poll interval passes."""
@@ -252,9 +252,7 @@ class TaskDrain:
         delay = 0.5
         while not self._stopping:
             try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.url, autocommit=True, connect_timeout=10
-                ) as conn:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10) as conn:
                     await conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
                     self._wake.set()  # anything queued while we were not listening
                     delay = 0.5

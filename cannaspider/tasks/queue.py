@@ -205,7 +205,7 @@ async def enqueue(
     raise RuntimeError(f"could not enqueue {role}: the identical task kept changing")  # pragma: no cover
 
 
-async def _check_target_exists(cur: psycopg.AsyncCursor, dispensary_id: int | None, keyword_id: int | None) -> None:
+async def _check_target_exists(cur: psycopg.AsyncCursor[dict], dispensary_id: int | None, keyword_id: int | None):
     if dispensary_id is not None:
         if not await (await cur.execute("SELECT 1 FROM dispensaries WHERE id = %s", (dispensary_id,))).fetchone():
             raise TaskInputError(f"dispensary {dispensary_id} does not exist")
@@ -226,7 +226,8 @@ async def claim(
         cur = conn.cursor(row_factory=dict_row)
         rows = await (
             await cur.execute(
-                f"SELECT {COLUMNS} FROM claim_task(%s, %s, %s, %s::interval)", (role, worker, limit, _interval_s(lease_s))
+                f"SELECT {COLUMNS} FROM claim_task(%s, %s, %s, %s::interval)",
+                (role, worker, limit, _interval_s(lease_s)),
             )
         ).fetchall()
     return [_task(r) for r in rows]
@@ -391,7 +392,8 @@ class Backoff:
 
     @classmethod
     def from_settings(cls, settings) -> Backoff:
-        return cls(settings.getfloat("TASK_RETRY_BACKOFF_S", 60.0), settings.getfloat("TASK_RETRY_BACKOFF_MAX_S", 21600.0))
+        base = settings.getfloat("TASK_RETRY_BACKOFF_S", cls.base_s)
+        return cls(base, settings.getfloat("TASK_RETRY_BACKOFF_MAX_S", cls.cap_s))
 
 
 async def fail(

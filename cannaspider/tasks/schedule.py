@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import psycopg
-
 from psycopg.types.json import Jsonb
 
 from cannaspider.tasks import roles
