@@ -25,12 +25,14 @@ class Command(TaskCommand):
         parser.add_argument("--once", action="store_true", help="apply the schedule once and exit")
 
     def execute(self, args, opts) -> None:
-        config = schedule.ScheduleConfig.from_settings(self.settings)
-        url = database_url(self.settings)
+        settings = self.settings
+        assert settings is not None  # set by Scrapy before run()
+        config = schedule.ScheduleConfig.from_settings(settings)
+        url = database_url(settings)
         if opts.once:
             self._print(asyncio.run(with_connection(url, lambda conn: schedule.tick(conn, config))))
             return
-        asyncio.run(self._loop(url, config, self.settings.getfloat("SCHEDULE_TICK_S", 60.0)))
+        asyncio.run(self._loop(url, config, settings.getfloat("SCHEDULE_TICK_S", 60.0)))
 
     async def _loop(self, url: str, config: schedule.ScheduleConfig, every: float) -> None:
         stop = asyncio.Event()
