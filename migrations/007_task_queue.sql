@@ -26,7 +26,8 @@ ALTER TABLE worker_tasks ADD COLUMN crawl_run_id bigint;
 -- the schedule asks "when was this store's / this role's last task created?"
 CREATE INDEX worker_tasks_store_role_idx ON worker_tasks (dispensary_id, role, created_at DESC)
     WHERE dispensary_id IS NOT NULL;
-CREATE INDEX worker_tasks_role_created_idx ON worker_tasks (role, created_at DESC);
+CREATE INDEX worker_tasks_storeless_idx ON worker_tasks (role, payload, created_at DESC)
+    WHERE dispensary_id IS NULL;
 CREATE INDEX crawl_runs_task_idx ON crawl_runs (task_id) WHERE task_id IS NOT NULL;
 
 -- Row triggers with WHEN: the condition is checked without calling the function, so claims
@@ -70,11 +71,17 @@ BEGIN
     RETURN n;
 END $$;
 
+-- Claims walk this index in claim order (003's lacked the id tie-breaker, so every claim sorted
+-- the whole pending set).
+DROP INDEX worker_tasks_claim_idx;
+CREATE INDEX worker_tasks_claim_idx ON worker_tasks (role, priority DESC, created_at, id) WHERE status = 'pending';
+
 -- Same signature, order and guarantees as 003's. Expired leases go through requeue_expired_tasks()
--- (which also fails the dead worker's crawl run). A store is taken by an advisory lock, then
--- checked again: a concurrent claimer of another task of the same store either holds the lock (we
--- skip the store) or has committed (the check sees its running task). That replaces 003's subtransaction per row, which cost more than
--- the claim itself; the unique index worker_tasks_one_running_per_store stays as the hard guard.
+-- (which also fails the dead worker's crawl run). The batch is claimed by one statement (003 ran a
+-- subtransaction per row, which cost more than the claim itself), keeping one task per store. Only
+-- when a concurrent claimer took another task of one of the same stores in the meantime (the
+-- unique index worker_tasks_one_running_per_store refuses the batch) does it fall back to claiming
+-- row by row, each store taken under an advisory lock and checked again.
 CREATE OR REPLACE FUNCTION claim_task(
     p_role      text,
     p_worker    text,
@@ -83,35 +90,56 @@ CREATE OR REPLACE FUNCTION claim_task(
 ) RETURNS SETOF worker_tasks LANGUAGE plpgsql AS $$
 DECLARE
     cand    worker_tasks;
-    claimed worker_tasks;
-    n       integer := 0;
+    ids     bigint[] := '{}';
 BEGIN
     PERFORM requeue_expired_tasks(p_role);
 
-    FOR cand IN
-        SELECT t.* FROM worker_tasks t
-         WHERE t.status = 'pending' AND t.role = p_role AND t.run_after <= now()
-           AND (t.dispensary_id IS NULL OR NOT EXISTS (
-                SELECT 1 FROM worker_tasks r WHERE r.dispensary_id = t.dispensary_id AND r.status = 'running'))
-         ORDER BY t.priority DESC, t.created_at ASC, t.id ASC
-         FOR UPDATE SKIP LOCKED
-         LIMIT p_limit
-    LOOP
-        IF cand.dispensary_id IS NOT NULL THEN
-            -- (classid, objid) form: a key space apart from the migrations' bigint lock; a hash collision
-            -- only skips a store until the next claim
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(1952543595, hashint8(cand.dispensary_id));
-            CONTINUE WHEN EXISTS (SELECT 1 FROM worker_tasks r
-                                   WHERE r.dispensary_id = cand.dispensary_id AND r.status = 'running');
-        END IF;
-        UPDATE worker_tasks
-           SET status = 'running', attempts = attempts + 1, claimed_by = p_worker,
-               claimed_at = now(), heartbeat_at = now(), lease_expires_at = now() + p_lease,
-               updated_at = now()
-         WHERE id = cand.id
-        RETURNING * INTO claimed;
-        n := n + 1;
-        RETURN NEXT claimed;
-        EXIT WHEN n >= p_limit;
-    END LOOP;
+    BEGIN
+        WITH cand AS (
+            SELECT t.id, t.dispensary_id, t.priority, t.created_at FROM worker_tasks t
+             WHERE t.status = 'pending' AND t.role = p_role AND t.run_after <= now()
+               AND (t.dispensary_id IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM worker_tasks r WHERE r.dispensary_id = t.dispensary_id AND r.status = 'running'))
+             ORDER BY t.priority DESC, t.created_at ASC, t.id ASC
+             FOR UPDATE SKIP LOCKED
+             LIMIT p_limit),
+        one_per_store AS (
+            SELECT DISTINCT ON (coalesce(c.dispensary_id, -c.id)) c.id FROM cand c
+             ORDER BY coalesce(c.dispensary_id, -c.id), c.priority DESC, c.created_at, c.id),
+        claimed AS (
+            UPDATE worker_tasks w
+               SET status = 'running', attempts = w.attempts + 1, claimed_by = p_worker,
+                   claimed_at = now(), heartbeat_at = now(), lease_expires_at = now() + p_lease,
+                   updated_at = now()
+              FROM one_per_store o WHERE w.id = o.id
+            RETURNING w.id)
+        SELECT coalesce(array_agg(id), '{}') INTO ids FROM claimed;
+    EXCEPTION WHEN unique_violation THEN
+        ids := '{}';
+        FOR cand IN
+            SELECT t.* FROM worker_tasks t
+             WHERE t.status = 'pending' AND t.role = p_role AND t.run_after <= now()
+               AND (t.dispensary_id IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM worker_tasks r WHERE r.dispensary_id = t.dispensary_id AND r.status = 'running'))
+             ORDER BY t.priority DESC, t.created_at ASC, t.id ASC
+             FOR UPDATE SKIP LOCKED
+             LIMIT p_limit
+        LOOP
+            IF cand.dispensary_id IS NOT NULL THEN
+                -- (classid, objid) form: a key space apart from the migrations' bigint lock; a hash
+                -- collision only skips a store until the next claim
+                CONTINUE WHEN NOT pg_try_advisory_xact_lock(1952543595, hashint8(cand.dispensary_id));
+                CONTINUE WHEN EXISTS (SELECT 1 FROM worker_tasks r
+                                       WHERE r.dispensary_id = cand.dispensary_id AND r.status = 'running');
+            END IF;
+            UPDATE worker_tasks
+               SET status = 'running', attempts = attempts + 1, claimed_by = p_worker,
+                   claimed_at = now(), heartbeat_at = now(), lease_expires_at = now() + p_lease,
+                   updated_at = now()
+             WHERE id = cand.id;
+            ids := ids || cand.id;
+        END LOOP;
+    END;
+
+    RETURN QUERY SELECT * FROM worker_tasks WHERE id = ANY (ids) ORDER BY priority DESC, created_at, id;
 END $$;

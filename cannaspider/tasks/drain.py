@@ -105,6 +105,13 @@ class TaskDrain:
     async def _connection(self) -> psycopg.AsyncConnection:
         if self._conn is None or self._conn.closed:
             self._conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10)
+            # The queue's own writes (claim, heartbeat, completion, release) do not wait for the WAL
+            # flush. A server crash can lose the last few: a lost claim leaves the task pending (the
+            # crawl's completion then gets LeaseLost), a lost completion lets the lease expire and
+            # the task run again. Both are the at-least-once the queue gives anyway, and the flush
+            # was most of a batch's cost. A completion made in the crawl's own transaction
+            # (complete(..., conn=)) commits as that connection does.
+            await self._conn.execute("SET synchronous_commit TO off")
         return self._conn
 
     async def _run(self, op: Callable[[psycopg.AsyncConnection], Awaitable[Any]]) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from datetime import timedelta
 
 import psycopg
@@ -300,3 +301,25 @@ def test_list_tasks_filters_and_pages(q, sql):
     assert [t.role for t in q(queue.list_tasks, status="pending", limit=1).tasks] == ["analytics_refresh"]
     with pytest.raises(TaskInputError, match="unknown status 'done'"):
         q(queue.list_tasks, status="done")
+
+
+def test_a_concurrent_claim_of_another_task_of_the_same_store_is_skipped_not_an_error(db, q, sql):
+    d = add_store(sql)
+    q(queue.enqueue, "product_resync", dispensary_id=d)
+    sql(  # another task of the same store (not identical: its payload differs), more urgent
+        "INSERT INTO worker_tasks (role, dispensary_id, payload, priority) VALUES ('product_resync', %s, %s, 50)",
+        (d, '{"manual": true}'),
+    )
+    holder = psycopg.connect(db)
+    try:
+        first = holder.execute("SELECT id FROM claim_task('product_resync', 'w1', 1)").fetchall()
+        assert first == [(2,)]  # claimed, not yet committed
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            other = pool.submit(q, queue.claim, "product_resync", "w2", 5)
+            # w2 picks task 1 (task 2 is locked), and its update waits on w1's uncommitted claim
+            time.sleep(0.5)
+            holder.commit()
+            assert other.result(timeout=20) == []  # falls back row by row: the store is busy
+    finally:
+        holder.close()
+    assert sql("SELECT id, status FROM worker_tasks ORDER BY id") == [(1, "pending"), (2, "running")]
