@@ -23,9 +23,11 @@ CREATE UNIQUE INDEX worker_tasks_active_identity
 
 ALTER TABLE worker_tasks ADD COLUMN crawl_run_id bigint;
 
--- the schedule asks "when was this store's / this role's last task created?"
-CREATE INDEX worker_tasks_store_role_idx ON worker_tasks (dispensary_id, role, created_at DESC)
-    WHERE dispensary_id IS NOT NULL;
+-- The schedule asks "was this store's product work tried lately and failed or cancelled?" and
+-- "when was this role's last store-less task created?". Both indexes are partial so that claims
+-- and completions (running, completed) never write to them.
+CREATE INDEX worker_tasks_store_tried_idx ON worker_tasks (dispensary_id, created_at DESC)
+    WHERE status IN ('failed', 'cancelled') AND dispensary_id IS NOT NULL;
 CREATE INDEX worker_tasks_storeless_idx ON worker_tasks (role, payload, created_at DESC)
     WHERE dispensary_id IS NULL;
 CREATE INDEX crawl_runs_task_idx ON crawl_runs (task_id) WHERE task_id IS NOT NULL;

@@ -7,8 +7,9 @@
 
 A tick is one transaction under an advisory lock, so schedulers running at the same moment (on
 one machine or several) take turns and the second sees what the first created. A task is not
-created again while an identical one is pending or running, nor while the previous one is younger
-than the period (a store whose resync keeps failing is tried once per period, not on every tick).
+created again while an identical one is pending or running, nor within the period after the last
+one (for a store: after its last failed or cancelled product task, since a completed one moved
+last_crawl_at), so a store whose resync keeps failing is tried once per period, not on every tick.
 Scheduled tasks run at priority 0: on-demand and chained work goes first.
 """
 
@@ -29,10 +30,14 @@ SELECT 'product_resync', d.platform, d.id, %(priority)s
   FROM dispensaries d
  WHERE d.crawl_enabled AND d.platform_dispensary_id IS NOT NULL
    AND (d.last_crawl_at IS NULL OR d.last_crawl_at < now() - %(every)s::interval)
-   AND NOT EXISTS (
+   AND NOT EXISTS (  -- product work queued or running (index worker_tasks_active_identity)
         SELECT 1 FROM worker_tasks t
-         WHERE t.dispensary_id = d.id AND t.role IN ('product_resync', 'product_discovery')
-           AND (t.status IN ('pending', 'running') OR t.created_at > now() - %(every)s::interval))
+         WHERE t.role IN ('product_resync', 'product_discovery') AND t.platform = d.platform
+           AND t.dispensary_id = d.id AND t.status IN ('pending', 'running'))
+   AND NOT EXISTS (  -- tried within the period and failed or cancelled (a completed one set last_crawl_at)
+        SELECT 1 FROM worker_tasks t
+         WHERE t.dispensary_id = d.id AND t.status IN ('failed', 'cancelled')
+           AND t.role IN ('product_resync', 'product_discovery') AND t.created_at > now() - %(every)s::interval)
  ORDER BY d.last_crawl_at NULLS FIRST, d.id
 ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
 """
