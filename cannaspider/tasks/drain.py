@@ -36,7 +36,7 @@ from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
 
 logger = logging.getLogger(__name__)
 
-RECONNECT_TRIES = 5
+RECONNECT_FOR_S = 60.0  # a PostgreSQL restart takes seconds; past this the drain gives up (leases expire)
 
 
 @dataclass(frozen=True)
@@ -116,18 +116,22 @@ class TaskDrain:
 
     async def _run(self, op: Callable[[psycopg.AsyncConnection], Awaitable[Any]]) -> Any:
         """Run op on the drain's connection; reconnect (PostgreSQL restarted) and try again."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + RECONNECT_FOR_S
+        delay = 0.1
         async with self._lock:
-            for attempt in range(RECONNECT_TRIES):
+            while True:
                 try:
                     return await op(await self._connection())
                 except psycopg.OperationalError as exc:
                     if self._conn is not None:
                         await self._conn.close()
                     self._conn = None
-                    if attempt == RECONNECT_TRIES - 1:
+                    if loop.time() + delay > give_up:
                         raise
                     logger.warning("task queue: database connection lost (%s): reconnecting", first_line(exc))
-                    await asyncio.sleep(min(0.2 * 2**attempt, 5.0))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
 
     # -- claiming --------------------------------------------------------------------------------
     async def tasks(self) -> AsyncIterator[Task]:

@@ -296,6 +296,9 @@ done AS (
      WHERE c.id = done.crawl_run_id AND c.task_id IS DISTINCT FROM done.id
 )
 SELECT id, role FROM done
+UNION ALL  -- completed by this very lease already (a retry after the connection dropped on commit)
+SELECT t.id, NULL FROM worker_tasks t JOIN l ON t.id = l.id
+ WHERE t.status = 'completed' AND t.claimed_by = l.worker AND t.attempts = l.attempt
 """
 
 # Follow-up tasks by the role that completed (seed "Task Chaining"): each statement gets the ids
@@ -346,7 +349,8 @@ async def complete_many(conn: psycopg.AsyncConnection, done: Sequence[tuple[Leas
         rows = await (await conn.execute(COMPLETE, params)).fetchall()
         by_role: dict[str, list[int]] = {}
         for task_id, role in rows:
-            by_role.setdefault(role, []).append(task_id)
+            if role is not None:
+                by_role.setdefault(role, []).append(task_id)
         for role, ids in by_role.items():
             if role in CHAIN_SQL:
                 await conn.execute(CHAIN_SQL[role], {"ids": ids, "priority": roles.CHAINED_PRIORITY})

@@ -212,3 +212,24 @@ def test_kill_9_leaves_the_task_to_expire_then_it_runs_again_with_the_attempt_co
     assert sorted(t.dispensary_id for t in again) == stores and {t.attempts for t in again} == {2}
     assert sql("SELECT status FROM crawl_runs WHERE id = %s", (run,))[0][0] == "failed"
     assert sql("SELECT count(*) FROM store_products WHERE consecutive_misses > 0")[0][0] == 0
+
+
+def test_a_lost_database_connection_is_reopened_and_the_work_goes_on(db, q, sql):
+    enqueue_stores(q, sql, 6)
+
+    async def main():
+        drain = TaskDrain(db, "product_resync", DrainConfig(slots=2, batch=2))
+        done = 0
+        async for task in drain.tasks():
+            if done == 1:  # the server drops the drain's connection (as a restart does)
+                pid = drain._conn.info.backend_pid
+                async with await psycopg.AsyncConnection.connect(db, autocommit=True) as admin:
+                    await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            await drain.complete(task)
+            done += 1
+        await drain.close()
+        return drain
+
+    drain = asyncio.run(main())
+    assert drain.completed == 6
+    assert sql("SELECT status, count(*) FROM worker_tasks GROUP BY 1") == [("completed", 6)]

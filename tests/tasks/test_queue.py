@@ -323,3 +323,12 @@ def test_a_concurrent_claim_of_another_task_of_the_same_store_is_skipped_not_an_
     finally:
         holder.close()
     assert sql("SELECT id, status FROM worker_tasks ORDER BY id") == [(1, "pending"), (2, "running")]
+
+
+def test_completing_twice_with_the_same_lease_is_not_a_lost_lease_and_chains_once(q, sql):
+    resolved = add_store(sql)
+    q(queue.enqueue, "entry_point_discovery", dispensary_id=resolved)
+    [task] = q(queue.claim, "entry_point_discovery", "w1")
+    q(queue.complete, task.lease, TaskResult())
+    q(queue.complete, task.lease, TaskResult())  # a retry after the reply was lost
+    assert sql("SELECT count(*) FROM worker_tasks WHERE role = 'product_discovery'")[0][0] == 1
