@@ -135,5 +135,23 @@ FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
 # --- Contracts (`scrapy check`) -------------------------------------------------------------
 SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}
 
+# --- Task queue, schedule and HTTP service (cannaspider/tasks, cannaspider/web; docs/operations.md)
+TASK_SLOTS = 16  # tasks (stores) a draining spider runs at once
+TASK_CLAIM_BATCH = 50  # most tasks claimed by one statement
+TASK_LEASE_S = 600.0  # a claimed task returns to the queue this long after its worker's last heartbeat
+TASK_HEARTBEAT_S = 60.0
+TASK_POLL_S = 5.0  # with -a follow=1: poll this often besides LISTEN/NOTIFY (delayed retries come due)
+TASK_LISTEN = True
+TASK_RETRY_BACKOFF_S = 60.0  # failed attempt n waits BACKOFF·2^(n-1) (capped), jittered, before the next
+TASK_RETRY_BACKOFF_MAX_S = 6 * 3600.0
+SCHEDULE_TICK_S = 60.0  # `scrapy schedule` applies the table below this often
+SCHEDULE_RESYNC_EVERY_S = 4 * 3600.0  # product_resync of each store whose last complete crawl is older
+SCHEDULE_DISCOVERY_EVERY_S = 24 * 3600.0  # store_discovery of each state below
+SCHEDULE_DISCOVERY_STATES: list[str] = []  # e.g. ["AZ", "MI"]; `-s SCHEDULE_DISCOVERY_STATES=AZ,MI`
+SCHEDULE_ANALYTICS_EVERY_S = 24 * 3600.0
+API_HOST = "127.0.0.1"
+API_PORT = 8000
+CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused
+
 # --- Environment overrides (the only place they are applied) --------------------------------
 globals().update(env.overrides())

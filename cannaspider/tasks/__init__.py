@@ -1,0 +1,4 @@
+"""The task queue (worker_tasks): role registry, enqueue/claim/complete/fail, schedule, draining.
+
+See docs/operations.md for the operating model and docs/architecture.md, "Task queue".
+"""

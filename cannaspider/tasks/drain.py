@@ -1,0 +1,316 @@
+"""Draining a role's queue from one process that runs several tasks at once (a spider's start()).
+
+    drain = TaskDrain.from_crawler(crawler, "product_resync")
+    async for task in drain.tasks():              # claims in batches as slots free up
+        ...start the store's crawl for task...     # the lease is renewed in the background
+    # when that store's crawl ends:
+    await drain.complete(task, TaskResult(...))    # or drain.fail(task, error, crawl_run_id)
+
+`tasks()` hands out at most `slots` tasks at a time; completing or failing one frees its slot.
+Without `follow` it ends when nothing is held and a claim finds nothing; with `follow` it waits
+for work (LISTEN on the queue's channel, with a poll every `poll_s` as a safety net for tasks whose
+run_after comes due) until `stop()`. `close()` stops claiming and releases what is still held
+(pending again, the attempt not counted): call it when the process stops (Scrapy: spider_closed).
+
+A task whose lease is lost (it expired while this process stalled, or an operator cancelled it)
+leaves `held`; `on_lost` is called with it, and complete()/fail() for it raise LeaseLost.
+Completions not given a connection are batched: those arriving in the same event-loop turn are
+written by one statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from cannaspider.db.errors import first_line
+from cannaspider.tasks import queue
+from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
+
+logger = logging.getLogger(__name__)
+
+RECONNECT_FOR_S = 60.0  # a PostgreSQL restart takes seconds; past this the drain gives up (leases expire)
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    slots: int = 16  # tasks held (stores crawled) at once
+    batch: int = 50  # most tasks claimed by one statement
+    lease_s: float = 600.0
+    heartbeat_s: float = 60.0
+    follow: bool = False
+    poll_s: float = 5.0
+    listen: bool = True  # wake on NOTIFY; False: poll only
+    backoff: Backoff = Backoff()
+
+    @classmethod
+    def from_settings(cls, settings, **overrides: Any) -> DrainConfig:
+        values = {
+            "slots": settings.getint("TASK_SLOTS", cls.slots),
+            "batch": settings.getint("TASK_CLAIM_BATCH", cls.batch),
+            "lease_s": settings.getfloat("TASK_LEASE_S", cls.lease_s),
+            "heartbeat_s": settings.getfloat("TASK_HEARTBEAT_S", cls.heartbeat_s),
+            "poll_s": settings.getfloat("TASK_POLL_S", cls.poll_s),
+            "listen": settings.getbool("TASK_LISTEN", cls.listen),
+            "backoff": Backoff.from_settings(settings),
+        }
+        values.update(overrides)
+        return cls(**values)
+
+
+class TaskDrain:
+    def __init__(
+        self,
+        url: str,
+        role: str,
+        config: DrainConfig = DrainConfig(),
+        *,
+        worker: str | None = None,
+        on_lost: Callable[[Task], Any] | None = None,
+    ):
+        queue.roles.get(role)
+        self.url = url
+        self.role = role
+        self.config = config
+        self.worker = worker or queue.worker_name()
+        self.on_lost = on_lost
+        self.held: dict[int, Task] = {}
+        self.claimed = self.completed = self.failed = self.released = 0
+        self._conn: psycopg.AsyncConnection | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._background: list[asyncio.Task] = []
+        self._pending_done: list[tuple[Lease, TaskResult, asyncio.Future]] = []
+        self._flush_scheduled = False
+
+    @classmethod
+    def from_crawler(cls, crawler, role: str, url: str, **overrides: Any) -> TaskDrain:
+        """A drain configured by the TASK_* settings (follow from overrides, e.g. the spider's
+        `-a follow=1`), released when the spider closes."""
+        from scrapy import signals
+
+        drain = cls(url, role, DrainConfig.from_settings(crawler.settings, **overrides))
+        crawler.signals.connect(drain.close, signal=signals.spider_closed)
+        return drain
+
+    # -- connection ------------------------------------------------------------------------------
+    async def _connection(self) -> psycopg.AsyncConnection:
+        if self._conn is None or self._conn.closed:
+            self._conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10)
+            # The queue's own writes (claim, heartbeat, completion, release) do not wait for the WAL
+            # flush. A server crash can lose the last few: a lost claim leaves the task pending (the
+            # crawl's completion then gets LeaseLost), a lost completion lets the lease expire and
+            # the task run again. Both are the at-least-once the queue gives anyway, and the flush
+            # was most of a batch's cost. A completion made in the crawl's own transaction
+            # (complete(..., conn=)) commits as that connection does.
+            await self._conn.execute("SET synchronous_commit TO off")
+        return self._conn
+
+    async def _run(self, op: Callable[[psycopg.AsyncConnection], Awaitable[Any]]) -> Any:
+        """Run op on the drain's connection; reconnect (PostgreSQL restarted) and try again."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + RECONNECT_FOR_S
+        delay = 0.1
+        async with self._lock:
+            while True:
+                try:
+                    return await op(await self._connection())
+                except psycopg.OperationalError as exc:
+                    if self._conn is not None:
+                        await self._conn.close()
+                    self._conn = None
+                    if loop.time() + delay > give_up:
+                        raise
+                    logger.warning("task queue: database connection lost (%s): reconnecting", first_line(exc))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+
+    # -- claiming --------------------------------------------------------------------------------
+    async def tasks(self) -> AsyncIterator[Task]:
+        """Claimed tasks, as slots free up (see the module docstring)."""
+        self._start_background()
+        while not self._stopping:
+            free = self.config.slots - len(self.held)
+            claimed: list[Task] = []
+            if free > 0:
+                self._wake.clear()
+                claimed = await self._run(functools.partial(self._claim, min(free, self.config.batch)))
+                for task in claimed:
+                    self.held[task.id] = task
+                self.claimed += len(claimed)
+                for task in claimed:
+                    if self._stopping:
+                        break
+                    yield task
+                if claimed:
+                    continue
+            if not self.held and not self.config.follow:
+                return  # queue empty, nothing running
+            await self._wait()
+
+    async def _claim(self, limit: int, conn: psycopg.AsyncConnection) -> list[Task]:
+        return await queue.claim(conn, self.role, self.worker, limit, self.config.lease_s)
+
+    async def _wait(self) -> None:
+        """Until a slot frees up, a task is announced, stop(), or the poll interval passes."""
+        timeout = self.config.poll_s if (self.config.follow or self.held) else 0
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout or None)
+        except TimeoutError:
+            pass
+        self._wake.clear()
+
+    def _free_slot(self, task_id: int) -> None:
+        if self.held.pop(task_id, None) is not None:
+            self._wake.set()
+
+    # -- outcomes ---------------------------------------------------------------------------------
+    def lease(self, task: Task) -> Lease:
+        if task.id not in self.held:
+            raise LeaseLost(f"task {task.id} is not held by this worker")
+        return task.lease
+
+    async def complete(
+        self, task: Task, result: TaskResult | None = None, conn: psycopg.AsyncConnection | None = None
+    ) -> None:
+        """Complete a held task. With `conn`, inside the caller's transaction (commit the crawl's
+        outcome and the task together); without, batched with other completions of this turn."""
+        lease = self.lease(task)
+        try:
+            if conn is not None:
+                await queue.complete(conn, lease, result)
+            else:
+                future = asyncio.get_running_loop().create_future()
+                self._pending_done.append((lease, result or TaskResult(), future))
+                if not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._flush_completions()))
+                await future
+            self.completed += 1
+        finally:
+            self._free_slot(task.id)
+
+    async def _flush_completions(self) -> None:
+        self._flush_scheduled = False
+        batch, self._pending_done = self._pending_done, []
+        try:
+            lost = await self._run(lambda c: queue.complete_many(c, [(lease, result) for lease, result, _ in batch]))
+        except Exception as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        lost_ids = {lease.task_id for lease in lost}
+        for lease, _, future in batch:
+            if future.done():
+                continue
+            if lease.task_id in lost_ids:
+                future.set_exception(LeaseLost(f"task {lease.task_id}: lease lost"))
+            else:
+                future.set_result(None)
+
+    async def fail(self, task: Task, error: str, crawl_run_id: int | None = None) -> None:
+        """Record a failed attempt of a held task (retried after a backoff, or failed for good)."""
+        lease = self.lease(task)
+        try:
+            lost = await self._run(lambda c: queue.fail_many(c, [(lease, error, crawl_run_id)], self.config.backoff))
+            if lost:
+                raise LeaseLost(f"task {task.id}: lease lost")
+            self.failed += 1
+        finally:
+            self._free_slot(task.id)
+
+    # -- lease renewal and wake-ups ----------------------------------------------------------------
+    def _start_background(self) -> None:
+        if self._background:
+            return
+        self._background.append(asyncio.ensure_future(self._heartbeat_loop()))
+        if self.config.follow and self.config.listen:
+            self._background.append(asyncio.ensure_future(self._listen_loop()))
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_s)
+            try:
+                await self.heartbeat()
+            except psycopg.Error as exc:  # the lease outlives a few missed beats
+                logger.warning("task queue: heartbeat failed: %s", first_line(exc))
+
+    async def heartbeat(self) -> set[int]:
+        """Renew every held lease now; tasks found lost leave `held` (and go to on_lost)."""
+        tasks = list(self.held.values())
+        if not tasks:
+            return set()
+        alive = await self._run(lambda c: queue.heartbeat(c, [t.lease for t in tasks], self.config.lease_s))
+        for task in tasks:
+            if task.id not in alive and task.id in self.held:
+                logger.warning("task %s (%s): lease lost: its result will not be recorded", task.id, self.role)
+                self._free_slot(task.id)
+                if self.on_lost is not None:
+                    self.on_lost(task)
+        return alive
+
+    async def _listen_loop(self) -> None:
+        """Wake tasks() when a task of our role becomes claimable (migration 007's NOTIFY)."""
+        delay = 0.5
+        while not self._stopping:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+                    await conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
+                    self._wake.set()  # anything queued while we were not listening
+                    delay = 0.5
+                    async for note in conn.notifies():
+                        if note.payload == self.role:
+                            self._wake.set()
+            except psycopg.OperationalError as exc:
+                logger.warning("task queue: LISTEN connection lost (%s): polling until it is back", first_line(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.config.poll_s)
+
+    # -- stopping ---------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Claim nothing more; tasks() returns at its next step. Held tasks stay held."""
+        self._stopping = True
+        self._wake.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT → stop() (outside Scrapy, which handles these signals itself)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+
+    async def release_all(self) -> int:
+        leases = [t.lease for t in self.held.values()]
+        if not leases:
+            return 0
+        released = await self._run(lambda c: queue.release(c, leases))
+        for task_id in list(self.held):
+            self._free_slot(task_id)
+        self.released += len(released)
+        return len(released)
+
+    async def close(self) -> None:
+        """stop(), give back what is held, end the background work, close the connections."""
+        self.stop()
+        try:
+            if self._pending_done:
+                await self._flush_completions()
+            released = await self.release_all()
+            if released:
+                logger.info("task queue: released %d %s task(s) on stop", released, self.role)
+        finally:
+            for job in self._background:
+                job.cancel()
+            await asyncio.gather(*self._background, return_exceptions=True)
+            self._background.clear()
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None

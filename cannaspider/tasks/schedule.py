@@ -1,0 +1,113 @@
+"""The periodic schedule (seed "Scheduling"): what `scrapy schedule` enqueues on each tick.
+
+    product_resync      every SCHEDULE_RESYNC_EVERY_S (4 h) for each enabled, resolved store whose
+                        last complete crawl (dispensaries.last_crawl_at) is older than that
+    store_discovery     every SCHEDULE_DISCOVERY_EVERY_S (daily) for each of SCHEDULE_DISCOVERY_STATES
+    analytics_refresh   every SCHEDULE_ANALYTICS_EVERY_S (daily)
+
+A tick is one transaction under an advisory lock, so schedulers running at the same moment (on
+one machine or several) take turns and the second sees what the first created. A task is not
+created again while an identical one is pending or running, nor within the period after the last
+one (for a store: after its last failed or cancelled product task, since a completed one moved
+last_crawl_at), so a store whose resync keeps failing is tried once per period, not on every tick.
+Scheduled tasks run at priority 0: on-demand and chained work goes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from cannaspider.tasks import roles
+
+LOCK = (1952543596, 0)  # pg_advisory_xact_lock key of the scheduler (claim_task's is 1952543595)
+
+RESYNC = """
+INSERT INTO worker_tasks (role, platform, dispensary_id, priority)
+SELECT 'product_resync', d.platform, d.id, %(priority)s
+  FROM dispensaries d
+ WHERE d.crawl_enabled AND d.platform_dispensary_id IS NOT NULL
+   AND (d.last_crawl_at IS NULL OR d.last_crawl_at < now() - %(every)s::interval)
+   AND NOT EXISTS (  -- product work queued or running (index worker_tasks_active_identity)
+        SELECT 1 FROM worker_tasks t
+         WHERE t.role IN ('product_resync', 'product_discovery') AND t.platform = d.platform
+           AND t.dispensary_id = d.id AND t.status IN ('pending', 'running'))
+   AND NOT EXISTS (  -- tried within the period and failed or cancelled (a completed one set last_crawl_at)
+        SELECT 1 FROM worker_tasks t
+         WHERE t.dispensary_id = d.id AND t.status IN ('failed', 'cancelled')
+           AND t.role IN ('product_resync', 'product_discovery') AND t.created_at > now() - %(every)s::interval)
+ ORDER BY d.last_crawl_at NULLS FIRST, d.id
+ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+"""
+# One task per payload (a state, or none), unless one is active or younger than the period.
+PERIODIC = """
+INSERT INTO worker_tasks (role, platform, payload, priority)
+SELECT %(role)s, 'dutchie', p.payload, %(priority)s
+  FROM unnest(%(payloads)s::jsonb[]) AS p(payload)
+ WHERE NOT EXISTS (
+        SELECT 1 FROM worker_tasks t
+         WHERE t.role = %(role)s AND t.dispensary_id IS NULL AND t.payload = p.payload
+           AND (t.status IN ('pending', 'running') OR t.created_at > now() - %(every)s::interval))
+ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+"""
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    resync_every_s: float = 4 * 3600.0
+    discovery_every_s: float = 24 * 3600.0
+    analytics_every_s: float = 24 * 3600.0
+    discovery_states: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings) -> ScheduleConfig:
+        states = []
+        store_discovery = roles.get("store_discovery")
+        for raw in settings.getlist("SCHEDULE_DISCOVERY_STATES"):
+            _, payload = store_discovery.target(state=raw)  # TaskInputError on an unknown state
+            states.append(payload["state"])
+        return cls(
+            resync_every_s=settings.getfloat("SCHEDULE_RESYNC_EVERY_S", cls.resync_every_s),
+            discovery_every_s=settings.getfloat("SCHEDULE_DISCOVERY_EVERY_S", cls.discovery_every_s),
+            analytics_every_s=settings.getfloat("SCHEDULE_ANALYTICS_EVERY_S", cls.analytics_every_s),
+            discovery_states=tuple(dict.fromkeys(states)),
+        )
+
+
+@dataclass(frozen=True)
+class TickReport:
+    created: dict[str, int]
+    requeued: int  # expired leases put back in the queue (or failed for good)
+
+    @property
+    def total(self) -> int:
+        return sum(self.created.values())
+
+
+def _every(seconds: float) -> str:
+    return f"{float(seconds)} seconds"
+
+
+async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickReport:
+    """Apply the schedule once; returns how many tasks each role got."""
+    created: dict[str, int] = {}
+    prio = roles.SCHEDULED_PRIORITY
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK)
+        requeued = (await (await conn.execute("SELECT requeue_expired_tasks(NULL)")).fetchone() or (0,))[0]
+        cur = await conn.execute(RESYNC, {"priority": prio, "every": _every(config.resync_every_s)})
+        created["product_resync"] = cur.rowcount
+        periodic = [
+            ("store_discovery", [Jsonb({"state": s}) for s in config.discovery_states], config.discovery_every_s),
+            ("analytics_refresh", [Jsonb({})], config.analytics_every_s),
+        ]
+        for role, payloads, every in periodic:
+            if not payloads:
+                continue
+            cur = await conn.execute(
+                PERIODIC, {"role": role, "payloads": payloads, "priority": prio, "every": _every(every)}
+            )
+            created[role] = cur.rowcount
+    return TickReport(created, int(requeued))

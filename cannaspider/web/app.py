@@ -1,0 +1,124 @@
+"""The HTTP service: FastAPI validates requests and describes itself at /openapi.json.
+
+    GET  /api/worker-registry/roles   the role registry (cannaspider/tasks/roles.py)
+    POST /api/tasks                   an on-demand task (bearer token; see auth.py)
+    GET  /api/tasks                   the queue, filtered, newest first, keyset-paged
+    GET  /api/tasks/{id}              one task
+
+Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
+Other parts of the system add their routers to create_app() (image proxy, analytics pages).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from cannaspider.db.errors import first_line
+from cannaspider.tasks import queue, roles
+from cannaspider.tasks.roles import TaskInputError
+from cannaspider.web.auth import require_token
+from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(database_url: str, api_token: str | None, *, pool_max_size: int = 4) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = AsyncConnectionPool(
+            database_url,
+            min_size=1,
+            max_size=pool_max_size,
+            open=False,
+            timeout=10,
+            kwargs={"autocommit": True, "connect_timeout": 10},
+            check=AsyncConnectionPool.check_connection,  # the server restarted: no dead connection handed out
+        )
+        await pool.open(wait=False)  # the service starts (and answers 503) while the database is away
+        app.state.pool = pool
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    app = FastAPI(
+        title="cannaspider",
+        version="1",
+        description="Task queue of the cannaspider crawlers. Reads are open; writes need a bearer token.",
+        lifespan=lifespan,
+    )
+    app.state.api_token = api_token or None
+
+    @app.exception_handler(TaskInputError)
+    async def bad_task_input(request: Request, exc: TaskInputError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(psycopg.OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        logger.warning("database unavailable: %s", first_line(exc))
+        return JSONResponse({"detail": "the database is unavailable: try again later"}, status_code=503)
+
+    @app.get("/api/worker-registry/roles", response_model=list[RoleOut], tags=["roles"])
+    async def list_roles() -> list[dict]:
+        return [role.as_dict() for role in roles.ROLES.values()]
+
+    @app.post(
+        "/api/tasks",
+        response_model=EnqueueOut,
+        status_code=201,
+        dependencies=[Depends(require_token)],
+        tags=["tasks"],
+        responses={200: {"model": EnqueueOut, "description": "an identical task was already queued"}},
+    )
+    async def create_task(body: TaskIn, request: Request, response: Response) -> EnqueueOut:
+        async with request.app.state.pool.connection() as conn:
+            done = await queue.enqueue(
+                conn,
+                body.role.value,
+                dispensary_id=body.dispensary_id,
+                state=body.state,
+                keyword_id=body.keyword_id,
+                priority=body.priority,
+                max_attempts=body.max_attempts,
+            )
+        if not done.created:
+            response.status_code = 200
+        return EnqueueOut(task=TaskOut(**done.task.as_dict()), reused=not done.created)
+
+    @app.get("/api/tasks", response_model=TaskPage, tags=["tasks"])
+    async def list_tasks(
+        request: Request,
+        role: RoleName | None = None,
+        status: TaskStatus | None = None,
+        dispensary_id: int | None = Query(None, ge=1),
+        limit: int = Query(50, ge=1, le=500),
+        before_id: int | None = Query(None, ge=1, description="from a previous page's next_before_id"),
+    ) -> TaskPage:
+        async with request.app.state.pool.connection() as conn:
+            page = await queue.list_tasks(
+                conn,
+                role=role.value if role is not None else None,
+                status=status,
+                dispensary_id=dispensary_id,
+                limit=limit,
+                before_id=before_id,
+            )
+        return TaskPage(tasks=[TaskOut(**t.as_dict()) for t in page.tasks], next_before_id=page.next_before_id)
+
+    @app.get("/api/tasks/{task_id}", response_model=TaskOut, tags=["tasks"])
+    async def get_task(task_id: int, request: Request) -> TaskOut:
+        async with request.app.state.pool.connection() as conn:
+            task = await queue.get(conn, task_id)
+        if task is None:
+            raise HTTPException(404, f"task {task_id} does not exist")
+        return TaskOut(**task.as_dict())
+
+    return app

@@ -1,0 +1,72 @@
+"""Request and response bodies of the HTTP service (they make its OpenAPI description)."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cannaspider.tasks import queue, roles
+
+RoleName = enum.Enum("RoleName", {name: name for name in roles.ROLE_NAMES}, type=str)  # type: ignore[misc]
+TaskStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+assert set(queue.STATUSES) == set(TaskStatus.__args__)  # type: ignore[attr-defined]
+
+
+class RoleOut(BaseModel):
+    role: str
+    name: str
+    description: str
+    needs: Literal["dispensary_id", "state", "keyword_id", "nothing"]
+    frequency: str
+    spider: str
+    chains_to: str | None
+
+
+class TaskIn(BaseModel):
+    """An on-demand task. Give the one target its role needs (GET /api/worker-registry/roles)."""
+
+    model_config = ConfigDict(extra="forbid")  # an unknown field is a mistake, not something to ignore
+
+    role: RoleName
+    dispensary_id: int | None = Field(None, ge=1, strict=True)
+    state: str | None = Field(None, min_length=2, max_length=40, strict=True, description="US state code or name")
+    keyword_id: int | None = Field(None, ge=1, strict=True)
+    priority: int = Field(roles.ON_DEMAND_PRIORITY, ge=-1000, le=1000, strict=True, description="higher runs first")
+    max_attempts: int = Field(queue.DEFAULT_MAX_ATTEMPTS, ge=1, le=50, strict=True)
+
+
+class TaskOut(BaseModel):
+    id: int
+    role: str
+    platform: str
+    dispensary_id: int | None
+    payload: dict
+    priority: int
+    status: TaskStatus
+    attempts: int
+    max_attempts: int
+    run_after: datetime
+    claimed_by: str | None
+    claimed_at: datetime | None
+    heartbeat_at: datetime | None
+    lease_expires_at: datetime | None
+    error: str | None
+    result: dict | None
+    parent_task_id: int | None
+    crawl_run_id: int | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+
+class EnqueueOut(BaseModel):
+    task: TaskOut
+    reused: bool = Field(description="true: an identical pending or running task was reused")
+
+
+class TaskPage(BaseModel):
+    tasks: list[TaskOut]
+    next_before_id: int | None = Field(description="pass as before_id for the next (older) page; null: last page")

@@ -1,0 +1,130 @@
+"""The HTTP service over a real PostgreSQL: roles, validation with reasons, auth, paging, OpenAPI."""
+
+from __future__ import annotations
+
+import pytest
+
+from cannaspider.tasks import roles
+from tests.httpclient import http
+from tests.tasks.conftest import add_store, add_stores
+from tests.web.conftest import TOKEN, Service
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_roles_come_from_the_registry(api):
+    reply = http("GET", api.base + "/api/worker-registry/roles")
+    assert reply.status == 200
+    listed = reply.json()
+    assert [r["role"] for r in listed] == list(roles.ROLE_NAMES)
+    resync = next(r for r in listed if r["role"] == "product_resync")
+    assert resync["needs"] == "dispensary_id" and resync["frequency"] == "every 4 hours"
+
+
+def test_post_creates_an_on_demand_task_then_reuses_it(api, sql):
+    d = add_store(sql)
+    first = http("POST", api.base + "/api/tasks", {"role": "product_resync", "dispensary_id": d}, AUTH)
+    assert first.status == 201, first.text
+    task = first.json()["task"]
+    assert [task[k] for k in ("role", "dispensary_id", "priority", "status")] == ["product_resync", d, 10, "pending"]
+    again = http("POST", api.base + "/api/tasks", {"role": "product_resync", "dispensary_id": d, "priority": 30}, AUTH)
+    assert again.status == 200 and again.json()["reused"] and again.json()["task"]["id"] == task["id"]
+    assert again.json()["task"]["priority"] == 30
+    state = http("POST", api.base + "/api/tasks", {"role": "store_discovery", "state": "nv"}, AUTH)
+    assert state.status == 201 and state.json()["task"]["payload"] == {"state": "NV"}
+    assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"role": "product_rescan", "dispensary_id": 1}, "Input should be 'store_discovery'"),
+        ({"role": "product_resync"}, "product_resync needs dispensary_id"),
+        ({"role": "product_resync", "dispensary_id": 424242}, "dispensary 424242 does not exist"),
+        ({"role": "product_resync", "dispensary_id": "12"}, "Input should be a valid integer"),
+        ({"role": "product_resync", "dispensary_id": 0}, "greater than or equal to 1"),
+        ({"role": "product_resync", "dispensary_id": 1, "state": "AZ"}, "takes only dispensary_id, not state"),
+        ({"role": "store_discovery", "state": "Atlantis"}, "unknown US state 'Atlantis'"),
+        ({"role": "analytics_refresh", "priority": 10**6}, "less than or equal to 1000"),
+        ({"role": "analytics_refresh", "urgent": True}, "Extra inputs are not permitted"),
+        ({"role": "crawl_onpage", "keyword_id": 9}, "keyword 9 does not exist"),
+    ],
+)
+def test_bad_input_is_a_422_with_the_reason_and_queues_nothing(api, sql, body, reason):
+    add_store(sql)
+    reply = http("POST", api.base + "/api/tasks", body, AUTH)
+    assert reply.status == 422, reply.text
+    assert reason in reply.text
+    assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+def test_malformed_json_is_a_422(api):
+    reply = http("POST", api.base + "/api/tasks", b"{not json", {**AUTH, "content-type": "application/json"})
+    assert reply.status == 422 and "JSON decode error" in reply.text
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN}],
+)
+def test_writes_need_the_bearer_token(api, sql, headers):
+    d = add_store(sql)
+    reply = http("POST", api.base + "/api/tasks", {"role": "product_resync", "dispensary_id": d}, headers)
+    assert reply.status == 401 and reply.headers.get("www-authenticate") == "Bearer"
+    assert TOKEN not in reply.text
+    assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+def test_auth_is_checked_before_the_body(api):
+    reply = http("POST", api.base + "/api/tasks", {"role": "nope"}, {})
+    assert reply.status == 401
+
+
+def test_without_a_configured_token_writes_are_refused_and_reads_work(api_without_token, sql):
+    reply = http("POST", api_without_token.base + "/api/tasks", {"role": "analytics_refresh"}, AUTH)
+    assert reply.status == 403 and "CANNASPIDER_API_TOKEN" in reply.text
+    assert http("GET", api_without_token.base + "/api/tasks").status == 200
+    assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+def test_list_filters_and_pages(api, sql):
+    for d in add_stores(sql, 5):
+        http("POST", api.base + "/api/tasks", {"role": "product_resync", "dispensary_id": d}, AUTH)
+    http("POST", api.base + "/api/tasks", {"role": "analytics_refresh"}, AUTH)
+    sql("UPDATE worker_tasks SET status = 'failed' WHERE id = 2")
+    url = api.base + "/api/tasks?role=product_resync&limit=2"
+    pages, before = [], None
+    while True:
+        reply = http("GET", url + (f"&before_id={before}" if before else ""))
+        assert reply.status == 200
+        body = reply.json()
+        pages.append([t["id"] for t in body["tasks"]])
+        before = body["next_before_id"]
+        if before is None:
+            break
+    assert pages == [[5, 4], [3, 2], [1]]
+    failed = http("GET", api.base + "/api/tasks?status=failed").json()["tasks"]
+    assert [t["id"] for t in failed] == [2]
+    assert http("GET", api.base + "/api/tasks?dispensary_id=3").json()["tasks"][0]["dispensary_id"] == 3
+    assert http("GET", api.base + "/api/tasks/6").json()["role"] == "analytics_refresh"
+    assert http("GET", api.base + "/api/tasks/99").status == 404
+    for bad in ("status=done", "role=nope", "limit=0", "limit=501", "before_id=x"):
+        assert http("GET", api.base + "/api/tasks?" + bad).status == 422, bad
+
+
+def test_openapi_describes_the_endpoints_and_the_bearer_scheme(api):
+    spec = http("GET", api.base + "/openapi.json").json()
+    assert {"/api/worker-registry/roles", "/api/tasks", "/api/tasks/{task_id}"} <= set(spec["paths"])
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert spec["paths"]["/api/tasks"]["post"]["security"] == [{"HTTPBearer": []}]
+    assert "security" not in spec["paths"]["/api/tasks"]["get"]
+    roles_enum = spec["components"]["schemas"]["RoleName"]["enum"]
+    assert roles_enum == list(roles.ROLE_NAMES)
+
+
+def test_an_unreachable_database_is_a_503_not_a_crash():
+    with Service("postgresql://nobody:pw@127.0.0.1:1/none?connect_timeout=1", TOKEN) as service:
+        reply = http("GET", service.base + "/api/tasks", timeout=30)
+        assert reply.status == 503 and "database is unavailable" in reply.text
+        assert "pw" not in reply.text
+        assert http("GET", service.base + "/api/worker-registry/roles").status == 200
