@@ -71,9 +71,11 @@ class CrawlOnpageSpider(scrapy.Spider):
                 page_timeout_ms=config.page_timeout_ms,
                 request_timeout_s=config.request_timeout_s,
             )
-        store = CrawlStore.for_crawler(crawler)
-        # built now, but reads crawler.stats only once the crawl runs (it does not exist yet)
-        spider.jobs = OnpageJobs(config, client, store.open, spider._emit, _LazyStats(crawler))
+        # built now, but reads crawler.stats and the store (an extension, built after the spider)
+        # only once the crawl runs
+        spider.jobs = OnpageJobs(
+            config, client, lambda: CrawlStore.for_crawler(crawler).open(), spider._emit, _LazyStats(crawler)
+        )
         return spider
 
     def _emit(self, item: CompetitorPage) -> None:
