@@ -19,5 +19,5 @@ def project_settings() -> dict:
     }
 
 
-def project_crawler(**overrides) -> Crawler:
-    return get_crawler(settings_dict={**project_settings(), **overrides})
+def project_crawler(spidercls: type | None = None, **overrides) -> Crawler:
+    return get_crawler(spidercls, settings_dict={**project_settings(), **overrides})
