@@ -95,10 +95,15 @@ def sql(db):
     return run
 
 
+# Dutchie is only crawled through proxies: the sandbox's forward proxy, with credentials (an "@"
+# in the password: it must be percent-encoded in the proxy URL), is the pool of every crawl.
+SANDBOX_PROXY_AUTH = ("scout", "pa55@w0rd")
+
+
 @pytest.fixture(scope="session")
 def sandbox_server():
     # the default catalog (seed 42, AZ/MI/NV): spider contracts name its stores
-    sb = Sandbox(CatalogConfig(), proxy=False)
+    sb = Sandbox(CatalogConfig(), proxy=True, proxy_auth=SANDBOX_PROXY_AUTH)
     sb.start()
     yield sb
     sb.stop()
@@ -144,8 +149,26 @@ def sandbox(sandbox_server) -> SandboxClient:
     client.reset()
 
 
+def register_proxy(db_url: str, proxy_url: str, auth: tuple[str, str] | None) -> int:
+    """A row in `proxies` for a forward proxy at `proxy_url` (http://127.0.0.1:port)."""
+    host, port = proxy_url.rsplit("//", 1)[1].split(":")
+    user, password = auth or (None, None)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        return conn.execute(
+            "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, 'http') "
+            "RETURNING id",
+            (host, int(port), user, password),
+        ).fetchone()[0]
+
+
 @pytest.fixture
-def scrapy_env(db, sandbox, tmp_path) -> dict:
+def sandbox_proxy(db, sandbox) -> int:
+    """The sandbox's proxy registered in the (emptied) test database; returns its id."""
+    return register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
+
+
+@pytest.fixture
+def scrapy_env(db, sandbox, sandbox_proxy, tmp_path) -> dict:
     return {
         **os.environ,
         "DATABASE_URL": db,

@@ -38,9 +38,11 @@ def test_city_filter(crawl, db, sandbox, sql):
 
 
 def test_blocked_search_points_are_logged_and_the_rest_continue(crawl, db, sandbox, sql):
+    # without retries with another proxy and identity (tests/middlewares/test_stealth.py), a block
+    # fails its search point at once
     sandbox.faults({"kind": "block403", "operation": "DispensarySearch", "times": 1})
-    result = crawl("store_discovery", state="AZ")
-    assert "failed: blocked: HTTP 403 Cloudflare block page" in result.stderr
+    result = crawl("store_discovery", "-s", "STEALTH_BLOCK_RETRIES=0", state="AZ")
+    assert "failed: ProxyBlocked: blocked: HTTP 403 Cloudflare block page" in result.stderr
     assert "1 search points failed" in result.stderr
     assert sql("SELECT count(*) FROM dispensaries")[0][0] > 0
 
