@@ -12,8 +12,11 @@ stealth/policy.py) with its defects fixed:
 - a block is retried STEALTH_BLOCK_RETRIES times with another proxy and a new identity, then the
   request fails with ProxyBlocked (an IgnoreRequest): the banned response never reaches a
   callback, the spider's errback ends that store's crawl as incomplete;
-- when no active proxy is left the crawl stops with an ALERT line instead of cycling through dead
-  proxies forever; our periodic work is an asyncio task ended at close, so SIGINT stops the crawl.
+- when no active proxy is left (or no identity can be generated) the crawl stops with an ALERT
+  line instead of cycling through dead proxies forever: every Dutchie request still queued then
+  fails at once with ProxyBlocked, so each store's crawl run closes as incomplete (none is left
+  'running') and the spider closes for lack of work; our periodic work is an asyncio task ended
+  at close, so SIGINT stops the crawl as usual.
 
 A session (proxy + identity) is per store crawl: keyed by the request's `store_crawl` or
 `dispensary_id` meta (the search point for store discovery). It lasts until a failure rotates it,
@@ -22,7 +25,6 @@ or its proxy leaves the pool.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -45,6 +47,7 @@ logger = logging.getLogger(__name__)
 FATAL_ERROR_STAT = "cannaspider/fatal_error"
 PROXY_META = "stealth_proxy_id"
 RETRIES_META = "stealth_retries"
+TRIED_META = "stealth_tried"  # ids of the proxies that already failed this request
 PIN_META = "stealth_pinned_proxy"  # a ProxyRecord: this proxy only, no rotation (`scrapy proxies check`)
 
 
@@ -85,7 +88,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         self.sessions: dict[object, Session] = {}
         self.locales: dict[int, tuple[str | None, str | None]] = {}
         self._identities: IdentityFactory | None = None
-        self.stopping = False
+        self.stopped: str | None = None  # why the crawl stopped (the alert), once it did
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StealthProxyMiddleware:
@@ -94,22 +97,23 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         return mw
 
     def spider_closed(self) -> None:
-        self.stopping = True
         self.sessions.clear()
 
     # -- request -----------------------------------------------------------------------------
     async def process_request(self, request: Request) -> None:
         if not applies(request):
             return None
+        if self.stopped is not None:
+            raise ProxyBlocked(f"not sent: {self.stopped}")
         if not self.pool.loaded:
-            await self.pool.refresh()
+            await self.pool.ensure_loaded()
         key = session_key(request)
         pinned: ProxyRecord | None = request.meta.get(PIN_META)
         session = self.sessions.get(key)
         if pinned is not None:
             session = Session(pinned, self._draw_identity(*await self._locale(key)))
         elif session is None or not self.pool.is_active(session.proxy.id):
-            session = await self._new_session(request, key, avoid=request.meta.get(PROXY_META))
+            session = await self._new_session(request, key, avoid=set(request.meta.get(TRIED_META, ())))
         request.meta["proxy"] = session.proxy.url
         request.meta[PROXY_META] = session.proxy.id
         request.meta["download_slot"] = f"proxy-{session.proxy.id}"
@@ -126,7 +130,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
             request.headers[name] = value
         return None
 
-    async def _new_session(self, request: Request, key: object, avoid: int | None) -> Session:
+    async def _new_session(self, request: Request, key: object, avoid: set[int]) -> Session:
         proxy = self.pool.choose(avoid=avoid)
         if proxy is None:
             self._stop("no active proxy left in the proxies table")
@@ -202,17 +206,15 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         logger.info("%s via proxy #%s: rotating proxy and identity (retry %d)", reason, proxy_id, retries + 1)
         meta = {k: v for k, v in request.meta.items() if k not in (PROXY_META, "download_slot")}
         meta[RETRIES_META] = retries + 1
+        meta[TRIED_META] = (*request.meta.get(TRIED_META, ()), proxy_id)
         return request.replace(meta=meta, dont_filter=True)
 
     def _stop(self, why: str) -> None:
         """failure = alert + stop: no fallback to a direct connection or a default identity."""
-        if self.stopping:
+        if self.stopped is not None:
             return
-        self.stopping = True
+        self.stopped = why
         message = f"ALERT: {why}: stopping the crawl (crawls in progress end incomplete)"
         logger.critical(message)
         if self.stats.get_value(FATAL_ERROR_STAT) is None:
             self.stats.set_value(FATAL_ERROR_STAT, message)
-        engine = self.crawler.engine
-        if engine is not None:
-            asyncio.ensure_future(engine.close_spider_async(reason="stealth_alert"))

@@ -96,6 +96,11 @@ HEADER_ORDER: dict[str, tuple[str, ...]] = {
 }
 HEADER_ORDER["edge"] = HEADER_ORDER["chrome"]
 FETCH_HEADERS = {"sec-fetch-site": "same-origin", "sec-fetch-mode": "cors", "sec-fetch-dest": "empty"}
+# what an identity owns: on a request it replaces every one of them, including those it does not
+# send (a Safari identity after a Chrome one must not keep its sec-ch-ua)
+IDENTITY_HEADERS = frozenset(
+    {"user-agent", "accept-encoding", "accept-language", *CLIENT_HINTS, *FETCH_HEADERS, "sec-fetch-user", "te"}
+)
 
 
 class IdentityError(RuntimeError):
@@ -116,9 +121,8 @@ class Identity:
     def apply(self, request_headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The request's own headers (content-type, the app's x-* headers, accept) merged with the
         identity's, in this browser's order. The identity wins for the headers it sets."""
-        own = {k.lower(): v for k, v in request_headers}
-        mine = dict(self.headers)
-        merged = {**{k: v for k, v in own.items() if k not in mine}, **mine}
+        own = {k.lower(): v for k, v in request_headers if k.lower() not in IDENTITY_HEADERS}
+        merged = {**own, **dict(self.headers)}
         order = HEADER_ORDER[self.browser]
         star = order.index("*")
         rank = {name: i for i, name in enumerate(order)}

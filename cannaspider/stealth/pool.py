@@ -82,6 +82,10 @@ class IdStates(Proxies):
             self.unchecked.add(new)
 
 
+def _no_backoff(attempt: int) -> float:
+    return 0.0
+
+
 class ProxyPool:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
@@ -90,8 +94,7 @@ class ProxyPool:
         self.flush_s = s.getfloat("STEALTH_HEALTH_FLUSH_S")
         self.max_failures = s.getint("STEALTH_PROXY_MAX_FAILURES")
         base, cap = s.getfloat("STEALTH_PROXY_BACKOFF_S"), s.getfloat("STEALTH_PROXY_BACKOFF_CAP_S")
-        backoff = partial(exp_backoff_full_jitter, base=base, cap=cap)
-        self.states = IdStates(backoff)
+        self.states = IdStates(partial(exp_backoff_full_jitter, base=base, cap=cap) if base > 0 else _no_backoff)
         self.records: dict[int, ProxyRecord] = {}
         self.consecutive: dict[int, int] = {}
         self.pending: dict[int, HealthBatch] = {}
@@ -110,6 +113,14 @@ class ProxyPool:
         return pool
 
     # -- the table ---------------------------------------------------------------------------
+    async def ensure_loaded(self) -> None:
+        """The first read of the table, once however many requests ask at the same time."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not self.loaded:
+                await self.refresh()
+
     async def refresh(self) -> list[ProxyRecord]:
         """Re-read the active rows; returns them."""
         db = await CrawlStore.for_crawler(self.crawler).open()
@@ -213,16 +224,18 @@ class ProxyPool:
             logger.error("proxy pool: proxy health of this crawl could not be written: %s", exc)
 
     # -- choosing and recording --------------------------------------------------------------
-    def choose(self, avoid: int | None = None) -> ProxyRecord | None:
-        """A good or unchecked proxy (not `avoid` when there is another); when every active proxy
-        is backing off, the one whose backoff ends first; None when none is active."""
+    def choose(self, avoid: frozenset[int] | set[int] = frozenset()) -> ProxyRecord | None:
+        """A good or unchecked proxy, not one of `avoid` (those that already failed this request)
+        when there is another; when every active proxy is backing off, the one whose backoff
+        ends first; None when none is active."""
+        self.states.reanimate()
         fresh = list(self.states.good | self.states.unchecked)
         if fresh:
-            others = [p for p in fresh if p != avoid]
+            others = [p for p in fresh if p not in avoid]
             return self.records[random.choice(others or fresh)]
         if not self.records:
             return None
-        dead = sorted(self.states.dead, key=lambda p: (p == avoid, self.states.proxies[p].next_check or 0))
+        dead = sorted(self.states.dead, key=lambda p: (p in avoid, self.states.proxies[p].next_check or 0))
         return self.records[dead[0]] if dead else None
 
     def is_active(self, proxy_id: int) -> bool:
