@@ -77,7 +77,7 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
     seen = sandbox.requests()
     assert seen["via:sandbox"] == pages and seen.get("via:blocked", 0) >= 3
     assert "incoherent_identity" not in seen  # every identity passed the sandbox's coherence check
-    assert "proxy #%d http://other:***@" % blocked_id in result.stderr  # the deactivation, masked
+    assert f"proxy #{blocked_id} http://other:***@" in result.stderr  # the deactivation, masked
     assert BAD_AUTH[1] not in result.stderr and "pa55@w0rd" not in result.stderr
 
 
