@@ -66,7 +66,7 @@ def test_accept_language_follows_the_state():
 
 
 def test_incoherent_header_sets_are_named():
-    ua = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/147.0.0.0 Safari/537.36"
+    ua = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/147.0.0.0 Safari/537"
     bare = Identity("chrome", "desktop", "windows", ua, (("user-agent", ua),))
     assert "a Chromium User-Agent without client hints" in coherence_problems(bare)
     ff = "Mozilla/5.0 (X11; Linux x86_64; rv:150.0) Gecko/20100101 Firefox/150.0"
