@@ -94,6 +94,10 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
     def from_crawler(cls, crawler: Crawler) -> StealthProxyMiddleware:
         mw = cls(crawler, max_retries=crawler.settings.getint("STEALTH_BLOCK_RETRIES"))
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
+        try:  # loading browserforge's networks takes a moment: before the crawl, not on its first page
+            mw._identities = IdentityFactory()
+        except IdentityError:
+            pass  # the first request tries again and stops the crawl with the alert
         return mw
 
     def spider_closed(self) -> None:
