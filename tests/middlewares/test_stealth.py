@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
 from cannaspider.sandbox.forward_proxy import ForwardProxy
-from tests.conftest import register_proxy
+from tests.conftest import ROOT, register_proxy
 from tests.spiders.helpers import add_store, products_of, runs_of
 
 BAD_AUTH = ("other", "s3cret/pw")
@@ -126,3 +130,29 @@ def test_every_proxy_dead_stops_the_crawl_with_an_alert_and_marks_nothing_missin
         after = products_of(db, d)
         assert all(after[p][:2] == (0, "in_stock") for p in before[d])
     assert "'cannaspider/fatal_error': 'ALERT: every proxy" in result.stderr
+
+
+def test_sigint_still_stops_a_crawl_through_the_proxies(scrapy_env, db, sandbox, store):
+    d = add_store(db, store)
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 3.0})
+    env = {**scrapy_env, "CANNASPIDER_LOG_LEVEL": "INFO"}
+    crawl = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", f"dispensary_id={d}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while sandbox.requests().get("FilteredProducts", 0) == 0:  # a page is in flight
+            assert time.monotonic() < deadline and crawl.poll() is None
+            time.sleep(0.1)
+        crawl.send_signal(signal.SIGINT)
+        _, stderr = crawl.communicate(timeout=30)  # stops (after the page in flight), never hangs
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+    assert "Received SIGINT, shutting down gracefully" in stderr and "Traceback" not in stderr
+    assert crawl.returncode is not None
