@@ -15,6 +15,7 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider import settings as project_settings
 from cannaspider.middlewares.stealth import ProxyBlocked, StealthProxyMiddleware
+from cannaspider.stealth.identity import IdentityError
 from cannaspider.stealth.proxies import ProxyRecord
 
 URL = "http://127.0.0.1:1/api-3/graphql?operationName=FilteredProducts"
@@ -81,3 +82,24 @@ def test_requests_that_are_not_dutchies_api_are_left_alone():
     request = Request("http://127.0.0.1:1/some-store-site")
     asyncio.run(mw.process_request(request))
     assert "proxy" not in request.meta and b"Sec-Ch-Ua" not in request.headers
+
+
+def test_when_no_identity_can_be_generated_the_crawl_stops_with_an_alert(monkeypatch, caplog):
+    mw = middleware(WITH_AUTH)
+
+    def broken(*_args, **_kwargs):
+        raise IdentityError("no coherent chrome mobile identity after 25 draws: …")
+
+    monkeypatch.setattr(mw._identities, "draw", broken)
+    with pytest.raises(ProxyBlocked, match="identity generation failed"):
+        asyncio.run(mw.process_request(Request(URL, meta={"graphql_operation": "FilteredProducts"})))
+    assert any(
+        r.levelname == "CRITICAL" and r.getMessage().startswith("ALERT: identity generation failed")
+        for r in caplog.records
+    )
+    assert str(mw.stats.get_value("cannaspider/fatal_error")).startswith("ALERT: identity generation failed")
+    # no fallback: every later Dutchie request fails at once, without a proxy or an identity
+    later = Request(URL, meta={"graphql_operation": "FilteredProducts"})
+    with pytest.raises(ProxyBlocked, match="not sent"):
+        asyncio.run(mw.process_request(later))
+    assert "proxy" not in later.meta
