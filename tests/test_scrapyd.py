@@ -16,8 +16,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import ROOT
-from tests.spiders.helpers import add_store, products_of, runs_of
+from tests.helpers import ROOT, add_store, products_of, runs_of
 
 BIN = Path(sys.executable).parent
 
@@ -52,7 +51,7 @@ def _call(port: int, path: str, data: dict | None = None, files: dict | None = N
         return json.loads(resp.read())
 
 
-def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox):
+def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox, sandbox_proxy):
     egg = tmp_path / "cannaspider.egg"
     build = subprocess.run(
         [str(BIN / "scrapyd-deploy"), "--build-egg", str(egg)], cwd=ROOT, capture_output=True, text=True, timeout=120

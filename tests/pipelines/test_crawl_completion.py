@@ -17,7 +17,7 @@ from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
-from tests.project import project_crawler
+from tests.helpers import project_crawler
 
 BASE = "http://127.0.0.1:1"
 

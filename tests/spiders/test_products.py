@@ -26,8 +26,7 @@ from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
-from tests.helpers import add_store, products_of, runs_of
-from tests.project import project_crawler
+from tests.helpers import add_store, products_of, project_crawler, runs_of
 
 GRAPHQL_URL = "http://127.0.0.1:1/graphql"
 PLATFORM_ID = "e" * 24
