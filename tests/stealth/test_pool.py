@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from scrapy.utils.test import get_crawler
-
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.stealth.pool import ProxyPool
+from tests.helpers import project_crawler
 
 SETTINGS = {
     "STEALTH_PROXY_REFRESH_S": 3600.0,
@@ -36,7 +35,7 @@ def row(sql, pid: int) -> tuple:
 
 
 async def with_pool(db: str, scenario):
-    crawler = get_crawler(settings_dict={"DATABASE_URL": db, **SETTINGS})
+    crawler = project_crawler(DATABASE_URL=db, **SETTINGS)
     pool = ProxyPool(crawler)
     try:
         return await scenario(pool)
