@@ -11,7 +11,7 @@ import time
 import psycopg
 import pytest
 
-from tests.helpers import ROOT, add_store, products_of, run_scrapy, runs_of
+from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, run_scrapy, runs_of
 
 
 def _popen_crawl(env: dict, *args: str) -> subprocess.Popen:
@@ -137,6 +137,7 @@ def test_a_database_lost_mid_crawl_is_one_line_and_a_non_zero_exit(sandbox, scra
     from cannaspider.db import migrations
 
     migrations.apply(empty_database, log=lambda _: None)
+    register_proxy(empty_database, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
     d = _slow_store(sandbox, empty_database)
     proc = _popen_crawl(
         {**scrapy_env, "DATABASE_URL": empty_database},
