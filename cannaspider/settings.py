@@ -46,7 +46,7 @@ EXTENSIONS = {
     # the database side of the crawl (pool, write ledger, crawl-run liveness): db/crawl_store.py
     "cannaspider.db.crawl_store.CrawlStore": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
-    "spidermon.contrib.scrapy.extensions.Spidermon": 500,
+    "cannaspider.monitors.extension.CrawlHealth": 500,
 }
 GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPython's defaults
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"

@@ -6,18 +6,21 @@ phone. The JSON behind each page is the documented API in dashboard_api.py."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, PackageLoader, select_autoescape
 
 from cannaspider.web import dashboard_api as api
 from cannaspider.web import dashboard_queries as q
 from cannaspider.web.chart import price_chart
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
-templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+# a package loader, not a folder path: it also reads the templates out of a zipped egg (Scrapyd)
+templates = Jinja2Templates(
+    env=Environment(loader=PackageLoader("cannaspider.web", "templates"), autoescape=select_autoescape())
+)
 
 
 def _ago(value: datetime | None) -> str:

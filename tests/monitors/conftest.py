@@ -1,4 +1,4 @@
-"""Run the crawl-health suite as Spidermon runs it at spider close, on stats a test sets, and a
+"""Run the crawl-health suite as the CrawlHealth extension runs it at spider close, on stats a test sets, and a
 webhook receiver on 127.0.0.1 that records what it was sent."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from scrapy import Spider
-from spidermon.contrib.scrapy.extensions import Spidermon
 
+from cannaspider.monitors.extension import CrawlHealth
 from tests.project import project_crawler
 
 
@@ -29,9 +29,7 @@ def run_health(stats: dict, tmp_path: Path, db: str, **settings) -> dict:
     crawler.stats.set_value("finish_reason", "finished")
     for key, value in stats.items():
         crawler.stats.set_value(key, value)
-    ext = Spidermon.from_crawler(crawler)
-    ext.spider_opened(spider)
-    ext.spider_closed(spider)
+    CrawlHealth.from_crawler(crawler).spider_closed(spider)
     reports = sorted((tmp_path / "reports" / spider.name).glob("*.json"))
     assert len(reports) == 1, reports
     return json.loads(reports[0].read_text())
