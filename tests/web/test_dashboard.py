@@ -169,8 +169,10 @@ def test_health_page_shows_the_monitors_last_results(service, page):
     report = page.locator('section[data-spider="product_resync"]')
     text = report.inner_text()
     assert "alert" in text and "3 requests fell back to the full query" in text
-    assert report.locator("td.status.failed").count() == 1
-    assert report.locator("td.status.passed").count() >= 5
+    assert report.locator('li.check[data-status="failed"]').count() == 1
+    assert report.locator('li.check[data-status="passed"]').count() == 6
+    failed_check = report.locator('li.check[data-status="failed"]')
+    assert "Persisted hashes" in failed_check.inner_text() and failed_check.locator(".err").is_visible()
     shot(page, "health")
 
 
