@@ -60,6 +60,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("CANNASPIDER_LOG_LEVEL", "LOG_LEVEL", "Scrapy log level."),
     EnvVar("CANNASPIDER_CONCURRENCY", "CONCURRENT_REQUESTS", "Concurrent requests per process."),
     EnvVar("CANNASPIDER_API_TOKEN", "CANNASPIDER_API_TOKEN", "Bearer token for the HTTP service's writes (secret)."),
+    EnvVar("ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_URL", "Slack-compatible webhook for crawl-health alerts (secret)."),
 )
 
 

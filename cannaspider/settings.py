@@ -49,6 +49,8 @@ EXTENSIONS = {
     "cannaspider.extensions.gc_tuning.GCTuning": 0,
     # the database side of the crawl (pool, write ledger, crawl-run liveness): db/crawl_store.py
     "cannaspider.db.crawl_store.CrawlStore": 100,
+    # crawl health at spider close (cannaspider/monitors, docs/health.md)
+    "cannaspider.monitors.extension.CrawlHealth": 500,
 }
 GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPython's defaults
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"
@@ -130,6 +132,7 @@ DISCOVERY_PIPELINES = {
 }
 PRODUCT_PIPELINES = {
     "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
+    "cannaspider.monitors.validation.StoreProductValidationPipeline": 250,
     "cannaspider.pipelines.product_writer.ProductWriterPipeline": 300,
     "cannaspider.pipelines.crawl_completion.CrawlCompletionPipeline": 900,
 }
@@ -165,6 +168,23 @@ SCHEDULE_ANALYTICS_EVERY_S = 24 * 3600.0
 API_HOST = "127.0.0.1"
 API_PORT = 8000
 CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused
+
+# --- Crawl health (Spidermon; cannaspider/monitors, docs/health.md) ----------------------------
+# A monitor over its threshold fails the crawl's health: an ERROR line, the report under
+# HEALTH_REPORT_DIR (every crawl gets one) and a POST to ALERT_WEBHOOK_URL when set.
+SPIDERMON_ENABLED = True
+SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.suite.CrawlHealthSuite"]
+HEALTH_OK_FINISH_REASONS = ["finished"]
+HEALTH_MAX_ERRORS = 0  # ERROR log lines a healthy crawl may have
+HEALTH_MAX_INCOMPLETE_SHARE = 0.1  # of the stores a product crawl closed
+HEALTH_MAX_PRODUCT_DROP = 0.3  # a store's products against its previous complete crawl
+HEALTH_MAX_BLOCKS_PER_PROXY = 10
+HEALTH_MAX_STALE_HASH_FALLBACKS = 0  # any: the persisted hashes want updating
+HEALTH_MAX_INVALID_ITEM_SHARE = 0.0  # of StoreProduct items breaking docs/item-schema.json
+HEALTH_VALIDATION_SAMPLE_EVERY = 50  # validate every Nth product (~2 ms each); 1: all of them
+HEALTH_REPORT_DIR = None  # None: CANNASPIDER_DATA_DIR/reports
+ALERT_WEBHOOK_URL = None  # Slack-compatible incoming webhook (secret: never logged)
+ALERT_WEBHOOK_TIMEOUT_S = 10.0
 
 # --- Environment overrides (the only place they are applied) --------------------------------
 globals().update(env.overrides())

@@ -116,6 +116,9 @@ class Command(CannaspiderCommand):
         print(f"  snapshots       {snapshots}")
         print("  crawl runs      " + ", ".join(f"{n} {s}" for s, n in sorted(runs.items())))
         print(f"  feed            {feed} ({items} items)")
+        assert self.settings is not None
+        host, port = self.settings.get("API_HOST"), self.settings.getint("API_PORT")
+        print(f"  dashboard       http://{host}:{port}/dashboard/   (start it with `scrapy serve`)")
 
 
 def _counts(conn, query: str, params: tuple = ()) -> tuple[int, ...]:

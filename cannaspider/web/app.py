@@ -6,7 +6,8 @@
     GET  /api/tasks/{id}              one task
 
 Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
-Other parts of the system add their routers to create_app() (image proxy, analytics pages).
+Other parts of the system add their routers to create_app() (image proxy, analytics pages); the
+dashboard's pages (/dashboard/) and JSON (/api/stores…, /api/health) are in dashboard*.py.
 """
 
 from __future__ import annotations
@@ -14,22 +15,27 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import psycopg
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.roles import TaskInputError
+from cannaspider.web import dashboard, dashboard_api
 from cannaspider.web.auth import require_token
 from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
 
 logger = logging.getLogger(__name__)
 
 
-def create_app(database_url: str, api_token: str | None, *, pool_max_size: int = 4) -> FastAPI:
+def create_app(
+    database_url: str, api_token: str | None, *, pool_max_size: int = 4, reports_dir: Path | None = None
+) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pool = AsyncConnectionPool(
@@ -55,6 +61,10 @@ def create_app(database_url: str, api_token: str | None, *, pool_max_size: int =
         lifespan=lifespan,
     )
     app.state.api_token = api_token or None
+    # the crawl-health reports the dashboard shows (cannaspider/monitors/alerts.py writes them)
+    app.state.reports_dir = reports_dir or env.data_dir() / "reports"
+    app.include_router(dashboard_api.router)
+    app.include_router(dashboard.router)
 
     @app.exception_handler(TaskInputError)
     async def bad_task_input(request: Request, exc: TaskInputError) -> JSONResponse:

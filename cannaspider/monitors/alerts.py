@@ -1,0 +1,153 @@
+"""What a crawl's health leaves behind (docs/health.md): a JSON report per crawl under
+HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), always, which the dashboard's
+health page reads; and, when a monitor failed, an alert: one log line at ERROR and, with
+ALERT_WEBHOOK_URL set, a Slack-compatible POST `{"text": ...}`.
+
+Nothing secret leaves: the report holds monitor messages and counters only, and every string
+in it goes through redact() (configured secrets and URL credentials replaced) before it is
+written or posted. The webhook URL itself (a Slack URL is a credential) is never logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from scrapy.settings import BaseSettings
+from spidermon.core.actions import Action
+
+from cannaspider import env
+from cannaspider.monitors.blocks import blocks_per_proxy
+
+logger = logging.getLogger(__name__)
+
+SECRET_SETTING = re.compile(r"(KEY|TOKEN|PASSWORD|SECRET|WEBHOOK_URL|DATABASE_URL)", re.I)
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@", re.I)
+FIGURES = (
+    "item_scraped_count",
+    "log_count/ERROR",
+    "log_count/WARNING",
+    "cannaspider/stores_complete",
+    "cannaspider/stores_incomplete",
+    "cannaspider/stores_suspect",
+    "cannaspider/stale_hash_fallbacks",
+    "cannaspider/graphql_failure/blocked",
+    "cannaspider/validation/items",
+    "cannaspider/validation/items_invalid",
+)
+STATUS = {"OK": "passed", "FAIL": "failed", "ERROR": "error", "SKIPPED": "skipped"}
+
+
+def secret_values(settings: BaseSettings) -> list[str]:
+    values = []
+    for name in settings:
+        if SECRET_SETTING.search(name):
+            value = settings.get(name)
+            if isinstance(value, str) and len(value) >= 4:
+                values.append(value)
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        value = URL_CREDENTIALS.sub(r"\g<scheme>***@", value)
+        for secret in secrets:
+            value = value.replace(secret, "***")
+        return value
+    if isinstance(value, dict):
+        return {redact(k, secrets): redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, secrets) for v in value]
+    return value
+
+
+def message(item) -> str:
+    """A failure's assertion message; for a check that raised, the exception's last line."""
+    if item.reason:
+        return str(item.reason)
+    lines = (item.error or "").strip().splitlines()
+    return lines[-1] if lines else "unknown error"
+
+
+def reports_dir(settings: BaseSettings) -> Path:
+    configured = settings.get("HEALTH_REPORT_DIR")
+    base = settings.get("CANNASPIDER_DATA_DIR") or str(env.data_dir())
+    return Path(configured) if configured else Path(base) / "reports"
+
+
+def build_report(result, stats: dict, spider_name: str) -> dict[str, Any]:
+    monitors = []
+    for item in result.monitor_results:
+        monitor = item.monitor
+        status = STATUS.get(str(item.status), str(item.status).lower())
+        monitors.append(
+            {
+                "id": f"{type(monitor).__name__}.{monitor._testMethodName}",
+                "monitor": monitor.monitor_name,
+                "check": monitor.method_name,
+                "status": status,
+                "message": message(item) if status in {"failed", "error", "skipped"} else None,
+            }
+        )
+    finished = stats.get("finish_time")
+    started = stats.get("start_time")
+    return {
+        "spider": spider_name,
+        "ok": all(m["status"] in {"passed", "skipped"} for m in monitors),
+        "finish_reason": stats.get("finish_reason"),
+        "started_at": started.isoformat() if isinstance(started, datetime) else None,
+        "finished_at": (finished if isinstance(finished, datetime) else datetime.now(UTC)).isoformat(),
+        "figures": {k: stats[k] for k in FIGURES if isinstance(stats.get(k), (int, float))},
+        "blocks_per_proxy": blocks_per_proxy(stats),
+        "monitors": monitors,
+    }
+
+
+def alert_text(report: dict[str, Any]) -> str:
+    failed = [m for m in report["monitors"] if m["status"] in {"failed", "error"}]
+    lines = [f"cannaspider crawl health: {report['spider']}: {len(failed)} check(s) failed"]
+    lines += [f"• {m['monitor']}: {m['message']}" for m in failed]
+    return "\n".join(lines)
+
+
+def post_webhook(url: str, text: str, timeout: float) -> bool:
+    request = urllib.request.Request(
+        url, data=json.dumps({"text": text}).encode(), method="POST", headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310 - an operator-set URL
+            reply.read()
+        return True
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else type(exc).__name__
+        logger.warning("crawl health: the alert webhook could not be reached (%s)", reason)
+        return False
+
+
+class HealthReportAction(Action):
+    """Runs after the suite whatever the outcome (monitors_finished_actions)."""
+
+    def run_action(self) -> None:
+        crawler = self.data.crawler
+        settings = crawler.settings
+        spider_name = self.data.spider.name if self.data.spider is not None else "unknown"
+        secrets = secret_values(settings)
+        report = redact(build_report(self.result, self.data.stats or {}, spider_name), secrets)
+        folder = reports_dir(settings) / spider_name
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        path = folder / f"{stamp}-{os.getpid()}.json"
+        path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        if report["ok"]:
+            return
+        text = alert_text(report)
+        logger.error("%s (report: %s)", text.replace("\n", " "), path)
+        url = settings.get("ALERT_WEBHOOK_URL")
+        if url:
+            post_webhook(url, text, settings.getfloat("ALERT_WEBHOOK_TIMEOUT_S"))

@@ -1,0 +1,66 @@
+"""The stores of a product crawl: how many crawls ended incomplete, and whether a store's product
+count fell by more than HEALTH_MAX_PRODUCT_DROP against its previous complete crawl (a menu that
+lost a third of its products overnight is more often a broken crawl than a store's decision).
+
+This crawl's runs are the crawl_runs rows its process started (host, pid, from its start time):
+by spider_closed the completion pipeline has closed them all."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime
+
+from spidermon import monitors
+
+from cannaspider.db import connect, database_url
+from cannaspider.monitors.base import HealthMonitor
+
+DROPS = """
+SELECT r.dispensary_id, d.name, r.products_seen, p.products_seen
+  FROM crawl_runs r
+  JOIN dispensaries d ON d.id = r.dispensary_id
+ CROSS JOIN LATERAL (
+        SELECT products_seen FROM crawl_runs p
+         WHERE p.dispensary_id = r.dispensary_id AND p.status = 'complete' AND p.id <> r.id
+           AND p.started_at < r.started_at
+         ORDER BY p.started_at DESC LIMIT 1) p
+ WHERE r.host = %(host)s AND r.pid = %(pid)s AND r.started_at >= %(since)s AND r.status = 'complete'
+   AND p.products_seen > 0 AND r.products_seen < p.products_seen * (1 - %(drop)s)
+ ORDER BY r.dispensary_id
+"""
+
+
+def product_drops(url: str, since: datetime, drop: float, *, host: str, pid: int) -> list[tuple]:
+    """(dispensary_id, name, products now, products at the previous complete crawl) per store that fell."""
+    with connect(url) as conn:
+        return conn.execute(DROPS, {"host": host, "pid": pid, "since": since, "drop": drop}).fetchall()
+
+
+@monitors.name("Stores")
+class StoreCrawlsMonitor(HealthMonitor):
+    @monitors.name("incomplete store crawls within HEALTH_MAX_INCOMPLETE_SHARE")
+    def test_incomplete_share(self) -> None:
+        complete = self.stat("cannaspider/stores_complete")
+        incomplete = self.stat("cannaspider/stores_incomplete")
+        if complete + incomplete == 0:
+            return  # not a product crawl
+        share = incomplete / (complete + incomplete)
+        limit = self.settings.getfloat("HEALTH_MAX_INCOMPLETE_SHARE")
+        self.assertLessEqual(
+            share,
+            limit,
+            f"{incomplete} of {complete + incomplete} store crawls incomplete ({share:.0%}; "
+            f"HEALTH_MAX_INCOMPLETE_SHARE = {limit:.0%})",
+        )
+
+    @monitors.name("no store lost more than HEALTH_MAX_PRODUCT_DROP of its products")
+    def test_product_count_drop(self) -> None:
+        since = self.stats.get("start_time")
+        if not self.stat("cannaspider/stores_complete") or not isinstance(since, datetime):
+            return
+        drop = self.settings.getfloat("HEALTH_MAX_PRODUCT_DROP")
+
+        fell = product_drops(database_url(self.settings), since, drop, host=socket.gethostname(), pid=os.getpid())
+        listed = "; ".join(f"{name} (#{d}): {now} products, {before} before" for d, name, now, before in fell)
+        self.assertFalse(fell, f"product count fell by more than {drop:.0%} against the last complete crawl: {listed}")

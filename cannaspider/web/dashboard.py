@@ -1,0 +1,111 @@
+"""The dashboard's pages, rendered on the server from templates/ (Jinja2): an overview, the stores,
+a store's products (filterable), a product's history chart and the crawl health. Every page is
+plain HTML with its CSS inline in base.html: no script, no asset fetched from anywhere, light on a
+phone. The JSON behind each page is the documented API in dashboard_api.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from cannaspider.web import dashboard_api as api
+from cannaspider.web import dashboard_queries as q
+from cannaspider.web.chart import price_chart
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False)
+# a package loader, not a folder path: it also reads the templates out of a zipped egg (Scrapyd)
+templates = Jinja2Templates(
+    env=Environment(loader=PackageLoader("cannaspider.web", "templates"), autoescape=select_autoescape())
+)
+
+
+def _ago(value: datetime | None) -> str:
+    if value is None:
+        return "never"
+    seconds = (datetime.now(UTC) - value).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+def _money(value: float | None) -> str:
+    return "–" if value is None else f"${value:,.2f}"
+
+
+templates.env.filters["ago"] = _ago
+templates.env.filters["money"] = _money
+
+
+@router.get("", response_class=HTMLResponse)
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def overview_page(request: Request) -> HTMLResponse:
+    figures = await api.overview_figures(request)
+    reports = api.crawl_reports(request)
+    return templates.TemplateResponse(request, "overview.html", {"o": figures, "reports": reports, "nav": "overview"})
+
+
+@router.get("/stores", response_class=HTMLResponse)
+async def stores_page(request: Request, state: str | None = Query(None, max_length=2)) -> HTMLResponse:
+    async with request.app.state.pool.connection() as conn:
+        rows = await q.stores(conn, state=state.upper() if state else None)
+    return templates.TemplateResponse(request, "stores.html", {"stores": rows, "state": state, "nav": "stores"})
+
+
+@router.get("/stores/{store_id}", response_class=HTMLResponse)
+async def store_page(
+    store_id: int,
+    request: Request,
+    brand: str | None = None,
+    category: str | None = None,
+    stock: str | None = None,
+) -> HTMLResponse:
+    stock_filter = stock if stock in ("in_stock", "oos", "missing") else None
+    async with request.app.state.pool.connection() as conn:
+        store = await q.store(conn, store_id)
+        if store is None:
+            raise HTTPException(404, f"store {store_id} does not exist")
+        brands, categories = await q.facets(conn, store_id)
+        rows = await q.products(
+            conn,
+            store_id,
+            brand=brand or None,
+            category=category or None,
+            stock=stock_filter,  # type: ignore[arg-type]
+        )
+    context = {
+        "store": store,
+        "products": rows,
+        "brands": brands,
+        "categories": categories,
+        "f": {"brand": brand or "", "category": category or "", "stock": stock_filter or ""},
+        "nav": "stores",
+    }
+    return templates.TemplateResponse(request, "store.html", context)
+
+
+@router.get("/stores/{store_id}/products/{provider_product_id}", response_class=HTMLResponse)
+async def product_page(store_id: int, provider_product_id: str, request: Request) -> HTMLResponse:
+    async with request.app.state.pool.connection() as conn:
+        store = await q.store(conn, store_id)
+        found = await q.product(conn, store_id, provider_product_id) if store else None
+        if store is None or found is None:
+            raise HTTPException(404, f"store {store_id} has no product {provider_product_id!r}")
+        snapshots = await q.history(conn, store_id, provider_product_id)
+    context = {
+        "store": store,
+        "product": found,
+        "snapshots": snapshots,
+        "chart": price_chart(snapshots),
+        "nav": "stores",
+    }
+    return templates.TemplateResponse(request, "product.html", context)
+
+
+@router.get("/health", response_class=HTMLResponse)
+async def health_page(request: Request) -> HTMLResponse:
+    return templates.TemplateResponse(request, "health.html", {"reports": api.crawl_reports(request), "nav": "health"})

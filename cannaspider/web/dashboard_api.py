@@ -1,0 +1,102 @@
+"""The dashboard's JSON API (the pages in dashboard.py render the same data):
+
+GET /api/stores                                               stores, last crawl, status, last error
+GET /api/stores/{id}/products?brand=&category=&stock=         a store's products, filtered
+GET /api/stores/{id}/products/{provider_product_id}/history   a product's snapshots, oldest first
+GET /api/health                                               overview figures and the monitors' last results
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import ValidationError
+
+from cannaspider.web import dashboard_queries as q
+from cannaspider.web import health_reports
+from cannaspider.web.dashboard_models import (
+    CrawlHealthOut,
+    HealthOut,
+    HistoryOut,
+    OverviewOut,
+    StoreOut,
+    StoreProductsOut,
+)
+
+router = APIRouter(prefix="/api", tags=["dashboard"])
+
+
+def reports_dir(request: Request) -> Path:
+    return request.app.state.reports_dir
+
+
+async def overview_figures(request: Request) -> dict[str, Any]:
+    async with request.app.state.pool.connection() as conn:
+        figures = await q.overview(conn)
+    return {**figures, "blocks_24h": health_reports.blocks_since(reports_dir(request))}
+
+
+def crawl_reports(request: Request) -> list[CrawlHealthOut]:
+    out = []
+    for report in health_reports.latest(reports_dir(request)):
+        try:
+            out.append(CrawlHealthOut.model_validate(report))
+        except ValidationError:  # a report of another version: the page shows the others
+            continue
+    return out
+
+
+@router.get("/stores", response_model=list[StoreOut])
+async def list_stores(
+    request: Request,
+    state: str | None = Query(None, min_length=2, max_length=2, description="two-letter state code"),
+    limit: int = Query(500, ge=1, le=5000),
+) -> list[dict[str, Any]]:
+    async with request.app.state.pool.connection() as conn:
+        return await q.stores(conn, state=state.upper() if state else None, limit=limit)
+
+
+@router.get("/stores/{store_id}/products", response_model=StoreProductsOut)
+async def store_products(
+    store_id: int,
+    request: Request,
+    brand: str | None = None,
+    category: str | None = None,
+    stock: q.StockFilter | None = Query(None, description="in_stock, oos, or missing (missed by 1-2 crawls)"),
+    limit: int = Query(1000, ge=1, le=10000),
+) -> dict[str, Any]:
+    async with request.app.state.pool.connection() as conn:
+        if await q.store(conn, store_id) is None:
+            raise HTTPException(404, f"store {store_id} does not exist")
+        brands, categories = await q.facets(conn, store_id)
+        rows = await q.products(
+            conn, store_id, brand=brand or None, category=category or None, stock=stock, limit=limit
+        )
+    return {"store": store_id, "brands": brands, "categories": categories, "products": rows}
+
+
+@router.get("/stores/{store_id}/products/{provider_product_id}/history", response_model=HistoryOut)
+async def product_history(
+    store_id: int, provider_product_id: str, request: Request, limit: int = Query(2000, ge=1, le=20000)
+) -> dict[str, Any]:
+    async with request.app.state.pool.connection() as conn:
+        found = await q.product(conn, store_id, provider_product_id)
+        if found is None:
+            raise HTTPException(404, f"store {store_id} has no product {provider_product_id!r}")
+        snapshots = await q.history(conn, store_id, provider_product_id, limit=limit)
+    return {
+        "store": store_id,
+        "provider_product_id": provider_product_id,
+        "name": found["name"],
+        "snapshots": snapshots,
+    }
+
+
+@router.get("/health", response_model=HealthOut)
+async def health(request: Request) -> HealthOut:
+    return HealthOut(
+        overview=OverviewOut(**await overview_figures(request)),
+        crawls=crawl_reports(request),
+    )

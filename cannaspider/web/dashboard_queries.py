@@ -1,0 +1,138 @@
+"""The dashboard's reads, over the base tables (dispensaries, store_products,
+store_product_snapshots, crawl_runs, worker_tasks). Each is one statement served by an existing
+index: a store's products by store_products_identity, a product's history by
+store_product_snapshots_product_time_idx, a store's last run by crawl_runs_dispensary_idx."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+StockFilter = Literal["in_stock", "oos", "missing"]
+
+OVERVIEW = """
+SELECT
+  (SELECT count(DISTINCT dispensary_id) FROM crawl_runs WHERE started_at > now() - interval '24 hours')
+      AS stores_crawled_24h,
+  (SELECT count(*) FROM crawl_runs WHERE started_at > now() - interval '24 hours' AND status = 'complete')
+      AS runs_complete_24h,
+  (SELECT count(*) FROM crawl_runs WHERE started_at > now() - interval '24 hours' AND status = 'incomplete')
+      AS runs_incomplete_24h,
+  (SELECT count(*) FROM crawl_runs WHERE started_at > now() - interval '24 hours' AND status = 'failed')
+      AS runs_failed_24h,
+  (SELECT count(*) FROM dispensaries) AS stores,
+  (SELECT count(*) FROM store_products) AS products,
+  (SELECT count(*) FROM store_products WHERE stock_status = 'in_stock') AS in_stock,
+  (SELECT count(*) FROM store_products WHERE stock_status = 'oos') AS oos,
+  (SELECT count(*) FROM worker_tasks WHERE status = 'pending') AS queue_pending,
+  (SELECT count(*) FROM worker_tasks WHERE status = 'running') AS queue_running
+"""
+
+STORES = """
+SELECT d.id, d.name, d.city, d.state, d.platform_dispensary_id, d.crawl_enabled, d.last_crawl_at,
+       d.resolution_error,
+       r.started_at AS last_run_at, r.status AS last_run_status, r.error AS last_run_error,
+       r.products_seen AS last_run_products,
+       (SELECT count(*) FROM store_products p WHERE p.dispensary_id = d.id) AS products,
+       (SELECT count(*) FROM store_products p WHERE p.dispensary_id = d.id AND p.stock_status = 'oos') AS oos
+  FROM dispensaries d
+  LEFT JOIN LATERAL (
+        SELECT started_at, status, error, products_seen FROM crawl_runs c
+         WHERE c.dispensary_id = d.id ORDER BY c.started_at DESC LIMIT 1) r ON true
+ WHERE (%(state)s::text IS NULL OR d.state = %(state)s)
+ ORDER BY d.name, d.id
+ LIMIT %(limit)s
+"""
+
+STORE = "SELECT id, name, city, state, last_crawl_at FROM dispensaries WHERE id = %s"
+
+PRODUCTS = """
+SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category, subcategory,
+       price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special,
+       price_med::float8 AS price_med, is_on_special, stock_status, is_in_stock, quantity_available,
+       consecutive_misses, last_seen_at
+  FROM store_products
+ WHERE dispensary_id = %(d)s
+   AND (%(brand)s::text IS NULL OR brand_name_raw = %(brand)s)
+   AND (%(category)s::text IS NULL OR category = %(category)s)
+   AND (%(stock)s::text IS NULL
+        OR (%(stock)s = 'in_stock' AND stock_status = 'in_stock')
+        OR (%(stock)s = 'oos' AND stock_status = 'oos')
+        OR (%(stock)s = 'missing' AND consecutive_misses > 0 AND stock_status = 'in_stock'))
+ ORDER BY coalesce(name, name_raw), provider_product_id
+ LIMIT %(limit)s
+"""
+
+FACETS = """
+SELECT array_agg(DISTINCT brand_name_raw ORDER BY brand_name_raw) FILTER (WHERE brand_name_raw IS NOT NULL),
+       array_agg(DISTINCT category ORDER BY category) FILTER (WHERE category IS NOT NULL)
+  FROM store_products WHERE dispensary_id = %s
+"""
+
+PRODUCT = """
+SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category,
+       price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special, stock_status,
+       consecutive_misses
+  FROM store_products WHERE dispensary_id = %s AND provider_product_id = %s
+"""
+
+HISTORY = """
+SELECT captured_at, crawl_run_id, price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special,
+       price_med::float8 AS price_med, is_on_special, is_in_stock, stock_status, quantity_available
+  FROM store_product_snapshots
+ WHERE dispensary_id = %s AND provider_product_id = %s
+ ORDER BY captured_at
+ LIMIT %s
+"""
+
+
+async def _all(conn: AsyncConnection, query: str, params: Any) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)
+        return await cur.fetchall()
+
+
+async def overview(conn: AsyncConnection) -> dict[str, Any]:
+    return (await _all(conn, OVERVIEW, None))[0]
+
+
+async def stores(conn: AsyncConnection, *, state: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    return await _all(conn, STORES, {"state": state, "limit": limit})
+
+
+async def store(conn: AsyncConnection, dispensary_id: int) -> dict[str, Any] | None:
+    rows = await _all(conn, STORE, (dispensary_id,))
+    return rows[0] if rows else None
+
+
+async def products(
+    conn: AsyncConnection,
+    dispensary_id: int,
+    *,
+    brand: str | None = None,
+    category: str | None = None,
+    stock: StockFilter | None = None,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
+    params = {"d": dispensary_id, "brand": brand, "category": category, "stock": stock, "limit": limit}
+    return await _all(conn, PRODUCTS, params)
+
+
+async def facets(conn: AsyncConnection, dispensary_id: int) -> tuple[list[str], list[str]]:
+    """The brands and categories a store's products have (the filters' choices)."""
+    row = await (await conn.execute(FACETS, (dispensary_id,))).fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns its one row
+    return row[0] or [], row[1] or []
+
+
+async def product(conn: AsyncConnection, dispensary_id: int, provider_product_id: str) -> dict[str, Any] | None:
+    rows = await _all(conn, PRODUCT, (dispensary_id, provider_product_id))
+    return rows[0] if rows else None
+
+
+async def history(
+    conn: AsyncConnection, dispensary_id: int, provider_product_id: str, *, limit: int = 2000
+) -> list[dict[str, Any]]:
+    return await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit))
