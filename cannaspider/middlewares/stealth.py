@@ -180,6 +180,8 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
             self.pool.record_success(proxy_id, request.meta.get("download_latency"))
             return response
         self.stats.inc_value(f"cannaspider/stealth_blocks/{response.status}")
+        # per proxy (by its row id, never its URL: no credentials in stats), for the crawl-health monitor
+        self.stats.inc_value(f"cannaspider/proxy/{proxy_id}/blocked")
         return self._rotate(request, proxy_id, reason)
 
     def process_exception(self, request: Request, exception: BaseException) -> Request | None:

@@ -81,6 +81,7 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
     assert seen["via:sandbox"] == pages and seen.get("via:blocked", 0) >= 3
     assert "incoherent_identity" not in seen  # every identity passed the sandbox's coherence check
     assert f"proxy #{blocked_id} http://other:***@" in result.stderr  # the deactivation, masked
+    assert f"'cannaspider/proxy/{blocked_id}/blocked': " in result.stderr  # blocks per proxy (crawl health)
     assert BAD_AUTH[1] not in result.stderr and "pa55@w0rd" not in result.stderr
 
 
