@@ -207,6 +207,7 @@ class ProductImagesPipeline(ImagesPipeline):
         self.loading: dict[int, list[StoreProduct]] = {}  # products waiting for their store's query
         self.loaders: set[asyncio.Task] = set()
         self.claimed: set[str] = set()  # paths queued, written or found in this crawl
+        self.logos: set[tuple[str | None, str]] = set()  # (brand, logo URL) seen in this crawl
         self.queue: deque[ImageJob] = deque()
         self.workers: set[asyncio.Task] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
@@ -220,7 +221,7 @@ class ProductImagesPipeline(ImagesPipeline):
 
     # -- deciding (synchronous: the item goes on at once) --------------------------------
     def process_item(self, item: Any) -> Any:  # type: ignore[override]  # never waits: see the module docstring
-        if type(item) is not StoreProduct or not (item.image_url or getattr(item, "brand_logo_url", None)):
+        if type(item) is not StoreProduct or not (item.image_url or item.brand_logo_url):
             return item
         known = self.stores.get(item.dispensary_id)
         if known is not None:

@@ -238,7 +238,7 @@ def test_never_downloaded_twice_in_one_crawl_nor_across_crawls(db, sandbox, stor
     second = Harness(db, tmp_path / "images")
     asyncio.run(second.crawl([product(d, PID, url)]))
     assert second.engine.urls == [] and second.stat("images_skipped_has_image") == 1
-    assert image_requests(sandbox) == {"once": 1}
+    assert image_requests(sandbox) == {"products/once": 1}
 
 
 def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_again(db, sandbox, store, tmp_path, sql):
@@ -316,11 +316,17 @@ def test_a_crawl_stores_every_image_once_and_the_next_crawl_downloads_none(db, s
     )
     assert rows and all(path for _, path in rows)
     store_dir = Path(scrapy_env["CANNASPIDER_DATA_DIR"]) / "images"
-    assert {str(p.relative_to(store_dir)) for p in store_dir.rglob("*.webp")} == {path for _, path in rows}
+    assert {str(p.relative_to(store_dir)) for p in (store_dir / "products").rglob("*.webp")} == {
+        path for _, path in rows
+    }
     assert sql("SELECT status FROM crawl_runs WHERE dispensary_id = %s", (d,)) == [("complete",)]
-    downloads = sum(image_requests(sandbox).values())
-    assert downloads == len(rows)
+    downloads = image_requests(sandbox)
+    products = {k: n for k, n in downloads.items() if k.startswith("products/")}
+    logos = {k: n for k, n in downloads.items() if k.startswith("brands/")}
+    assert len(products) == len(rows) and set(products.values()) == {1}
+    assert logos and set(logos.values()) == {1}  # each brand's logo once, however many products
+    assert len(list((store_dir / "brands").rglob("logo-*.webp"))) == len(logos)
     second = crawl("product_resync", dispensary_id=d)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert sum(image_requests(sandbox).values()) == downloads  # not one image fetched again
+    assert image_requests(sandbox) == downloads  # not one image fetched again
     assert "images_skipped_has_image" in second.stderr
