@@ -145,12 +145,14 @@ class ImagePathWriter:
         self.store = store
         self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE", 1000)
         self.rows: dict[tuple[int, str, str], str] = {}  # (dispensary, provider, product) → path
+        self.new_rows = 0  # added since the last flush (rows kept for a retry do not start one)
         self.lock = asyncio.Lock()
         self.inflight: asyncio.Task | None = None
 
     def add(self, dispensary_id: int, provider: str, provider_product_id: str, path: str) -> None:
         self.rows[(dispensary_id, provider, provider_product_id)] = path
-        if len(self.rows) >= self.batch_size and (self.inflight is None or self.inflight.done()):
+        self.new_rows += 1
+        if self.new_rows >= self.batch_size and (self.inflight is None or self.inflight.done()):
             self.inflight = asyncio.ensure_future(self._flush_quietly())
 
     async def _flush_quietly(self) -> None:
@@ -162,6 +164,7 @@ class ImagePathWriter:
     async def flush(self, *, final: bool = False) -> None:
         async with self.lock:
             rows, self.rows = self.rows, {}
+            self.new_rows = 0
             if not rows:
                 return
             try:
@@ -211,6 +214,7 @@ class ProductImagesPipeline(ImagesPipeline):
         self.queue: deque[ImageJob] = deque()
         self.workers: set[asyncio.Task] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
+        self.closing = False  # the downloader is closed: nothing more is queued
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProductImagesPipeline:
@@ -273,7 +277,7 @@ class ProductImagesPipeline(ImagesPipeline):
             known.with_image.add(item.provider_product_id)
 
     def _enqueue(self, job: ImageJob) -> bool:
-        if job.path in self.claimed:
+        if job.path in self.claimed or self.closing:
             return False
         self.claimed.add(job.path)
         self.queue.append(job)
@@ -285,7 +289,7 @@ class ProductImagesPipeline(ImagesPipeline):
 
     # -- downloading -------------------------------------------------------------------------
     async def _work(self) -> None:
-        while self.queue:
+        while self.queue and not self.closing:
             job = self.queue.popleft()
             try:
                 await self._fetch(job)
@@ -328,9 +332,12 @@ class ProductImagesPipeline(ImagesPipeline):
         self._written(job)
 
     async def _stored_already(self, path: str) -> bool:
-        result: Any = self.store.stat_file(path, self.spiderinfo)
-        if isinstance(result, Deferred):
-            result = await maybe_deferred_to_future(result)
+        try:
+            result: Any = self.store.stat_file(path, self.spiderinfo)
+            if isinstance(result, Deferred):
+                result = await maybe_deferred_to_future(result)
+        except Exception:  # as Scrapy's media_to_download: a store that cannot tell means "download it"
+            return False
         return bool(result and result.get("last_modified"))
 
     def _written(self, job: ImageJob) -> None:
@@ -401,6 +408,7 @@ class ProductImagesPipeline(ImagesPipeline):
             raise DontCloseSpider
 
     async def close_spider(self) -> None:
+        self.closing = True
         if self.queue or self.loading:  # a crawl cut short: these stay NULL and the next crawl backfills them
             left = len(self.queue) + sum(len(v) for v in self.loading.values())
             logger.info("images: %d images not downloaded (the crawl closed first): the next crawl gets them", left)

@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from PIL import Image, ImageCms
+from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.test import get_crawler
 
 from cannaspider.images.convert import UnusableImage, to_webp
@@ -182,6 +183,12 @@ class Harness:
             out = self.images.process_item(out)
             assert out is item  # never held, never awaited
             passed.append(out)
+        while True:  # as the engine does: the spider closes once no handler of spider_idle objects
+            try:
+                self.images.spider_idle()
+                break
+            except DontCloseSpider:
+                await asyncio.sleep(0.01)
         await asyncio.gather(self.writer.close_spider(), self.images.close_spider())
         await self.crawler.spider.store.close()
         return passed
@@ -300,6 +307,34 @@ def test_a_download_that_fails_is_skipped(db, sandbox, store, tmp_path, caplog):
         asyncio.run(harness.crawl([product(d, PID, "http://127.0.0.1:1/x.png")]))
     assert local_paths(db, d) == {PID: None}
     assert "download failed" in caplog.text and harness.stat("images_failed/connectionrefusederror") == 1
+
+
+def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox, store, tmp_path):
+    d, base = store["id"], store["base"]
+    harness = Harness(db, tmp_path / "images")
+    release = asyncio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return await asyncio.to_thread(fetch, request)
+
+    harness.engine.download_async = slow  # type: ignore[method-assign]
+
+    async def run() -> None:
+        item = product(d, PID, f"{base}/images/products/slow.png")
+        assert harness.images.process_item(harness.writer.process_item(item)) is item
+        await harness.writer.flush()  # what a store's completion waits for: committed, image or not
+        assert harness.writer.store.ledgers[(d, None)].written == 1
+        await asyncio.sleep(0.05)
+        with pytest.raises(DontCloseSpider):  # the downloader must stay open for the queued image
+            harness.images.spider_idle()
+        release.set()
+        await asyncio.gather(harness.writer.close_spider(), harness.images.close_spider())
+        harness.images.spider_idle()  # nothing left: the spider may close
+        await harness.crawler.spider.store.close()
+
+    asyncio.run(run())
+    assert local_paths(db, d)[PID] is not None
 
 
 # --- end to end: `scrapy crawl` against the sandbox ----------------------------------------
