@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from PIL import Image, ImageCms
 from scrapy.exceptions import DontCloseSpider
+from scrapy.settings import BaseSettings
 from scrapy.utils.test import get_crawler
 
 from cannaspider.images.convert import UnusableImage, to_webp
@@ -166,9 +167,10 @@ def product(dispensary_id: int, pid: str, image: str | None, brand: str | None =
 
 class Harness:
     def __init__(self, db: str, store_dir: Path, **settings) -> None:
-        self.crawler = get_crawler(
-            ProductSpider, {"DATABASE_URL": db, "IMAGES_STORE": str(store_dir), "DB_WRITE_BATCH_SIZE": 1000, **settings}
-        )
+        project = BaseSettings()  # the project's settings, as `scrapy crawl` builds them
+        project.setmodule("cannaspider.settings", priority="project")
+        project.setdict({"DATABASE_URL": db, "IMAGES_STORE": str(store_dir), **settings}, priority="cmdline")
+        self.crawler = get_crawler(ProductSpider, project.copy_to_dict())
         self.crawler.spider = ProductSpider.from_crawler(self.crawler, dispensary_id="1")
         self.engine = SandboxEngine()
         self.crawler.engine = self.engine  # type: ignore[assignment]
