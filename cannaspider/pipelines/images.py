@@ -31,7 +31,7 @@ import asyncio
 import hashlib
 import logging
 import os
-from collections import deque
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -67,7 +67,13 @@ def images_store_uri(settings) -> str:
 class AtomicFSFilesStore(FSFilesStore):
     """Scrapy's local store, but a file appears whole or not at all (written beside, then renamed),
     off the event loop: a crash mid-write must not leave a truncated file that every later crawl
-    would take for the stored image."""
+    would take for the stored image. Folders are made when a file is written, not when the crawl
+    starts: a data folder that cannot be used is reported by the crawl's own checks, in one line."""
+
+    def __init__(self, basedir: str | os.PathLike[str]):  # not FSFilesStore.__init__: it makes the folder
+        basedir = str(basedir)
+        self.basedir = basedir.split("://", 1)[1] if "://" in basedir else basedir
+        self.created_directories = defaultdict(set)
 
     def persist_file(  # type: ignore[override]  # the store protocol (FilesStoreProtocol) allows a Deferred
         self,
