@@ -146,7 +146,7 @@ MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
 IMG_CACHE_DIR = None
 IMG_MAX_AGE_S = 31_536_000
 IMG_MAX_PIXELS = 16_000_000  # the largest variant /img renders (w × h)
-IMG_RENDER_THREADS = None  # None: one per core
+IMG_RENDER_THREADS = 0  # 0: one per core
 IMG_MEMORY_CACHE_BYTES = 64 * 1024 * 1024  # recently served variants kept in memory
 
 # --- Contracts (`scrapy check`) -------------------------------------------------------------

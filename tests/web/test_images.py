@@ -235,3 +235,14 @@ def test_router_from_settings_reads_images_store(tmp_path):
     proxy = router.image_proxy  # type: ignore[attr-defined]
     assert proxy.root == store.resolve() and proxy.cache_dir == tmp_path / "image-cache"
     assert image_router(Settings({"IMAGES_STORE": "s3://bucket/images/"})).image_proxy.unsupported_store
+
+
+def test_router_from_the_project_settings(tmp_path, monkeypatch):
+    from scrapy.settings import BaseSettings
+
+    project = BaseSettings()
+    project.setmodule("cannaspider.settings", priority="project")
+    project.set("CANNASPIDER_DATA_DIR", str(tmp_path), priority="cmdline")
+    proxy = image_router(project).image_proxy  # type: ignore[attr-defined]
+    assert proxy.root == (tmp_path / "images").resolve() and proxy.unsupported_store is None
+    assert proxy.pool._max_workers == (os.cpu_count() or 2)
