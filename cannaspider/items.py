@@ -107,6 +107,7 @@ class StoreProduct:
     provider_created_at: datetime | None
     provider_updated_at: datetime | None
     provider: str = "dutchie"
+    brand_logo_url: str | None = None  # brand.imageUrl: stored once per brand (pipelines/images.py)
 
 
 @dataclass

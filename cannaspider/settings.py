@@ -134,6 +134,7 @@ PRODUCT_PIPELINES = {
     "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
     "cannaspider.monitors.validation.StoreProductValidationPipeline": 250,
     "cannaspider.pipelines.product_writer.ProductWriterPipeline": 300,
+    "cannaspider.pipelines.images.ProductImagesPipeline": 400,  # queues the image; never holds the item
     "cannaspider.pipelines.crawl_completion.CrawlCompletionPipeline": 900,
 }
 ITEM_PIPELINES = {**DISCOVERY_PIPELINES, **PRODUCT_PIPELINES}
@@ -147,6 +148,22 @@ ADDONS = {"cannaspider.feeds.DefaultFeed": 0}
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
 FEED_EXPORT_ENCODING = "utf-8"
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
+
+# --- Images (docs/images.md) ---------------------------------------------------------------
+# Where product images are stored as webp: a folder, or any store Scrapy's media pipelines take
+# (s3://bucket/prefix/, gs://…, ftp://…). None: CANNASPIDER_DATA_DIR/images.
+IMAGES_STORE = None
+IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCURRENT_REQUESTS)
+IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
+IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb)
+MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
+# /img (cannaspider/web/images.py): rendered variants are cached under IMG_CACHE_DIR (None:
+# CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S.
+IMG_CACHE_DIR = None
+IMG_MAX_AGE_S = 31_536_000
+IMG_MAX_PIXELS = 16_000_000  # the largest variant /img renders (w × h)
+IMG_RENDER_THREADS = 0  # 0: one per core
+IMG_MEMORY_CACHE_BYTES = 64 * 1024 * 1024  # recently served variants kept in memory
 
 # --- Contracts (`scrapy check`) -------------------------------------------------------------
 SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
+from cannaspider.pipelines.images import images_store_uri
 from cannaspider.sandbox.catalog import CatalogConfig
 from cannaspider.sandbox.server import Sandbox
 
@@ -105,6 +106,12 @@ class Command(CannaspiderCommand):
                 conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY status").fetchall()
             )
             (snapshots,) = _counts(conn, "SELECT count(*) FROM store_product_snapshots")
+            images, with_image_url = _counts(
+                conn,
+                "SELECT count(local_image_path), count(image_url) FROM store_products sp "
+                "JOIN dispensaries d ON d.id = sp.dispensary_id WHERE d.state = %s",
+                (state,),
+            )
         items = len(json.loads(feed.read_text())) if feed.exists() else 0
         print()
         print(f"Summary for {state}")
@@ -114,6 +121,7 @@ class Command(CannaspiderCommand):
         print(f"  out of stock    {oos}   (missing from 3 consecutive complete crawls)")
         print(f"  missing 1-2x    {missing - oos}")
         print(f"  snapshots       {snapshots}")
+        print(f"  images          {images} of {with_image_url} stored as webp in {images_store_uri(self.settings)}")
         print("  crawl runs      " + ", ".join(f"{n} {s}" for s, n in sorted(runs.items())))
         print(f"  feed            {feed} ({items} items)")
         assert self.settings is not None

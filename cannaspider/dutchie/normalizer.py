@@ -532,6 +532,12 @@ def _brand_field(value: object, brand: object, key: str, what: str) -> str | Non
     return None
 
 
+def _logo(brand: object) -> str | None:
+    """brand.imageUrl when it is an http(s) URL (stored once per brand: pipelines/images.py)."""
+    url = brand.get("imageUrl") if type(brand) is dict else None
+    return url if type(url) is str and url.startswith(("https://", "http://")) and url.isascii() else None
+
+
 def normalize(item: RawProduct) -> StoreProduct:
     raw = item.raw
     if not isinstance(raw, dict):
@@ -599,6 +605,8 @@ def normalize(item: RawProduct) -> StoreProduct:
         quantity_available,  # quantity_available
         timestamp(get("createdAt"), "createdAt"),  # provider_created_at
         timestamp(get("updatedAt"), "updatedAt"),  # provider_updated_at
+        "dutchie",  # provider
+        _logo(get("brand")),  # brand_logo_url
     )
     if _lost:
         DEGRADATIONS.report(pid, _lost.copy())

@@ -172,7 +172,15 @@ class CrawlCompletionPipeline:
         if self.pending:
             flush = asyncio.ensure_future(self.store.flush_all())
             self.pending.add(flush)
-            flush.add_done_callback(self.pending.discard)
+            flush.add_done_callback(self._flushed)
+
+    def _flushed(self, flush: asyncio.Future) -> None:
+        self.pending.discard(flush)
+        # An outage is logged by the writer, which keeps its rows for the next flush. spider_idle
+        # comes again while another component keeps the spider open (the image downloads): each
+        # failed flush must not end as an unretrieved task's traceback.
+        if not flush.cancelled():
+            flush.exception()
 
     async def _apply(self, item: CrawlCompletion) -> None:
         key = (item.dispensary_id, item.crawl_run_id)

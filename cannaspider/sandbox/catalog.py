@@ -392,7 +392,12 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
         "Name": name,
         "cName": slugify(name) + f"-{index}",
         "brandName": brand,
-        "brand": {"id": uuid_like(brand), "name": brand, "description": None, "imageUrl": None},
+        "brand": {
+            "id": uuid_like(brand),
+            "name": brand,
+            "description": None,
+            "imageUrl": f"{base}/images/brands/{slugify(brand)}.png",
+        },
         "brandId": uuid_like(brand),
         "type": category,
         "subcategory": subcategory.lower().replace(" ", "-") if subcategory else None,

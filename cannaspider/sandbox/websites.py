@@ -28,8 +28,37 @@ def product_png(key: str, size: int = 320) -> bytes:
     return buf.getvalue()
 
 
+def _bomb_png(side: int = 100_000) -> bytes:
+    """A PNG header claiming side × side pixels (10 G): Pillow reads the size before any pixel."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+    )
+
+
+# Broken images for the image pipeline's tests: /images/<kind>/broken-<fault>-<anything>.png
+IMAGE_FAULTS = {
+    "404": lambda key: web.Response(status=404, text="Not Found"),
+    "html": lambda key: web.Response(
+        text="<!DOCTYPE html><html><body>Access denied</body></html>", content_type="text/html"
+    ),
+    "truncated": lambda key: web.Response(body=product_png(key)[:300], content_type="image/png"),
+    "empty": lambda key: web.Response(body=b"", content_type="image/png"),
+    "bomb": lambda key: web.Response(body=_bomb_png(), content_type="image/png"),
+}
+
+
 async def product_image(request: web.Request) -> web.Response:
     key = request.match_info["key"]
+    request.app[DUTCHIE].requests[f"image:{request.match_info['kind']}/{key}"] += 1
+    if key.startswith("broken-") and (fault := IMAGE_FAULTS.get(key.split("-")[1])):
+        return fault(key)
     return web.Response(body=product_png(key), content_type="image/png")
 
 

@@ -28,6 +28,9 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
     feed = tmp_path / "data" / "demo" / "products.json"
     items = json.loads(feed.read_text())
     assert len(items) == figures["in stock"]  # the last resync's feed: what is on the menus now
+    stored = re.search(r"^\s+images\s+(\d+) of (\d+) stored as webp", out, re.MULTILINE)
+    assert stored and 0 < int(stored[1]) == int(stored[2]), out[-2000:]
+    assert len(list((tmp_path / "data" / "images" / "products").rglob("*.webp"))) == int(stored[1])
     with psycopg.connect(url) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
     assert statuses == {"complete": 8 * 4}

@@ -682,5 +682,6 @@ def test_every_field_lands_under_its_own_name():
         "provider_created_at": datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC),
         "provider_updated_at": datetime(2026, 3, 4, 12, 0, tzinfo=UTC),
         "provider": "dutchie",
+        "brand_logo_url": None,
     }
     assert [o.option for o in p.options] == BASE["Options"] and p.thc.unit == "percent" and p.cbd.value is None

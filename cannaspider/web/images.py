@@ -1,0 +1,378 @@
+"""`GET /img/<path>`: a stored image (cannaspider/pipelines/images.py), resized on demand
+(docs/images.md, "The image proxy").
+
+    GET /img/products/az/az-deeply-rooted/bud-bros/6913e3cd444eac3935e928b9/image-ae38b1f9.webp?w=200
+
+Parameters, as the seed's proxy (sharp) takes them: `w`, `h` (1–4000), `q` (1–100, default 80),
+`fit` (cover, contain, fill, inside, outside; default cover), `blur` (sigma, 0.3–1000), `gray` (1),
+`format` (webp default, jpeg, png, avif). A bad or unknown parameter is a 400 saying which; a path
+that is not one the pipeline writes, leaves the store (`..`, absolute, encoded, a symlink out) or
+names no file is a 404, before any file is opened.
+
+Rendering is Pillow in a thread pool (never on the event loop); a variant is rendered once (a
+second request for it while it renders waits for the same result), written to IMG_CACHE_DIR and
+kept in a bounded memory cache. Its ETag is derived from the source file (path, size, mtime) and
+the normalized parameters, so a matching If-None-Match is answered 304 without reading anything;
+responses are `Cache-Control: public, max-age=IMG_MAX_AGE_S, immutable` (a stored image never
+changes: a new source URL is a new file name).
+
+The app mounts it with one line: `app.include_router(image_router(settings))`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import logging
+import os
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from PIL import Image, ImageFilter, UnidentifiedImageError, features
+from scrapy.settings import BaseSettings
+
+from cannaspider.images.convert import DEFAULT_MAX_PIXELS
+from cannaspider.images.paths import is_stored_path_shape
+
+logger = logging.getLogger(__name__)
+
+MAX_SIDE = 4000
+FITS = ("cover", "contain", "fill", "inside", "outside")
+MEDIA_TYPES = {"webp": "image/webp", "jpeg": "image/jpeg", "png": "image/png", "avif": "image/avif"}
+PARAMETERS = ("w", "h", "q", "fit", "blur", "gray", "format")
+RESAMPLE = Image.Resampling.LANCZOS
+
+
+class BadParameter(ValueError):
+    """A 400: the message says which parameter and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    w: int | None = None
+    h: int | None = None
+    q: int = 80
+    fit: str = "cover"
+    blur: float | None = None
+    gray: bool = False
+    format: str = "webp"
+    q_given: bool = False
+
+    @property
+    def is_original(self) -> bool:
+        """Nothing to do: the stored webp itself is the answer."""
+        return (
+            self.w is None
+            and self.h is None
+            and self.blur is None
+            and not self.gray
+            and self.format == "webp"
+            and not self.q_given
+        )
+
+    def canonical(self) -> str:
+        return f"w={self.w}&h={self.h}&q={self.q}&fit={self.fit}&blur={self.blur}&gray={int(self.gray)}&f={self.format}"
+
+
+def parse_variant(items: list[tuple[str, str]]) -> Variant:
+    seen: dict[str, str] = {}
+    for name, value in items:
+        if name not in PARAMETERS:
+            raise BadParameter(f"unknown parameter {name!r} (known: {', '.join(PARAMETERS)})")
+        if name in seen:
+            raise BadParameter(f"parameter {name!r} given twice")
+        seen[name] = value.strip()
+    w = _int(seen, "w", 1, MAX_SIDE)
+    h = _int(seen, "h", 1, MAX_SIDE)
+    q = _int(seen, "q", 1, 100)
+    fit = seen.get("fit", "cover").lower()
+    if fit not in FITS:
+        raise BadParameter(f"fit must be one of {', '.join(FITS)}, got {seen['fit']!r}")
+    blur: float | None = None
+    if "blur" in seen:
+        try:
+            blur = float(seen["blur"])
+        except ValueError:
+            raise BadParameter(f"blur must be a number from 0.3 to 1000, got {seen['blur']!r}") from None
+        if not 0.3 <= blur <= 1000:  # also false for nan
+            raise BadParameter(f"blur must be from 0.3 to 1000, got {seen['blur']!r}")
+    gray_raw = seen.get("gray", "0").lower()
+    if gray_raw not in ("0", "1", "true", "false"):
+        raise BadParameter(f"gray must be 1 or 0, got {seen['gray']!r}")
+    fmt = seen.get("format", "webp").lower()
+    if fmt == "jpg":
+        fmt = "jpeg"
+    if fmt not in MEDIA_TYPES:
+        raise BadParameter(f"format must be one of {', '.join(MEDIA_TYPES)}, got {seen['format']!r}")
+    if fmt == "avif" and not features.check("avif"):
+        raise BadParameter("format=avif: this server's Pillow was built without AVIF support")
+    return Variant(w, h, 80 if q is None else q, fit, blur, gray_raw in ("1", "true"), fmt, q is not None)
+
+
+def _int(seen: dict[str, str], name: str, low: int, high: int) -> int | None:
+    if name not in seen:
+        return None
+    raw = seen[name]
+    if not raw.isdigit() or len(raw) > 6:
+        raise BadParameter(f"{name} must be a whole number from {low} to {high}, got {raw!r}")
+    value = int(raw)
+    if not low <= value <= high:
+        raise BadParameter(f"{name} must be from {low} to {high}, got {value}")
+    return value
+
+
+def target_size(source: tuple[int, int], v: Variant) -> tuple[int, int]:
+    """The output size, as sharp sizes it: one side given keeps the aspect ratio; both sides given
+    follow `fit` (cover/contain/fill: exactly w × h; inside: within; outside: at least)."""
+    sw, sh = source
+    if v.w is None and v.h is None:
+        return sw, sh
+    if v.w is None or v.h is None:
+        scale = v.w / sw if v.w is not None else v.h / sh  # type: ignore[operator]
+        return max(1, round(sw * scale)), max(1, round(sh * scale))
+    if v.fit in ("cover", "contain", "fill"):
+        return v.w, v.h
+    pick = min if v.fit == "inside" else max
+    scale = pick(v.w / sw, v.h / sh)
+    return max(1, round(sw * scale)), max(1, round(sh * scale))
+
+
+def render(source: Path, v: Variant, max_pixels: int, source_max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
+    """The variant's bytes (runs in a worker thread)."""
+    with Image.open(source, formats=["WEBP"]) as image:
+        sw, sh = image.size
+        if sw * sh > source_max_pixels:
+            raise BadParameter(f"the stored image is {sw}x{sh}: too large to render")
+        size = target_size((sw, sh), v)
+        if size[0] * size[1] > max_pixels:
+            raise BadParameter(f"{size[0]}x{size[1]} is more than the {max_pixels} pixels this server renders")
+        icc = image.info.get("icc_profile")
+        image.load()
+        out = _resize(image, size, v)
+    if v.blur is not None:
+        out = out.filter(ImageFilter.GaussianBlur(v.blur))
+    if v.gray:
+        out = out.convert("LA" if "A" in out.mode else "L")
+    return encode(out, v.format, v.q, icc)
+
+
+def _resize(image: Image.Image, size: tuple[int, int], v: Variant) -> Image.Image:
+    if size == image.size:
+        return image
+    both = v.w is not None and v.h is not None
+    if both and v.fit == "cover":
+        # crop the source to the target's aspect ratio (centred), scaled in the same pass
+        sw, sh = image.size
+        scale = max(size[0] / sw, size[1] / sh)
+        cw, ch = size[0] / scale, size[1] / scale
+        box = ((sw - cw) / 2, (sh - ch) / 2, (sw + cw) / 2, (sh + ch) / 2)
+        return image.resize(size, RESAMPLE, box=box, reducing_gap=3.0)
+    if both and v.fit == "contain":
+        inner = target_size(image.size, Variant(v.w, v.h, fit="inside"))
+        resized = image.resize(inner, RESAMPLE, reducing_gap=3.0)
+        canvas = Image.new("RGBA", size, (0, 0, 0, 0))  # letterboxed on transparent (white in a JPEG)
+        canvas.paste(resized.convert("RGBA"), ((size[0] - inner[0]) // 2, (size[1] - inner[1]) // 2))
+        return canvas
+    return image.resize(size, RESAMPLE, reducing_gap=3.0)
+
+
+def encode(image: Image.Image, fmt: str, quality: int, icc: bytes | None = None) -> bytes:
+    buf = io.BytesIO()
+    extra: dict = {"icc_profile": icc} if icc and image.mode not in ("L", "LA") else {}
+    if fmt == "jpeg":
+        if image.mode in ("RGBA", "LA", "P"):
+            background = Image.new("RGB", image.size, (255, 255, 255))
+            rgba = image.convert("RGBA")
+            background.paste(rgba, mask=rgba.getchannel("A"))
+            image = background
+        image.save(buf, "JPEG", quality=quality, **extra)
+    elif fmt == "png":
+        image.save(buf, "PNG", compress_level=6, **extra)
+    elif fmt == "avif":
+        image.save(buf, "AVIF", quality=quality, speed=8, **extra)
+    else:
+        image.save(buf, "WEBP", quality=quality, method=4, **extra)
+    return buf.getvalue()
+
+
+class VariantCache:
+    """Recently served variants in memory, bounded by their total size (flat memory under load)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.items: OrderedDict[str, bytes] = OrderedDict()
+
+    def get(self, key: str) -> bytes | None:
+        body = self.items.get(key)
+        if body is not None:
+            self.items.move_to_end(key)
+        return body
+
+    def put(self, key: str, body: bytes) -> None:
+        if len(body) > self.max_bytes // 8 or key in self.items:
+            return
+        self.items[key] = body
+        self.size += len(body)
+        while self.size > self.max_bytes:
+            _, dropped = self.items.popitem(last=False)
+            self.size -= len(dropped)
+
+
+class ImageProxy:
+    def __init__(
+        self,
+        store_dir: Path,
+        cache_dir: Path,
+        *,
+        max_age: int = 31_536_000,
+        max_pixels: int = 16_000_000,
+        threads: int | None = None,
+        memory_bytes: int = 64 * 1024 * 1024,
+        unsupported_store: str | None = None,
+    ):
+        self.root = store_dir.resolve()
+        self.cache_dir = cache_dir
+        self.max_age = max_age
+        self.max_pixels = max_pixels
+        self.pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 2, thread_name_prefix="img")
+        self.memory = VariantCache(memory_bytes)
+        self.inflight: dict[str, asyncio.Task[bytes]] = {}
+        self.renders = 0  # variants rendered since start (the tests count them)
+        self.unsupported_store = unsupported_store
+        self.cache_control = f"public, max-age={max_age}, immutable"
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> ImageProxy:
+        from cannaspider.pipelines.images import images_store_uri  # noqa: PLC0415 (Scrapy's pipeline stack)
+
+        data_dir = Path(settings.get("CANNASPIDER_DATA_DIR") or ".data")
+        uri = images_store_uri(settings)
+        scheme = urlparse(uri).scheme
+        local = Path(uri.split("://", 1)[1] if scheme == "file" else uri)
+        unsupported = None
+        if scheme not in ("", "file") and not Path(uri).is_absolute():
+            unsupported = f"IMAGES_STORE is {scheme}://: /img reads a local store only (docs/images.md)"
+        return cls(
+            local,
+            Path(settings.get("IMG_CACHE_DIR") or data_dir / "image-cache"),
+            max_age=settings.getint("IMG_MAX_AGE_S", 31_536_000),
+            max_pixels=settings.getint("IMG_MAX_PIXELS", 16_000_000),
+            threads=settings.getint("IMG_RENDER_THREADS") or None,
+            memory_bytes=settings.getint("IMG_MEMORY_CACHE_BYTES", 64 * 1024 * 1024),
+            unsupported_store=unsupported,
+        )
+
+    def locate(self, path: str) -> tuple[Path, os.stat_result] | None:
+        """The stored file `path` names, or None (a 404) for anything else."""
+        if not is_stored_path_shape(path):
+            return None
+        real = Path(os.path.realpath(self.root / path))
+        if not real.is_relative_to(self.root):  # a symlink out of the store
+            return None
+        try:
+            stat = real.stat()
+        except OSError:
+            return None
+        return (real, stat) if real.is_file() else None
+
+    async def serve(self, request: Request, path: str) -> Response:
+        if self.unsupported_store:
+            return JSONResponse({"detail": self.unsupported_store}, status_code=501)
+        try:
+            variant = parse_variant(request.query_params.multi_items())
+        except BadParameter as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        found = self.locate(path)
+        if found is None:
+            return JSONResponse({"detail": "no such image"}, status_code=404)
+        source, stat = found
+        key = hashlib.sha256(f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{variant.canonical()}".encode()).hexdigest()[
+            :32
+        ]
+        etag = f'"{key}"'
+        headers = {"ETag": etag, "Cache-Control": self.cache_control}
+        if _matches(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers=headers)
+        try:
+            body = await self._variant(key, source, variant)
+        except BadParameter as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+            logger.warning("/img %s: the stored file cannot be read: %s", path, exc)
+            return JSONResponse({"detail": "the stored image cannot be read"}, status_code=404)
+        return Response(body, media_type=MEDIA_TYPES[variant.format], headers=headers)
+
+    async def _variant(self, key: str, source: Path, variant: Variant) -> bytes:
+        body = self.memory.get(key)
+        if body is not None:
+            return body
+        task = self.inflight.get(key)
+        if task is None:
+            # a task of its own: a client that hangs up does not cancel the render others wait for
+            task = asyncio.ensure_future(self._produce(key, source, variant))
+            self.inflight[key] = task
+            task.add_done_callback(lambda done: self._settled(key, done))
+        return await asyncio.shield(task)
+
+    async def _produce(self, key: str, source: Path, variant: Variant) -> bytes:
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(self.pool, self._load_or_render, key, source, variant)
+        self.memory.put(key, body)
+        return body
+
+    def _settled(self, key: str, task: asyncio.Task[bytes]) -> None:
+        self.inflight.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failure whose waiters all left is not "never retrieved"
+
+    def _load_or_render(self, key: str, source: Path, variant: Variant) -> bytes:
+        if variant.is_original:
+            return source.read_bytes()
+        cached = self.cache_dir / key[:2] / f"{key}.{variant.format}"
+        try:
+            return cached.read_bytes()
+        except OSError:
+            pass
+        body = render(source, variant, self.max_pixels)
+        self.renders += 1
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            temporary = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+            temporary.write_bytes(body)
+            os.replace(temporary, cached)
+        except OSError as exc:  # a full or read-only cache disk costs speed, not the answer
+            logger.warning("/img: variant not cached: %s", exc)
+        return body
+
+
+def _matches(header: str | None, etag: str) -> bool:
+    if not header:
+        return False
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return "*" in tags or etag in tags
+
+
+def image_router(settings: BaseSettings | None = None, proxy: ImageProxy | None = None) -> APIRouter:
+    """The /img route, reading the store the project's settings name (or `proxy`'s)."""
+    if proxy is None:
+        if settings is None:
+            from scrapy.utils.project import get_project_settings  # noqa: PLC0415
+
+            settings = get_project_settings()
+        proxy = ImageProxy.from_settings(settings)
+    router = APIRouter()
+    image_proxy = proxy
+
+    @router.get("/img/{path:path}", response_class=Response, name="image")
+    async def image(path: str, request: Request) -> Response:
+        return await image_proxy.serve(request, path)
+
+    router.image_proxy = image_proxy  # type: ignore[attr-defined]  # for the tests and the benchmark
+    return router

@@ -1,0 +1,369 @@
+"""ProductImagesPipeline: the seed's layout and slugs, webp conversion (alpha, EXIF orientation,
+ICC), the download rules (once, never again, backfill when local_image_path is NULL), every kind
+of unusable image skipped without touching the product row or the crawl, and an end-to-end
+`scrapy crawl` against the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+from pathlib import Path
+
+import psycopg
+import pytest
+from PIL import Image, ImageCms
+from scrapy.exceptions import DontCloseSpider
+from scrapy.settings import BaseSettings
+from scrapy.utils.test import get_crawler
+
+from cannaspider.images.convert import UnusableImage, to_webp
+from cannaspider.images.paths import brand_logo_path, product_image_path, slugify, url_hash
+from cannaspider.items import Potency, StoreProduct
+from cannaspider.pipelines.images import ProductImagesPipeline
+from cannaspider.pipelines.product_writer import ProductWriterPipeline
+from cannaspider.spiders.products import ProductSpider
+from tests.helpers import add_store, fetch
+
+PID = "6913e3cd444eac3935e928b9"
+
+
+# --- layout and slugs ---------------------------------------------------------------------------
+
+
+def test_the_seeds_example_layout():
+    url = "https://images.dutchie.com/abc.jpg"
+    path = product_image_path("AZ", "az-deeply-rooted", "Bud Bros", PID, url)
+    assert path == f"products/az/az-deeply-rooted/bud-bros/{PID}/image-{url_hash(url)}.webp"
+    assert len(url_hash(url)) == 8 and url_hash(url) != url_hash(url + "?w=2")
+    assert brand_logo_path("Bud Bros", url) == f"brands/bud-bros/logo-{url_hash(url)}.webp"
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("Bud & Mary's", "bud-and-marys"),
+        ("Café Ñandú — Tempe", "cafe-nandu-tempe"),
+        ("AC/DC Farms", "ac-dc-farms"),
+        ("../../etc/passwd", "etc-passwd"),
+        ("Grön Straße", "gron-strasse"),
+        ("  Høme  Grown  ", "home-grown"),
+        ("1906", "1906"),
+        ("Select™ Elite+ ®", "select-elite-plus"),
+        ("Kiva Confections 🍫🔥", "kiva-confections"),
+        ("“Curly” ‘Quotes’", "curly-quotes"),
+    ],
+)
+def test_slugs_of_real_world_names(name, slug):
+    assert slugify(name) == slug
+
+
+def test_names_without_any_ascii_stay_distinct_and_stable():
+    fire, leaf = slugify("🔥🔥🔥", "brand"), slugify("🍁", "brand")
+    assert fire.startswith("brand-") and leaf.startswith("brand-") and fire != leaf
+    assert slugify("🔥🔥🔥", "brand") == fire
+    assert slugify("大麻", "brand").startswith("brand-")
+    assert slugify(None, "unbranded") == "unbranded" and slugify("   ", "unbranded") == "unbranded"
+
+
+def test_no_segment_can_escape_or_add_a_level():
+    path = product_image_path("A/Z", "../..", "/etc/", "../" + "a" * 24, "u")
+    segments = path.split("/")
+    assert len(segments) == 6 and all(s and s not in (".", "..") for s in segments)
+    assert all(c.isalnum() or c in "-." for c in path.replace("/", ""))
+    assert segments[:2] == ["products", "a-z"] and segments[2].startswith("store-") and segments[3] == "etc"
+    assert slugify("x" * 300).__len__() <= 80
+
+
+# --- conversion -----------------------------------------------------------------------------
+
+
+def _encode(image: Image.Image, fmt: str, **params) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, fmt, **params)
+    return buf.getvalue()
+
+
+def test_alpha_is_kept():
+    image = Image.new("RGBA", (40, 30), (255, 0, 0, 0))
+    image.putpixel((0, 0), (0, 0, 255, 255))
+    webp, size = to_webp(_encode(image, "PNG"))
+    out = Image.open(io.BytesIO(webp))
+    assert out.format == "WEBP" and size == (40, 30) and out.mode == "RGBA"
+    assert out.getpixel((20, 20))[3] == 0 and out.getpixel((0, 0))[3] == 255
+
+
+def test_palette_transparency_is_kept():
+    image = Image.new("P", (10, 10), 0)
+    image.info["transparency"] = 0
+    out = Image.open(io.BytesIO(to_webp(_encode(image, "PNG", transparency=0))[0]))
+    assert out.mode == "RGBA" and out.getpixel((5, 5))[3] == 0
+
+
+def test_exif_orientation_is_applied():
+    image = Image.new("RGB", (60, 20), (0, 128, 0))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise to display
+    webp, size = to_webp(_encode(image, "JPEG", exif=exif))
+    assert size == (20, 60)
+    assert 0x0112 not in Image.open(io.BytesIO(webp)).getexif()
+
+
+def test_icc_profile_is_kept():
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    webp, _ = to_webp(_encode(Image.new("RGB", (8, 8)), "JPEG", icc_profile=icc))
+    assert Image.open(io.BytesIO(webp)).info.get("icc_profile") == icc
+
+
+def test_cmyk_becomes_rgb():
+    out = Image.open(io.BytesIO(to_webp(_encode(Image.new("CMYK", (8, 8), (0, 255, 255, 0)), "JPEG"))[0]))
+    assert out.mode == "RGB"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"", "empty"),
+        (b"<!DOCTYPE html><html><body>Denied</body></html>", "not an image (HTML)"),
+        (_encode(Image.new("RGB", (200, 200), (1, 2, 3)), "PNG")[:120], "broken"),
+        (b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n", "not an image"),
+    ],
+)
+def test_unusable_bodies_say_why(body, reason):
+    with pytest.raises(UnusableImage, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        to_webp(body)
+
+
+def test_a_decompression_bomb_is_refused_from_its_header():
+    from cannaspider.sandbox.websites import _bomb_png
+
+    with pytest.raises(UnusableImage, match="decompression bomb"):
+        to_webp(_bomb_png())
+    with pytest.raises(UnusableImage, match="more than 100 pixels"):
+        to_webp(_encode(Image.new("RGB", (20, 20)), "PNG"), max_pixels=100)
+
+
+# --- the pipeline in-process: real sandbox images, real database -------------------------------
+
+
+class SandboxEngine:
+    """The engine's download_async, answered by the sandbox over loopback (the pipeline's own
+    code decides, converts, stores and records; only Scrapy's downloader is left out)."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    async def download_async(self, request):
+        self.urls.append(request.url)
+        return await asyncio.to_thread(fetch, request)
+
+
+def product(dispensary_id: int, pid: str, image: str | None, brand: str | None = "Bud Bros") -> StoreProduct:
+    return StoreProduct(
+        dispensary_id, None, pid, "Name", "Name", brand, None, None, None, None, None, None, None, None, False,
+        [], Potency(None, None), Potency(None, None), [], [], {}, image, [image] if image else [], None, None, None,
+    )  # fmt: skip
+
+
+class Harness:
+    def __init__(self, db: str, store_dir: Path, **settings) -> None:
+        project = BaseSettings()  # the project's settings, as `scrapy crawl` builds them
+        project.setmodule("cannaspider.settings", priority="project")
+        project.setdict({"DATABASE_URL": db, "IMAGES_STORE": str(store_dir), **settings}, priority="cmdline")
+        self.crawler = get_crawler(ProductSpider, project.copy_to_dict())
+        self.crawler.spider = ProductSpider.from_crawler(self.crawler, dispensary_id="1")
+        self.engine = SandboxEngine()
+        self.crawler.engine = self.engine  # type: ignore[assignment]
+        self.writer = ProductWriterPipeline.from_crawler(self.crawler)
+        self.images = ProductImagesPipeline.from_crawler(self.crawler)
+        self.images.open_spider()
+
+    async def crawl(self, items: list[StoreProduct]) -> list:
+        passed = []
+        for item in items:
+            out = self.writer.process_item(item)
+            out = self.images.process_item(out)
+            assert out is item  # never held, never awaited
+            passed.append(out)
+        while True:  # as the engine does: the spider closes once no handler of spider_idle objects
+            try:
+                self.images.spider_idle()
+                break
+            except DontCloseSpider:
+                await asyncio.sleep(0.01)
+        await asyncio.gather(self.writer.close_spider(), self.images.close_spider())
+        await self.crawler.spider.store.close()
+        return passed
+
+    def stat(self, name: str) -> int:
+        return self.crawler.stats.get_value(f"cannaspider/{name}", 0)
+
+
+@pytest.fixture
+def store(db, sandbox):
+    s = sandbox.stores("AZ")[0]
+    return {"id": add_store(db, s), "slug": s["cName"], "base": sandbox.urls.base}
+
+
+def local_paths(db: str, dispensary_id: int) -> dict[str, str | None]:
+    with psycopg.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT provider_product_id, local_image_path FROM store_products WHERE dispensary_id = %s",
+            (dispensary_id,),
+        ).fetchall()
+    return dict(rows)
+
+
+def image_requests(sandbox) -> dict[str, int]:
+    return {k.removeprefix("image:"): v for k, v in sandbox.requests().items() if k.startswith("image:")}
+
+
+def test_first_crawl_stores_webp_and_records_the_path(db, sandbox, store, tmp_path):
+    d, base = store["id"], store["base"]
+    items = [product(d, f"{i:024x}", f"{base}/images/products/p{i}.png") for i in range(5)]
+    items.append(product(d, "f" * 24, None))  # no image: nothing to do
+    harness = Harness(db, tmp_path / "images")
+    asyncio.run(harness.crawl(items))
+    paths = local_paths(db, d)
+    assert paths["f" * 24] is None
+    for i in range(5):
+        url = f"{base}/images/products/p{i}.png"
+        expected = product_image_path("AZ", store["slug"], "Bud Bros", f"{i:024x}", url)
+        assert paths[f"{i:024x}"] == expected and expected.startswith(f"products/az/{store['slug']}/bud-bros/")
+        stored = Image.open(tmp_path / "images" / expected)
+        assert stored.format == "WEBP" and stored.size == (320, 320)
+    assert harness.stat("images_stored") == 5 and harness.stat("images_paths_written") == 5
+    assert not list((tmp_path / "images").rglob("*.tmp"))
+
+
+def test_never_downloaded_twice_in_one_crawl_nor_across_crawls(db, sandbox, store, tmp_path):
+    d, base = store["id"], store["base"]
+    url = f"{base}/images/products/once.png"
+    first = Harness(db, tmp_path / "images")
+    # the same product twice in one crawl (a store crawled twice in one process)
+    asyncio.run(first.crawl([product(d, PID, url), product(d, PID, url)]))
+    assert first.engine.urls == [url]
+    # the next crawl: the product has its local image, nothing is even looked at
+    second = Harness(db, tmp_path / "images")
+    asyncio.run(second.crawl([product(d, PID, url)]))
+    assert second.engine.urls == [] and second.stat("images_skipped_has_image") == 1
+    assert image_requests(sandbox) == {"products/once": 1}
+
+
+def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_again(db, sandbox, store, tmp_path, sql):
+    d, base = store["id"], store["base"]
+    url = f"{base}/images/products/backfill.png"
+    asyncio.run(Harness(db, tmp_path / "images").crawl([product(d, PID, url)]))
+    path = local_paths(db, d)[PID]
+    # the row lost its path (a crash between the write and the update, or a backfill): the file is
+    # in the store, so the path is recorded again without a download
+    sql("UPDATE store_products SET local_image_path = NULL")
+    again = Harness(db, tmp_path / "images")
+    asyncio.run(again.crawl([product(d, PID, url)]))
+    assert again.engine.urls == [] and again.stat("images_already_stored") == 1
+    assert local_paths(db, d)[PID] == path
+    # the file is gone too: downloaded again
+    sql("UPDATE store_products SET local_image_path = NULL")
+    (tmp_path / "images" / path).unlink()
+    third = Harness(db, tmp_path / "images")
+    asyncio.run(third.crawl([product(d, PID, url)]))
+    assert third.engine.urls == [url] and (tmp_path / "images" / path).exists()
+
+
+@pytest.mark.parametrize(
+    ("fault", "stat", "message"),
+    [
+        ("404", "http", "HTTP 404"),
+        ("html", "not_an_image", "not an image (HTML)"),
+        ("truncated", "broken", "broken PNG image"),
+        ("empty", "empty", "empty body"),
+        ("bomb", "bomb", "decompression bomb"),
+    ],
+)
+def test_unusable_images_are_skipped_and_the_product_saved(db, sandbox, store, tmp_path, caplog, fault, stat, message):
+    d, base = store["id"], store["base"]
+    good = product(d, "a" * 24, f"{base}/images/products/fine.png")
+    bad = product(d, PID, f"{base}/images/products/broken-{fault}-x.png")
+    harness = Harness(db, tmp_path / "images")
+    with caplog.at_level(logging.WARNING, logger="cannaspider.pipelines.images"):
+        passed = asyncio.run(harness.crawl([bad, good]))
+    assert passed == [bad, good]
+    paths = local_paths(db, d)
+    assert paths[PID] is None and paths["a" * 24] is not None  # both rows saved, the bad one without image
+    assert harness.stat(f"images_failed/{stat}") == 1 and harness.stat("images_stored") == 1
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and message in lines[0] and PID in lines[0], lines
+    assert not caplog.records[0].exc_info  # one line, no traceback
+    assert [p.name for p in (tmp_path / "images").rglob("*.webp")] == [Path(paths["a" * 24]).name]
+
+
+def test_a_download_that_fails_is_skipped(db, sandbox, store, tmp_path, caplog):
+    d = store["id"]
+    harness = Harness(db, tmp_path / "images")
+
+    async def refused(request):
+        raise ConnectionRefusedError("Connection was refused by other side")
+
+    harness.engine.download_async = refused  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="cannaspider.pipelines.images"):
+        asyncio.run(harness.crawl([product(d, PID, "http://127.0.0.1:1/x.png")]))
+    assert local_paths(db, d) == {PID: None}
+    assert "download failed" in caplog.text and harness.stat("images_failed/connectionrefusederror") == 1
+
+
+def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox, store, tmp_path):
+    d, base = store["id"], store["base"]
+    harness = Harness(db, tmp_path / "images")
+    release = asyncio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return await asyncio.to_thread(fetch, request)
+
+    harness.engine.download_async = slow  # type: ignore[method-assign]
+
+    async def run() -> None:
+        item = product(d, PID, f"{base}/images/products/slow.png")
+        assert harness.images.process_item(harness.writer.process_item(item)) is item
+        await harness.writer.flush()  # what a store's completion waits for: committed, image or not
+        assert harness.writer.store.ledgers[(d, None)].written == 1
+        await asyncio.sleep(0.05)
+        with pytest.raises(DontCloseSpider):  # the downloader must stay open for the queued image
+            harness.images.spider_idle()
+        release.set()
+        await asyncio.gather(harness.writer.close_spider(), harness.images.close_spider())
+        harness.images.spider_idle()  # nothing left: the spider may close
+        await harness.crawler.spider.store.close()
+
+    asyncio.run(run())
+    assert local_paths(db, d)[PID] is not None
+
+
+# --- end to end: `scrapy crawl` against the sandbox ----------------------------------------
+
+
+def test_a_crawl_stores_every_image_once_and_the_next_crawl_downloads_none(db, sandbox, crawl, scrapy_env, sql):
+    s = sandbox.stores("AZ")[0]
+    d = add_store(db, s)
+    first = crawl("product_resync", dispensary_id=d)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rows = sql(
+        "SELECT image_url, local_image_path FROM store_products WHERE dispensary_id = %s AND image_url IS NOT NULL",
+        (d,),
+    )
+    assert rows and all(path for _, path in rows)
+    store_dir = Path(scrapy_env["CANNASPIDER_DATA_DIR"]) / "images"
+    assert {str(p.relative_to(store_dir)) for p in (store_dir / "products").rglob("*.webp")} == {
+        path for _, path in rows
+    }
+    assert sql("SELECT status FROM crawl_runs WHERE dispensary_id = %s", (d,)) == [("complete",)]
+    downloads = image_requests(sandbox)
+    products = {k: n for k, n in downloads.items() if k.startswith("products/")}
+    logos = {k: n for k, n in downloads.items() if k.startswith("brands/")}
+    assert len(products) == len(rows) and set(products.values()) == {1}
+    assert logos and set(logos.values()) == {1}  # each brand's logo once, however many products
+    assert len(list((store_dir / "brands").rglob("logo-*.webp"))) == len(logos)
+    second = crawl("product_resync", dispensary_id=d)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert image_requests(sandbox) == downloads  # not one image fetched again
+    assert "images_skipped_has_image" in second.stderr
