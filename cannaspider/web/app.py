@@ -21,6 +21,7 @@ import psycopg
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from scrapy.settings import BaseSettings
 
 from cannaspider import env
 from cannaspider.db.errors import first_line
@@ -28,13 +29,19 @@ from cannaspider.tasks import queue, roles
 from cannaspider.tasks.roles import TaskInputError
 from cannaspider.web import dashboard, dashboard_api
 from cannaspider.web.auth import require_token
+from cannaspider.web.images import image_router
 from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
 
 logger = logging.getLogger(__name__)
 
 
 def create_app(
-    database_url: str, api_token: str | None, *, pool_max_size: int = 4, reports_dir: Path | None = None
+    database_url: str,
+    api_token: str | None,
+    *,
+    pool_max_size: int = 4,
+    reports_dir: Path | None = None,
+    settings: BaseSettings | None = None,
 ) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -65,6 +72,8 @@ def create_app(
     app.state.reports_dir = reports_dir or env.data_dir() / "reports"
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)
+    # GET /img/<path>: the image store, resized on demand (docs/images.md)
+    app.include_router(image_router(settings))
 
     @app.exception_handler(TaskInputError)
     async def bad_task_input(request: Request, exc: TaskInputError) -> JSONResponse:

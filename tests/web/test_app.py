@@ -128,3 +128,11 @@ def test_an_unreachable_database_is_a_503_not_a_crash():
         assert reply.status == 503 and "database is unavailable" in reply.text
         assert "pw" not in reply.text
         assert http("GET", service.base + "/api/worker-registry/roles").status == 200
+
+
+def test_the_service_serves_the_image_proxy(api):
+    """`scrapy serve`'s app carries GET /img (docs/images.md): listed in the OpenAPI description,
+    and a path outside the image store is a 404, never a file."""
+    assert "/img/{path}" in http("GET", api.base + "/openapi.json").json()["paths"]
+    assert http("GET", api.base + "/img/..%2F..%2Fetc%2Fpasswd").status == 404
+    assert http("GET", api.base + "/img/products/az/none.webp?w=abc").status in (400, 404)
