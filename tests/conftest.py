@@ -25,7 +25,7 @@ from tests.helpers import TEST_PGDATA, SandboxClient, run_scrapy, scrapy_environ
 ROOT, TEST_DATA_DIR = helpers.ROOT, helpers.TEST_DATA_DIR
 
 TABLES = (
-    "store_product_snapshots",
+    "product_snapshots",
     "store_products",
     "crawl_runs",
     "dutchie_discovery_locations",

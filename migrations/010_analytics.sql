@@ -1,0 +1,132 @@
+-- Analytics (docs/analytics.md): materialized views an analyst asks for first, refreshed
+-- CONCURRENTLY by the analytics_refresh spider (readers never wait). Each has a unique index on
+-- plain columns, which REFRESH … CONCURRENTLY requires. Days are UTC calendar days.
+
+-- What the snapshots say, one row per product per crawl, with the product's identity and the
+-- values decoded: the views read snapshots through it, so the snapshot table's layout can change
+-- (011_lean_snapshots.sql) without touching them.
+CREATE VIEW snapshot_history AS
+SELECT sp.id                AS store_product_id,
+       s.dispensary_id,
+       s.provider_product_id,
+       s.crawl_run_id,
+       s.captured_at,
+       s.price_rec,
+       s.price_med,
+       s.price_rec_special,
+       s.price_med_special,
+       s.is_on_special,
+       s.specials,
+       s.is_in_stock,
+       s.stock_status,
+       s.quantity_available,
+       s.thc_value,
+       s.thc_unit,
+       s.cbd_value,
+       s.cbd_unit
+  FROM store_product_snapshots s
+  JOIN store_products sp
+    ON sp.dispensary_id = s.dispensary_id AND sp.provider = 'dutchie'
+   AND sp.provider_product_id = s.provider_product_id;
+
+-- Price and stock per brand × category × state, over the products' current rows. Prices are the
+-- recreational price of the products in stock; '' stands for a brand or category the menu left out.
+CREATE MATERIALIZED VIEW analytics_brand_category_state AS
+SELECT coalesce(d.state, '')            AS state,
+       coalesce(p.brand_name_raw, '')   AS brand,
+       coalesce(p.category, '')         AS category,
+       count(*)                         AS products,
+       count(*) FILTER (WHERE p.stock_status = 'in_stock') AS products_in_stock,
+       count(DISTINCT p.dispensary_id)  AS stores,
+       min(p.price_rec) FILTER (WHERE p.stock_status = 'in_stock') AS price_min,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY p.price_rec)
+            FILTER (WHERE p.stock_status = 'in_stock'))::numeric(12, 2) AS price_median,
+       max(p.price_rec) FILTER (WHERE p.stock_status = 'in_stock') AS price_max
+  FROM store_products p
+  JOIN dispensaries d ON d.id = p.dispensary_id
+ GROUP BY 1, 2, 3
+WITH DATA;
+CREATE UNIQUE INDEX analytics_brand_category_state_key
+    ON analytics_brand_category_state (state, brand, category);
+
+-- One row per product per day it was seen: its recreational price at the day's first and last
+-- snapshot, and how it moved between consecutive snapshots (the first snapshot of a day compares
+-- with the last one before it, so a change overnight counts on the day it was seen).
+CREATE MATERIALIZED VIEW analytics_product_daily AS
+WITH steps AS (
+    SELECT store_product_id,
+           (captured_at AT TIME ZONE 'UTC')::date AS day,
+           captured_at,
+           price_rec,
+           is_on_special,
+           lag(price_rec) OVER w      AS prev_price,
+           lag(is_on_special) OVER w  AS prev_special
+      FROM snapshot_history
+    WINDOW w AS (PARTITION BY store_product_id ORDER BY captured_at)),
+daily AS (
+    SELECT store_product_id, day,
+           count(*)                                                  AS snapshots,
+           (array_agg(price_rec ORDER BY captured_at))[1]            AS price_open,
+           (array_agg(price_rec ORDER BY captured_at DESC))[1]       AS price_close,
+           min(price_rec)                                            AS price_min,
+           max(price_rec)                                            AS price_max,
+           count(*) FILTER (WHERE price_rec > prev_price)            AS price_ups,
+           count(*) FILTER (WHERE price_rec < prev_price)            AS price_downs,
+           count(*) FILTER (WHERE is_on_special AND NOT prev_special) AS specials_started,
+           count(*) FILTER (WHERE prev_special AND NOT is_on_special) AS specials_ended
+      FROM steps
+     GROUP BY store_product_id, day)
+SELECT p.dispensary_id, p.provider_product_id, daily.*
+  FROM daily
+  JOIN store_products p ON p.id = daily.store_product_id
+WITH DATA;
+CREATE UNIQUE INDEX analytics_product_daily_key ON analytics_product_daily (store_product_id, day);
+CREATE INDEX analytics_product_daily_day_idx ON analytics_product_daily (day);
+
+-- One row per store per day with a complete crawl, from the crawls' own counts: products in the
+-- store's feed (in stock) at its last complete crawl of the day, and the products that went out
+-- of stock that day (a product reaching its third consecutive miss: crawl_runs.products_marked_oos).
+CREATE MATERIALIZED VIEW analytics_store_daily AS
+SELECT dispensary_id,
+       (started_at AT TIME ZONE 'UTC')::date                              AS day,
+       count(*)                                                           AS crawls,
+       (array_agg(products_seen ORDER BY started_at DESC))[1]             AS products_in_stock,
+       max(products_seen)                                                 AS products_in_stock_max,
+       min(products_seen)                                                 AS products_in_stock_min,
+       sum(products_new)::integer                                         AS products_new,
+       sum(products_missed)::integer                                      AS products_missed,
+       sum(products_marked_oos)::integer                                  AS oos_events,
+       count(*) FILTER (WHERE suspect)                                    AS suspect_crawls
+  FROM crawl_runs
+ WHERE status = 'complete' AND dispensary_id IS NOT NULL
+ GROUP BY 1, 2
+WITH DATA;
+CREATE UNIQUE INDEX analytics_store_daily_key ON analytics_store_daily (dispensary_id, day);
+
+-- Days in stock per product: the days it was seen (in a store's feed means in stock), over the
+-- days from its first to its last snapshot; refreshed after analytics_product_daily, which it reads.
+CREATE MATERIALIZED VIEW analytics_product_days_in_stock AS
+SELECT d.store_product_id,
+       p.dispensary_id,
+       p.provider_product_id,
+       count(*)                           AS days_in_stock,
+       min(d.day)                         AS first_day,
+       max(d.day)                         AS last_day,
+       (max(d.day) - min(d.day) + 1)      AS days_tracked,
+       p.stock_status                     AS stock_status_now
+  FROM analytics_product_daily d
+  JOIN store_products p ON p.id = d.store_product_id
+ GROUP BY d.store_product_id, p.dispensary_id, p.provider_product_id, p.stock_status
+WITH DATA;
+CREATE UNIQUE INDEX analytics_product_days_in_stock_key ON analytics_product_days_in_stock (store_product_id);
+
+-- How long each refresh took (the analytics_refresh spider writes one row per view per run).
+CREATE TABLE analytics_refreshes (
+    id            bigserial   PRIMARY KEY,
+    view_name     text        NOT NULL,
+    started_at    timestamptz NOT NULL DEFAULT now(),
+    duration_ms   integer     NOT NULL,
+    row_count     bigint,
+    concurrent    boolean     NOT NULL
+);
+CREATE INDEX analytics_refreshes_view_idx ON analytics_refreshes (view_name, started_at DESC);
