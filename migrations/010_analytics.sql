@@ -1,6 +1,7 @@
--- Analytics (docs/analytics.md): materialized views an analyst asks for first, refreshed
--- CONCURRENTLY by the analytics_refresh spider (readers never wait). Each has a unique index on
--- plain columns, which REFRESH … CONCURRENTLY requires. Days are UTC calendar days.
+-- Analytics (docs/analytics.md): the views an analyst asks for first, refreshed by the
+-- analytics_refresh spider so that readers never wait: materialized views refreshed CONCURRENTLY
+-- (each has the unique index on plain columns that requires), and analytics_product_daily, a
+-- table rolled forward day by day. Days are UTC calendar days.
 
 -- What the snapshots say, one row per product per crawl, with the product's identity and the
 -- values decoded: the views read snapshots through it, so the snapshot table's layout can change
@@ -52,39 +53,97 @@ CREATE UNIQUE INDEX analytics_brand_category_state_key
 -- One row per product per day it was seen: its recreational price at the day's first and last
 -- snapshot, and how it moved between consecutive snapshots (the first snapshot of a day compares
 -- with the last one before it, so a change overnight counts on the day it was seen).
-CREATE MATERIALIZED VIEW analytics_product_daily AS
--- One sort of the history, by product then time (the window orders by day first so that the
--- grouping by day reuses that order); the day's first and last rows are told by lag/lead of the
--- day, which spares a sort per group.
-WITH steps AS (
-    SELECT store_product_id, day, price_rec, is_on_special,
-           lag(price_rec) OVER w      AS prev_price,
-           lag(is_on_special) OVER w  AS prev_special,
-           lag(day) OVER w            AS prev_day,
-           lead(day) OVER w           AS next_day
-      FROM (SELECT store_product_id, captured_at, price_rec, is_on_special,
-                   (captured_at AT TIME ZONE 'UTC')::date AS day
-              FROM snapshot_history) s
-    WINDOW w AS (PARTITION BY store_product_id ORDER BY day, captured_at)),
-daily AS (
-    SELECT store_product_id, day,
-           count(*)                                                        AS snapshots,
-           min(price_rec) FILTER (WHERE prev_day IS DISTINCT FROM day)     AS price_open,
-           min(price_rec) FILTER (WHERE next_day IS DISTINCT FROM day)     AS price_close,
-           min(price_rec)                                                  AS price_min,
-           max(price_rec)                                                  AS price_max,
-           count(*) FILTER (WHERE price_rec > prev_price)                  AS price_ups,
-           count(*) FILTER (WHERE price_rec < prev_price)                  AS price_downs,
-           count(*) FILTER (WHERE is_on_special AND NOT prev_special)      AS specials_started,
-           count(*) FILTER (WHERE prev_special AND NOT is_on_special)      AS specials_ended
-      FROM steps
-     GROUP BY store_product_id, day)
-SELECT p.dispensary_id, p.provider_product_id, daily.*
-  FROM daily
-  JOIN store_products p ON p.id = daily.store_product_id
-WITH DATA;
-CREATE UNIQUE INDEX analytics_product_daily_key ON analytics_product_daily (store_product_id, day);
+-- Not a materialized view: recomputing it reads the whole snapshot history (the biggest table by
+-- far), so it is rolled forward instead. analytics_roll_product_daily() recomputes only the days
+-- from the day before the last one it wrote (that one may have been partial, and a crawl writing
+-- across midnight may have committed rows of the day before after the last roll) to now, seeding
+-- each product's first comparison with its last close before them; the rest of the table stands. One transaction:
+-- readers see the old rows until it commits, and never wait.
+CREATE TABLE analytics_product_daily (
+    store_product_id     bigint        NOT NULL,
+    day                  date          NOT NULL,
+    dispensary_id        bigint        NOT NULL,
+    provider_product_id  text          NOT NULL,
+    snapshots            integer       NOT NULL,
+    price_open           numeric(12, 2),
+    price_close          numeric(12, 2),
+    price_min            numeric(12, 2),
+    price_max            numeric(12, 2),
+    price_ups            integer       NOT NULL,
+    price_downs          integer       NOT NULL,
+    specials_started     integer       NOT NULL,
+    specials_ended       integer       NOT NULL,
+    special_close        boolean,      -- on special at the day's last snapshot (seeds the next day)
+    PRIMARY KEY (store_product_id, day)
+);
 CREATE INDEX analytics_product_daily_day_idx ON analytics_product_daily (day);
+
+CREATE FUNCTION analytics_roll_product_daily() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    from_day date;
+    written  bigint;
+BEGIN
+    -- one roll at a time (the analytics refresh holds its own lock; this guards a manual call)
+    LOCK TABLE analytics_product_daily IN SHARE ROW EXCLUSIVE MODE;
+    SELECT max(day) - 1 INTO from_day FROM analytics_product_daily;
+    DELETE FROM analytics_product_daily WHERE day >= coalesce(from_day, '-infinity');
+    INSERT INTO analytics_product_daily
+    WITH s AS (
+        SELECT store_product_id, captured_at, price_rec, is_on_special,
+               (captured_at AT TIME ZONE 'UTC')::date AS day
+          FROM snapshot_history
+         WHERE captured_at >= coalesce(from_day::timestamp AT TIME ZONE 'UTC', '-infinity')),
+    -- one sort, by product then time (ordered by day first so that grouping by day reuses it);
+    -- the day's first and last rows are told by lag/lead of the day
+    w AS (
+        SELECT s.*,
+               lag(price_rec) OVER w      AS prev_price,
+               lag(is_on_special) OVER w  AS prev_special,
+               lag(day) OVER w            AS prev_day,
+               lead(day) OVER w           AS next_day,
+               row_number() OVER w        AS rn
+          FROM s
+        WINDOW w AS (PARTITION BY store_product_id ORDER BY day, captured_at)),
+    steps AS (
+        SELECT w.store_product_id, w.day, w.price_rec, w.is_on_special, w.prev_day, w.next_day,
+               CASE WHEN w.rn = 1 THEN seed.price_close ELSE w.prev_price END     AS prev_price,
+               CASE WHEN w.rn = 1 THEN seed.special_close ELSE w.prev_special END AS prev_special
+          FROM w
+          LEFT JOIN LATERAL (
+                SELECT r.price_close, r.special_close FROM analytics_product_daily r
+                 WHERE w.rn = 1 AND r.store_product_id = w.store_product_id AND r.day < from_day
+                 ORDER BY r.day DESC LIMIT 1) seed ON true),
+    daily AS (
+        SELECT store_product_id, day,
+               count(*)                                                        AS snapshots,
+               min(price_rec) FILTER (WHERE prev_day IS DISTINCT FROM day)     AS price_open,
+               min(price_rec) FILTER (WHERE next_day IS DISTINCT FROM day)     AS price_close,
+               min(price_rec)                                                  AS price_min,
+               max(price_rec)                                                  AS price_max,
+               count(*) FILTER (WHERE price_rec > prev_price)                  AS price_ups,
+               count(*) FILTER (WHERE price_rec < prev_price)                  AS price_downs,
+               count(*) FILTER (WHERE is_on_special AND NOT prev_special)      AS specials_started,
+               count(*) FILTER (WHERE prev_special AND NOT is_on_special)      AS specials_ended,
+               bool_or(is_on_special) FILTER (WHERE next_day IS DISTINCT FROM day) AS special_close
+          FROM steps
+         GROUP BY store_product_id, day)
+    SELECT d.store_product_id, d.day, p.dispensary_id, p.provider_product_id, d.snapshots, d.price_open,
+           d.price_close, d.price_min, d.price_max, d.price_ups, d.price_downs, d.specials_started,
+           d.specials_ended, d.special_close
+      FROM daily d
+      JOIN store_products p ON p.id = d.store_product_id;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    RETURN written;
+END $$;
+
+-- A store's deletion deletes its products; their daily rows go with them.
+CREATE FUNCTION analytics_forget_products() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM analytics_product_daily a USING forgotten_products f WHERE a.store_product_id = f.id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER store_products_forget_analytics AFTER DELETE ON store_products
+    REFERENCING OLD TABLE AS forgotten_products FOR EACH STATEMENT EXECUTE FUNCTION analytics_forget_products();
 
 -- One row per store per day with a complete crawl, from the crawls' own counts: products in the
 -- store's feed (in stock) at its last complete crawl of the day, and the products that went out
@@ -107,7 +166,7 @@ WITH DATA;
 CREATE UNIQUE INDEX analytics_store_daily_key ON analytics_store_daily (dispensary_id, day);
 
 -- Days in stock per product: the days it was seen (in a store's feed means in stock), over the
--- days from its first to its last snapshot; refreshed after analytics_product_daily, which it reads.
+-- days from its first to its last snapshot; refreshed after analytics_product_daily is rolled, from it.
 CREATE MATERIALIZED VIEW analytics_product_days_in_stock AS
 SELECT d.store_product_id,
        p.dispensary_id,
@@ -124,12 +183,14 @@ WITH DATA;
 CREATE UNIQUE INDEX analytics_product_days_in_stock_key ON analytics_product_days_in_stock (store_product_id);
 
 -- How long each refresh took (the analytics_refresh spider writes one row per view per run).
+-- method: 'concurrently' (REFRESH … CONCURRENTLY), 'plain' (the first refresh of an empty view),
+-- 'incremental' (analytics_product_daily rolled forward; row_count = the rows it rewrote)
 CREATE TABLE analytics_refreshes (
     id            bigserial   PRIMARY KEY,
     view_name     text        NOT NULL,
     started_at    timestamptz NOT NULL DEFAULT now(),
     duration_ms   integer     NOT NULL,
     row_count     bigint,
-    concurrent    boolean     NOT NULL
+    method        text        NOT NULL CHECK (method IN ('concurrently', 'plain', 'incremental'))
 );
 CREATE INDEX analytics_refreshes_view_idx ON analytics_refreshes (view_name, started_at DESC);

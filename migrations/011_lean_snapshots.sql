@@ -1,8 +1,8 @@
 -- A leaner snapshot row (docs/analytics.md, "Snapshot storage"): the snapshot table grows by every
 -- product of every store at every crawl, so each byte of a row counts 24 million times at scale.
 --   * the product is named by store_products.id (8 bytes) instead of dispensary_id and
---     provider_product_id (~33 bytes, and again in the index); snapshots outlive nothing: a
---     product's row is deleted only with its store, and so are its snapshots (delete_store_snapshots)
+--     provider_product_id (~33 bytes, and again in the index); a product's row is deleted only
+--     with its store, and its snapshots with it (delete_store_snapshots)
 --   * stock_status is dropped: it is is_in_stock spelled out (store_products_stock_status pairs them)
 --   * potency units are one byte ("char" codes p/m/g) instead of 'percent'/'mg'/'mg_per_g'
 --   * one btree on store_product_id alone: equal keys deduplicate into posting lists (a few bytes
@@ -31,6 +31,9 @@ CREATE TABLE product_snapshots (
     CONSTRAINT product_snapshots_cbd_unit CHECK (cbd_unit IN ('p', 'm', 'g'))
 ) PARTITION BY RANGE (captured_at);
 CREATE INDEX product_snapshots_product_idx ON product_snapshots (store_product_id);
+-- rows arrive in time order: a block-range index finds the recent ones (the analytics roll) in
+-- a few pages per partition
+CREATE INDEX product_snapshots_time_idx ON product_snapshots USING brin (captured_at);
 
 -- The unit codes, both ways; an unknown unit is refused (NULL code → the CHECK would pass, so raise)
 CREATE FUNCTION snapshot_unit_code(unit text) RETURNS "char" LANGUAGE sql IMMUTABLE AS $$

@@ -1,11 +1,13 @@
-"""Refreshing the analytics materialized views (docs/analytics.md).
+"""Refreshing the analytics views (docs/analytics.md) so that readers never wait.
 
-Each view is refreshed CONCURRENTLY: PostgreSQL builds the new contents beside the old and applies
-the difference, so readers keep reading the old rows meanwhile and never wait (a view never
-populated yet is refreshed plainly once: CONCURRENTLY needs existing contents). Views run in
-dependency order (analytics_product_days_in_stock reads analytics_product_daily), each in its own
-transaction, under an advisory lock so two refreshes (two nodes, a manual run) take turns.
-Every refresh is recorded in analytics_refreshes with its duration and row count.
+The materialized views are refreshed CONCURRENTLY: PostgreSQL builds the new contents beside the
+old and applies the difference, so readers keep reading the old rows meanwhile (a view never
+populated is refreshed plainly once: CONCURRENTLY needs existing contents).
+analytics_product_daily is a table rolled forward instead (analytics_roll_product_daily(), see
+migrations/010_analytics.sql): recomputing it would read the whole snapshot history every day.
+Steps run in dependency order (analytics_product_days_in_stock reads analytics_product_daily),
+each in its own transaction, under an advisory lock so two refreshes (two nodes, a manual run)
+take turns. Every step is recorded in analytics_refreshes with its duration and row count.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily()
 # In refresh order: a view comes after those it reads
 VIEWS: tuple[str, ...] = (
     "analytics_brand_category_state",
-    "analytics_product_daily",
+    ROLLED,
     "analytics_store_daily",
     "analytics_product_days_in_stock",
 )
@@ -31,34 +34,39 @@ DEFAULT_WORK_MEM = "256MB"  # sorts of the snapshot history stay in memory (one 
 class RefreshResult:
     view: str
     duration_ms: int
-    rows: int
-    concurrent: bool
+    rows: int  # the view's rows; for the rolled table, the rows this roll (re)wrote
+    method: str  # 'concurrently', 'plain' or 'incremental'
 
     def as_json(self) -> dict:
-        return {"view": self.view, "duration_ms": self.duration_ms, "rows": self.rows, "concurrent": self.concurrent}
+        return {"view": self.view, "duration_ms": self.duration_ms, "rows": self.rows, "method": self.method}
 
 
 async def refresh_view(conn: psycopg.AsyncConnection, view: str, work_mem: str = DEFAULT_WORK_MEM) -> RefreshResult:
-    """Refresh one view (CONCURRENTLY when it has contents) and record it; `conn` in autocommit."""
-    name = sql.Identifier(view)
+    """Refresh one view (roll the rolled table forward) and record it; `conn` in autocommit."""
     async with conn.transaction():
-        cur = await conn.execute("SELECT ispopulated FROM pg_matviews WHERE matviewname = %s", (view,))
-        row = await cur.fetchone()
-        if row is None:
-            raise LookupError(f"no materialized view {view!r}: run `scrapy migrate`")
-        concurrent = bool(row[0])
         await conn.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
         started = time.perf_counter()
-        how = sql.SQL("CONCURRENTLY ") if concurrent else sql.SQL("")
-        await conn.execute(sql.SQL("REFRESH MATERIALIZED VIEW {}{}").format(how, name))
-        duration_ms = round((time.perf_counter() - started) * 1000)
-        cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name))
-        rows = int((await cur.fetchone() or (0,))[0])
+        if view == ROLLED:
+            method = "incremental"
+            cur = await conn.execute("SELECT analytics_roll_product_daily()")
+            rows = int((await cur.fetchone() or (0,))[0])
+            duration_ms = round((time.perf_counter() - started) * 1000)
+        else:
+            cur = await conn.execute("SELECT ispopulated FROM pg_matviews WHERE matviewname = %s", (view,))
+            row = await cur.fetchone()
+            if row is None:
+                raise LookupError(f"no materialized view {view!r}: run `scrapy migrate`")
+            method = "concurrently" if row[0] else "plain"
+            how = sql.SQL("CONCURRENTLY ") if row[0] else sql.SQL("")
+            await conn.execute(sql.SQL("REFRESH MATERIALIZED VIEW {}{}").format(how, sql.Identifier(view)))
+            duration_ms = round((time.perf_counter() - started) * 1000)
+            cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(view)))
+            rows = int((await cur.fetchone() or (0,))[0])
         await conn.execute(
-            "INSERT INTO analytics_refreshes (view_name, duration_ms, row_count, concurrent) VALUES (%s, %s, %s, %s)",
-            (view, duration_ms, rows, concurrent),
+            "INSERT INTO analytics_refreshes (view_name, duration_ms, row_count, method) VALUES (%s, %s, %s, %s)",
+            (view, duration_ms, rows, method),
         )
-    return RefreshResult(view, duration_ms, rows, concurrent)
+    return RefreshResult(view, duration_ms, rows, method)
 
 
 async def refresh_all(conn: psycopg.AsyncConnection, work_mem: str = DEFAULT_WORK_MEM) -> list[RefreshResult]:

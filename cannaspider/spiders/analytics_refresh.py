@@ -91,9 +91,9 @@ class AnalyticsRefreshSpider(scrapy.Spider):
             stats.set_value(f"analytics/{r.view}/duration_ms", r.duration_ms)
             stats.set_value(f"analytics/{r.view}/rows", r.rows)
             self.logger.info(
-                "refreshed %s%s: %d rows in %d ms",
+                "refreshed %s (%s): %d rows in %d ms",
                 r.view,
-                " concurrently" if r.concurrent else "",
+                r.method,
                 r.rows,
                 r.duration_ms,
             )

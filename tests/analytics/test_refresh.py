@@ -147,18 +147,50 @@ def test_refresh_is_concurrent_once_populated_and_recorded(db, history):
         conn.execute("UPDATE store_products SET price_rec = 60 WHERE id = %s", (history["r1"],))
     results = refresh(db)
     assert [r.view for r in results] == list(VIEWS)
-    assert all(r.concurrent for r in results)  # populated by the migration: never a plain refresh
+    # the views were populated by the migration: never a plain refresh
+    assert {r.view: r.method for r in results} == {
+        v: "incremental" if v == "analytics_product_daily" else "concurrently" for v in VIEWS
+    }
     assert rows(db, "SELECT price_max FROM analytics_brand_category_state WHERE state = 'MI'") == [(Decimal("60.00"),)]
-    recorded = rows(
-        db, "SELECT view_name, count(*), bool_and(concurrent) FROM analytics_refreshes GROUP BY 1 ORDER BY 1"
+    recorded = rows(db, "SELECT view_name, count(*) FROM analytics_refreshes GROUP BY 1 ORDER BY 1")
+    assert recorded == sorted((v, 2) for v in VIEWS)
+
+
+def test_the_daily_table_rolls_forward_from_its_last_day_only(db, history):
+    """A later refresh rewrites the last day written and the days after it; the first new snapshot
+    compares with the product's last close before them, across a gap of days."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        # an earlier day's row that a full recomputation would restore; the roll must leave it
+        conn.execute("UPDATE analytics_product_daily SET snapshots = 99 WHERE day = %s", (D1,))
+        conn.execute(
+            "INSERT INTO product_snapshots (store_product_id, captured_at, price_rec, is_on_special) VALUES "
+            "(%(p)s, '2026-11-04 21:00Z', 9.50, true), (%(p)s, '2026-11-06 10:00Z', 9.00, false)",
+            {"p": history["p1"]},
+        )
+    results = {r.view: r for r in refresh(db)}
+    assert results["analytics_product_daily"].rows == 2  # day 4 again, and day 6
+    got = rows(
+        db,
+        "SELECT day, snapshots, price_open, price_close, price_ups, price_downs, specials_started, specials_ended "
+        "FROM analytics_product_daily WHERE provider_product_id = 'p1' ORDER BY day",
     )
-    assert recorded == sorted((v, 2, True) for v in VIEWS)
+    assert got == [
+        (D1, 99, Decimal("10.00"), Decimal("11.00"), 1, 1, 1, 0),  # not recomputed
+        (D2, 2, Decimal("11.00"), Decimal("11.00"), 0, 0, 0, 1),
+        (D4, 2, Decimal("9.00"), Decimal("9.50"), 1, 1, 1, 0),  # 11 → 9 down, → 9.50 up and on special
+        (date(2026, 11, 6), 1, Decimal("9.00"), Decimal("9.00"), 0, 1, 0, 1),  # from day 4's close
+    ]
+    assert rows(
+        db, "SELECT days_in_stock, days_tracked FROM analytics_product_days_in_stock WHERE provider_product_id = 'p1'"
+    ) == [(4, 6)]
 
 
 def test_a_reader_does_not_wait_for_a_refresh(db, history):
     """A reader inside a refresh's transaction window reads the old rows at once."""
     with psycopg.connect(db) as refresher, psycopg.connect(db, autocommit=True) as reader:
-        refresher.execute("REFRESH MATERIALIZED VIEW CONCURRENTLY analytics_product_daily")  # transaction open
+        refresher.execute("REFRESH MATERIALIZED VIEW CONCURRENTLY analytics_product_days_in_stock")
+        refresher.execute("SELECT analytics_roll_product_daily()")  # both still in the open transaction
         reader.execute("SET statement_timeout = '2s'")
+        assert reader.execute("SELECT count(*) FROM analytics_product_days_in_stock").fetchone() == (2,)
         assert reader.execute("SELECT count(*) FROM analytics_product_daily").fetchone() == (4,)
         refresher.rollback()
