@@ -78,6 +78,17 @@ CREATE TABLE analytics_product_daily (
 );
 CREATE INDEX analytics_product_daily_day_idx ON analytics_product_daily (day);
 
+-- Days in stock per product, kept by the same roll: the days a crawl saw it (in a store's feed
+-- means in stock), its first and last such day. Read it through analytics_product_days_in_stock.
+CREATE TABLE analytics_product_days (
+    store_product_id     bigint  PRIMARY KEY,
+    dispensary_id        bigint  NOT NULL,
+    provider_product_id  text    NOT NULL,
+    days_in_stock        integer NOT NULL,
+    first_day            date    NOT NULL,
+    last_day             date    NOT NULL
+);
+
 CREATE FUNCTION analytics_roll_product_daily() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     from_day date;
@@ -86,7 +97,15 @@ BEGIN
     -- one roll at a time (the analytics refresh holds its own lock; this guards a manual call)
     LOCK TABLE analytics_product_daily IN SHARE ROW EXCLUSIVE MODE;
     SELECT max(day) - 1 INTO from_day FROM analytics_product_daily;
-    DELETE FROM analytics_product_daily WHERE day >= coalesce(from_day, '-infinity');
+    IF from_day IS NULL THEN
+        DELETE FROM analytics_product_days;
+    END IF;
+    -- the days rewritten leave the products' day counts, and come back below
+    WITH gone AS (
+        DELETE FROM analytics_product_daily WHERE day >= coalesce(from_day, '-infinity') RETURNING store_product_id),
+    n AS (SELECT store_product_id, count(*) AS days FROM gone GROUP BY 1)
+    UPDATE analytics_product_days t SET days_in_stock = t.days_in_stock - n.days
+      FROM n WHERE t.store_product_id = n.store_product_id;
     INSERT INTO analytics_product_daily
     WITH s AS (
         SELECT store_product_id, captured_at, price_rec, is_on_special,
@@ -133,6 +152,15 @@ BEGIN
       FROM daily d
       JOIN store_products p ON p.id = d.store_product_id;
     GET DIAGNOSTICS written = ROW_COUNT;
+    INSERT INTO analytics_product_days AS t
+    SELECT store_product_id, dispensary_id, provider_product_id, count(*), min(day), max(day)
+      FROM analytics_product_daily
+     WHERE day >= coalesce(from_day, '-infinity')
+     GROUP BY store_product_id, dispensary_id, provider_product_id
+    ON CONFLICT (store_product_id) DO UPDATE SET
+        days_in_stock = t.days_in_stock + EXCLUDED.days_in_stock,
+        first_day = least(t.first_day, EXCLUDED.first_day),
+        last_day = greatest(t.last_day, EXCLUDED.last_day);
     RETURN written;
 END $$;
 
@@ -140,6 +168,7 @@ END $$;
 CREATE FUNCTION analytics_forget_products() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM analytics_product_daily a USING forgotten_products f WHERE a.store_product_id = f.id;
+    DELETE FROM analytics_product_days a USING forgotten_products f WHERE a.store_product_id = f.id;
     RETURN NULL;
 END $$;
 CREATE TRIGGER store_products_forget_analytics AFTER DELETE ON store_products
@@ -165,22 +194,19 @@ SELECT dispensary_id,
 WITH DATA;
 CREATE UNIQUE INDEX analytics_store_daily_key ON analytics_store_daily (dispensary_id, day);
 
--- Days in stock per product: the days it was seen (in a store's feed means in stock), over the
--- days from its first to its last snapshot; refreshed after analytics_product_daily is rolled, from it.
-CREATE MATERIALIZED VIEW analytics_product_days_in_stock AS
+-- Days in stock per product, with its current stock status (analytics_product_days, rolled with
+-- analytics_product_daily: a materialized view of it would re-aggregate every day ever rolled).
+CREATE VIEW analytics_product_days_in_stock AS
 SELECT d.store_product_id,
-       p.dispensary_id,
-       p.provider_product_id,
-       count(*)                           AS days_in_stock,
-       min(d.day)                         AS first_day,
-       max(d.day)                         AS last_day,
-       (max(d.day) - min(d.day) + 1)      AS days_tracked,
-       p.stock_status                     AS stock_status_now
-  FROM analytics_product_daily d
-  JOIN store_products p ON p.id = d.store_product_id
- GROUP BY d.store_product_id, p.dispensary_id, p.provider_product_id, p.stock_status
-WITH DATA;
-CREATE UNIQUE INDEX analytics_product_days_in_stock_key ON analytics_product_days_in_stock (store_product_id);
+       d.dispensary_id,
+       d.provider_product_id,
+       d.days_in_stock,
+       d.first_day,
+       d.last_day,
+       d.last_day - d.first_day + 1 AS days_tracked,
+       p.stock_status               AS stock_status_now
+  FROM analytics_product_days d
+  JOIN store_products p ON p.id = d.store_product_id;
 
 -- How long each refresh took (the analytics_refresh spider writes one row per view per run).
 -- method: 'concurrently' (REFRESH … CONCURRENTLY), 'plain' (the first refresh of an empty view),

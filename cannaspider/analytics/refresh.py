@@ -5,9 +5,10 @@ old and applies the difference, so readers keep reading the old rows meanwhile (
 populated is refreshed plainly once: CONCURRENTLY needs existing contents).
 analytics_product_daily is a table rolled forward instead (analytics_roll_product_daily(), see
 migrations/010_analytics.sql): recomputing it would read the whole snapshot history every day.
-Steps run in dependency order (analytics_product_days_in_stock reads analytics_product_daily),
-each in its own transaction, under an advisory lock so two refreshes (two nodes, a manual run)
-take turns. Every step is recorded in analytics_refreshes with its duration and row count.
+The same roll keeps analytics_product_days (days in stock per product; read through the view
+analytics_product_days_in_stock). Steps run one after the other, each in its own transaction,
+under an advisory lock so two refreshes (two nodes, a manual run) take turns. Every step is
+recorded in analytics_refreshes with its duration and row count.
 """
 
 from __future__ import annotations
@@ -18,14 +19,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily()
-# In refresh order: a view comes after those it reads
-VIEWS: tuple[str, ...] = (
-    "analytics_brand_category_state",
-    ROLLED,
-    "analytics_store_daily",
-    "analytics_product_days_in_stock",
-)
+ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily(), with analytics_product_days
+VIEWS: tuple[str, ...] = ("analytics_brand_category_state", ROLLED, "analytics_store_daily")
 LOCK = (1952543597, 0)  # pg_advisory_lock key of the refresh (the scheduler's is 1952543596)
 DEFAULT_WORK_MEM = "256MB"  # sorts of the snapshot history stay in memory (one refresh at a time)
 

@@ -188,9 +188,10 @@ def test_the_daily_table_rolls_forward_from_its_last_day_only(db, history):
 def test_a_reader_does_not_wait_for_a_refresh(db, history):
     """A reader inside a refresh's transaction window reads the old rows at once."""
     with psycopg.connect(db) as refresher, psycopg.connect(db, autocommit=True) as reader:
-        refresher.execute("REFRESH MATERIALIZED VIEW CONCURRENTLY analytics_product_days_in_stock")
+        refresher.execute("REFRESH MATERIALIZED VIEW CONCURRENTLY analytics_store_daily")
         refresher.execute("SELECT analytics_roll_product_daily()")  # both still in the open transaction
         reader.execute("SET statement_timeout = '2s'")
+        assert reader.execute("SELECT count(*) FROM analytics_store_daily").fetchone() == (2,)
         assert reader.execute("SELECT count(*) FROM analytics_product_days_in_stock").fetchone() == (2,)
         assert reader.execute("SELECT count(*) FROM analytics_product_daily").fetchone() == (4,)
         refresher.rollback()
