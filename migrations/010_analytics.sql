@@ -1,7 +1,7 @@
 -- Analytics (docs/analytics.md): the views an analyst asks for first, refreshed by the
 -- analytics_refresh spider so that readers never wait: materialized views refreshed CONCURRENTLY
--- (each has the unique index on plain columns that requires), and analytics_product_daily, a
--- table rolled forward day by day. Days are UTC calendar days.
+-- (each has the unique index on plain columns that requires), and analytics_product_daily with
+-- analytics_product_days, tables rolled forward day by day. Days are UTC calendar days.
 
 -- What the snapshots say, one row per product per crawl, with the product's identity and the
 -- values decoded: the views read snapshots through it, so the snapshot table's layout can change
