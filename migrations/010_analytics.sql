@@ -55,8 +55,8 @@ CREATE UNIQUE INDEX analytics_brand_category_state_key
 -- with the last one before it, so a change overnight counts on the day it was seen).
 -- Not a materialized view: recomputing it reads the whole snapshot history (the biggest table by
 -- far), so it is rolled forward instead. analytics_roll_product_daily() recomputes only the days
--- from the day before the last one it wrote (that one may have been partial, and a crawl writing
--- across midnight may have committed rows of the day before after the last roll) to now, seeding
+-- from the one the last roll reached to now (that day was partial; the day starts 10 minutes
+-- before the last roll, so rows of a write that committed just after it are not missed), seeding
 -- each product's first comparison with its last close before them; the rest of the table stands. One transaction:
 -- readers see the old rows until it commits, and never wait.
 CREATE TABLE analytics_product_daily (
@@ -89,6 +89,12 @@ CREATE TABLE analytics_product_days (
     last_day             date    NOT NULL
 );
 
+-- When the last roll ran (one row)
+CREATE TABLE analytics_roll_state (
+    only_row   boolean     PRIMARY KEY DEFAULT true CHECK (only_row),
+    rolled_at  timestamptz NOT NULL
+);
+
 CREATE FUNCTION analytics_roll_product_daily() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     from_day date;
@@ -96,7 +102,15 @@ DECLARE
 BEGIN
     -- one roll at a time (the analytics refresh holds its own lock; this guards a manual call)
     LOCK TABLE analytics_product_daily IN SHARE ROW EXCLUSIVE MODE;
-    SELECT max(day) - 1 INTO from_day FROM analytics_product_daily;
+    -- the last day written, or the day the last roll reached, whichever is earlier (a snapshot
+    -- captured before the last roll can only belong to a day from then on)
+    -- (nothing written yet: from the beginning)
+    SELECT CASE WHEN max(day) IS NOT NULL THEN
+               least(max(day), (SELECT ((rolled_at - interval '10 minutes') AT TIME ZONE 'UTC')::date
+                                  FROM analytics_roll_state)) END
+      INTO from_day FROM analytics_product_daily;
+    INSERT INTO analytics_roll_state (rolled_at) VALUES (now())
+    ON CONFLICT (only_row) DO UPDATE SET rolled_at = EXCLUDED.rolled_at;
     IF from_day IS NULL THEN
         DELETE FROM analytics_product_days;
     END IF;

@@ -82,7 +82,10 @@ def refresh(db: str) -> list:
 @pytest.fixture
 def history(db):
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("TRUNCATE analytics_refreshes")  # not among the tables the db fixture empties
+        # not among the tables the db fixture empties
+        conn.execute(
+            "TRUNCATE analytics_refreshes, analytics_product_daily, analytics_product_days, analytics_roll_state"
+        )
         ids = script(conn)
     refresh(db)
     return ids

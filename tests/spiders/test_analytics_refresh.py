@@ -29,7 +29,9 @@ def run(db: str, **args) -> AnalyticsRefreshSpider:
 
 def test_without_arguments_it_refreshes_every_view_once(db):
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("TRUNCATE analytics_refreshes")
+        conn.execute(
+            "TRUNCATE analytics_refreshes, analytics_product_daily, analytics_product_days, analytics_roll_state"
+        )
     spider = run(db)
     stats = spider.crawler.stats.get_stats()
     for view in VIEWS:
