@@ -28,7 +28,7 @@ from tests.helpers import (
 )
 
 TABLES = (
-    "store_product_snapshots",
+    "product_snapshots",
     "store_products",
     "crawl_runs",
     "dutchie_discovery_locations",

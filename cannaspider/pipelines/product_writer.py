@@ -55,24 +55,23 @@ COLUMNS = (
 )
 TARGET = [name for name, _ in COLUMNS[1:]]
 UPDATABLE = [c for c in TARGET if c not in ("dispensary_id", "provider", "provider_product_id")]
-# a snapshot: what the product looked like in this crawl (in the feed, so in stock)
+# a snapshot: what the product looked like in this crawl (in the feed, so in stock), in the lean
+# layout of migrations/011_lean_snapshots.sql: the product by its store_products id, units as codes
 SNAPSHOT = {
-    "dispensary_id": "dispensary_id",
-    "provider_product_id": "provider_product_id",
-    "crawl_run_id": "last_crawl_run_id",
-    "price_rec": "price_rec",
-    "price_med": "price_med",
-    "price_rec_special": "price_rec_special",
-    "price_med_special": "price_med_special",
-    "is_on_special": "is_on_special",
-    "specials": "nullif(specials, '[]'::jsonb)",
+    "store_product_id": "u.id",
+    "crawl_run_id": "b.last_crawl_run_id",
+    "price_rec": "b.price_rec",
+    "price_med": "b.price_med",
+    "price_rec_special": "b.price_rec_special",
+    "price_med_special": "b.price_med_special",
+    "is_on_special": "b.is_on_special",
+    "specials": "nullif(b.specials, '[]'::jsonb)",
     "is_in_stock": "true",
-    "stock_status": "'in_stock'",
-    "quantity_available": "quantity_available",
-    "thc_value": "thc_value",
-    "thc_unit": "thc_unit",
-    "cbd_value": "cbd_value",
-    "cbd_unit": "cbd_unit",
+    "quantity_available": "b.quantity_available",
+    "thc_value": "b.thc_value",
+    "thc_unit": "snapshot_unit_code(b.thc_unit)",
+    "cbd_value": "b.cbd_value",
+    "cbd_unit": "snapshot_unit_code(b.cbd_unit)",
 }
 
 # Data-modifying CTEs all run, each seeing the batch once. Two crawls of one store in the same
@@ -80,9 +79,6 @@ SNAPSHOT = {
 WRITE = f"""
 WITH batch AS MATERIALIZED (
     SELECT {json_columns(COLUMNS)} FROM jsonb_array_elements(%t) AS r),
-snapshots AS (
-    INSERT INTO store_product_snapshots ({", ".join(SNAPSHOT)})
-    SELECT {", ".join(SNAPSHOT.values())} FROM batch),
 upserted AS (
     INSERT INTO store_products AS sp ({", ".join(TARGET)}, is_in_stock, stock_status, consecutive_misses,
                                       last_seen_at, updated_at)
@@ -94,7 +90,11 @@ upserted AS (
         {", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATABLE)},
         is_in_stock = true, stock_status = 'in_stock', consecutive_misses = 0,
         last_seen_at = now(), updated_at = now()
-    RETURNING (xmax = 0) AS inserted, dispensary_id, last_crawl_run_id)
+    RETURNING (xmax = 0) AS inserted, id, dispensary_id, provider, provider_product_id, last_crawl_run_id),
+snapshots AS (  -- every batch row, named by its product's id (two crawls' rows share the one id)
+    INSERT INTO product_snapshots ({", ".join(SNAPSHOT)})
+    SELECT {", ".join(SNAPSHOT.values())}
+      FROM batch b JOIN upserted u USING (dispensary_id, provider, provider_product_id))
 SELECT dispensary_id, last_crawl_run_id, count(*) FROM upserted WHERE inserted
  GROUP BY dispensary_id, last_crawl_run_id
 """

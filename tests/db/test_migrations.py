@@ -73,16 +73,15 @@ def test_snapshot_partitions_are_monthly_and_can_be_created_ahead(db_url):
             r[0]
             for r in conn.execute(
                 "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-                "WHERE i.inhparent = 'store_product_snapshots'::regclass ORDER BY 1"
+                "WHERE i.inhparent = 'product_snapshots'::regclass ORDER BY 1"
             ).fetchall()
         ]
         assert len(parts) >= 14
         # a row one year ahead lands in its own month
         conn.execute(
-            "INSERT INTO store_product_snapshots (dispensary_id, provider_product_id, captured_at, "
-            "is_in_stock, stock_status) VALUES (1, 'x', now() + interval '12 months', true, 'in_stock')"
+            "INSERT INTO product_snapshots (store_product_id, captured_at) VALUES (-1, now() + interval '12 months')"
         )
-        conn.execute("DELETE FROM store_product_snapshots WHERE provider_product_id = 'x'")
+        conn.execute("DELETE FROM product_snapshots WHERE store_product_id = -1")
 
 
 def test_failing_migration_rolls_back_and_stops(fresh_db, tmp_path):

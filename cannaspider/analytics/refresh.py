@@ -1,0 +1,73 @@
+"""Refreshing the analytics views (docs/analytics.md) so that readers never wait.
+
+The materialized views are refreshed CONCURRENTLY: PostgreSQL builds the new contents beside the
+old and applies the difference, so readers keep reading the old rows meanwhile (a view never
+populated is refreshed plainly once: CONCURRENTLY needs existing contents).
+analytics_product_daily is a table rolled forward instead (analytics_roll_product_daily(), see
+migrations/010_analytics.sql): recomputing it would read the whole snapshot history every day.
+The same roll keeps analytics_product_days (days in stock per product; read through the view
+analytics_product_days_in_stock). Steps run one after the other, each in its own transaction,
+under an advisory lock so two refreshes (two nodes, a manual run) take turns. Every step is
+recorded in analytics_refreshes with its duration and row count.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily(), with analytics_product_days
+VIEWS: tuple[str, ...] = ("analytics_brand_category_state", ROLLED, "analytics_store_daily")
+LOCK = (1952543597, 0)  # pg_advisory_lock key of the refresh (the scheduler's is 1952543596)
+DEFAULT_WORK_MEM = "256MB"  # sorts of the snapshot history stay in memory (one refresh at a time)
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    view: str
+    duration_ms: int
+    rows: int  # the view's rows; for the rolled table, the rows this roll (re)wrote
+    method: str  # 'concurrently', 'plain' or 'incremental'
+
+    def as_json(self) -> dict:
+        return {"view": self.view, "duration_ms": self.duration_ms, "rows": self.rows, "method": self.method}
+
+
+async def refresh_view(conn: psycopg.AsyncConnection, view: str, work_mem: str = DEFAULT_WORK_MEM) -> RefreshResult:
+    """Refresh one view (roll the rolled table forward) and record it; `conn` in autocommit."""
+    async with conn.transaction():
+        await conn.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
+        started = time.perf_counter()
+        if view == ROLLED:
+            method = "incremental"
+            cur = await conn.execute("SELECT analytics_roll_product_daily()")
+            rows = int((await cur.fetchone() or (0,))[0])
+            duration_ms = round((time.perf_counter() - started) * 1000)
+        else:
+            cur = await conn.execute("SELECT ispopulated FROM pg_matviews WHERE matviewname = %s", (view,))
+            row = await cur.fetchone()
+            if row is None:
+                raise LookupError(f"no materialized view {view!r}: run `scrapy migrate`")
+            method = "concurrently" if row[0] else "plain"
+            how = sql.SQL("CONCURRENTLY ") if row[0] else sql.SQL("")
+            await conn.execute(sql.SQL("REFRESH MATERIALIZED VIEW {}{}").format(how, sql.Identifier(view)))
+            duration_ms = round((time.perf_counter() - started) * 1000)
+            cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(view)))
+            rows = int((await cur.fetchone() or (0,))[0])
+        await conn.execute(
+            "INSERT INTO analytics_refreshes (view_name, duration_ms, row_count, method) VALUES (%s, %s, %s, %s)",
+            (view, duration_ms, rows, method),
+        )
+    return RefreshResult(view, duration_ms, rows, method)
+
+
+async def refresh_all(conn: psycopg.AsyncConnection, work_mem: str = DEFAULT_WORK_MEM) -> list[RefreshResult]:
+    """Refresh every view in order, one refresh process at a time; `conn` in autocommit."""
+    await conn.execute("SELECT pg_advisory_lock(%s, %s)", LOCK)
+    try:
+        return [await refresh_view(conn, view, work_mem) for view in VIEWS]
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", LOCK)

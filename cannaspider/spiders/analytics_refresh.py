@@ -1,0 +1,102 @@
+"""The analytics_refresh role (docs/analytics.md): refreshes the analytics materialized views.
+A spider because Scrapyd runs only spiders; it sends no request.
+
+    scrapy crawl analytics_refresh                  refresh once (no task involved)
+    scrapy crawl analytics_refresh -a queue=1       drain the role's queue: one refresh per task
+    scrapy crawl analytics_refresh -a follow=1      the same, waiting for tasks until stopped (Scrapyd)
+
+Each view's duration and row count go to the crawl's stats (`analytics/<view>/duration_ms`,
+`analytics/<view>/rows`), to the analytics_refreshes table and, for a task, to its result.
+A refresh that fails fails its task (retried with the queue's backoff).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import scrapy
+
+from cannaspider.analytics.refresh import DEFAULT_WORK_MEM, RefreshResult, refresh_all
+from cannaspider.db.connection import database_url
+from cannaspider.db.errors import first_line
+from cannaspider.spiders.base import SpiderArgumentError
+from cannaspider.tasks.drain import TaskDrain
+from cannaspider.tasks.queue import LeaseLost, TaskResult
+
+ROLE = "analytics_refresh"
+TRUE, FALSE = ("1", "true", "yes"), ("", "0", "false", "no")
+
+
+def _flag(name: str, value: object) -> bool:
+    text = str(value).strip().lower()
+    if text in TRUE:
+        return True
+    if text in FALSE:
+        return False
+    raise SpiderArgumentError(f"{ROLE}: {name} must be 0 or 1, got {value!r}")
+
+
+class AnalyticsRefreshSpider(scrapy.Spider):
+    name = ROLE
+    custom_settings = {"ITEM_PIPELINES": {}}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        unknown = sorted(k for k in kwargs if k not in ("queue", "follow") and not k.startswith("_"))
+        if unknown:
+            raise SpiderArgumentError(f"{ROLE}: unknown argument {', '.join(unknown)} (accepted: follow, queue)")
+        self.follow = _flag("follow", kwargs.pop("follow", ""))
+        self.use_queue = _flag("queue", kwargs.pop("queue", "")) or self.follow
+        super().__init__(*args, **kwargs)
+        self.results: list[RefreshResult] = []
+
+    async def start(self) -> AsyncIterator[Any]:
+        assert self.crawler is not None
+        url = await asyncio.to_thread(database_url, self.crawler.settings)
+        if not self.use_queue:
+            await self.refresh(url)
+            return
+        drain = TaskDrain.from_crawler(self.crawler, ROLE, url, follow=self.follow)
+        async for task in drain.tasks():
+            try:
+                results = await self.refresh(url)
+            except (psycopg.Error, LookupError) as exc:
+                self.logger.error("analytics refresh failed: %s", first_line(exc))
+                await self._settle(drain.fail(task, first_line(exc)))
+                continue
+            extra = {"views": [r.as_json() for r in results]}
+            await self._settle(drain.complete(task, TaskResult(extra=extra)))
+        self.logger.info(
+            "%s queue: %d task(s) claimed, %d completed, %d failed", ROLE, drain.claimed, drain.completed, drain.failed
+        )
+        return
+        yield  # an async generator that yields nothing
+
+    async def _settle(self, op: Any) -> None:
+        try:
+            await op
+        except LeaseLost as exc:
+            self.logger.warning("analytics refresh: %s (the refresh itself stands)", exc)
+
+    async def refresh(self, url: str) -> list[RefreshResult]:
+        assert self.crawler is not None
+        stats = self.crawler.stats
+        assert stats is not None
+        work_mem = self.crawler.settings.get("ANALYTICS_REFRESH_WORK_MEM") or DEFAULT_WORK_MEM
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            results = await refresh_all(conn, work_mem)
+        for r in results:
+            stats.set_value(f"analytics/{r.view}/duration_ms", r.duration_ms)
+            stats.set_value(f"analytics/{r.view}/rows", r.rows)
+            self.logger.info(
+                "refreshed %s (%s): %d rows in %d ms",
+                r.view,
+                r.method,
+                r.rows,
+                r.duration_ms,
+            )
+        stats.inc_value("analytics/refreshes")
+        self.results = results
+        return results
