@@ -82,9 +82,11 @@ class CrawlOnpageSpider(scrapy.Spider):
                 page_timeout_ms=config.page_timeout_ms,
                 request_timeout_s=config.request_timeout_s,
             )
-        store = CrawlStore.for_crawler(crawler)
-        # built now, but reads crawler.stats only once the crawl runs (it does not exist yet)
-        spider.jobs = OnpageJobs(config, client, store.open, spider._emit, _LazyStats(crawler))
+        # built now, but reads crawler.stats and the crawler's CrawlStore only once the crawl runs
+        # (Scrapy builds the spider before the stats and the extensions)
+        spider.jobs = OnpageJobs(
+            config, client, lambda: CrawlStore.for_crawler(crawler).open(), spider._emit, _LazyStats(crawler)
+        )
         return spider
 
     def _emit(self, item: CompetitorPage) -> None:
@@ -113,7 +115,6 @@ class CrawlOnpageSpider(scrapy.Spider):
         if failed:
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
-
 
     async def _drain_queue(self) -> None:
         """Claim keyword tasks as slots free up; each runs beside the others."""

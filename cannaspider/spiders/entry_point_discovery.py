@@ -177,7 +177,11 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
             self.logger.error("request failed: %s", reason)
             return
         yield self._unresolved(
-            dispensary_id, request.meta.get("slug"), f"request failed: {reason}"[:500], meta=request.meta, transient=True
+            dispensary_id,
+            request.meta.get("slug"),
+            f"request failed: {reason}"[:500],
+            meta=request.meta,
+            transient=True,
         )
 
     # -- a drained task's outcome ------------------------------------------------------------------

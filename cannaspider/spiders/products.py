@@ -148,7 +148,8 @@ class ProductSpider(DutchieSpider):
         crawl: StoreCrawl = response.meta["store_crawl"]
         page: int = response.meta["page"]
         if crawl.lost:
-            yield from self._incomplete(crawl, f"page {page}: task {crawl.task.id if crawl.task else '?'} lost its lease")
+            task_id = crawl.task.id if crawl.task else "?"
+            yield from self._incomplete(crawl, f"page {page}: task {task_id} lost its lease")
             return
         result = self.read_graphql(response)
         if isinstance(result, graphql.GraphQLFailure):

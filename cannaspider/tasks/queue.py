@@ -365,7 +365,8 @@ async def complete_many(conn: psycopg.AsyncConnection, done: Sequence[tuple[Leas
 # (`final`: a store without its platform id, a 4xx on our request): failed for good, with the
 # error and crawl run.
 FAIL = f"""
-WITH l AS (SELECT * FROM jsonb_to_recordset(%(leases)s::jsonb) AS l({LEASE_COLUMNS}, error text, run bigint, final boolean)),
+WITH l AS (SELECT * FROM jsonb_to_recordset(%(leases)s::jsonb)
+             AS l({LEASE_COLUMNS}, error text, run bigint, final boolean)),
 failed AS (
     UPDATE worker_tasks t
        SET status = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN 'failed' ELSE 'pending' END,

@@ -115,9 +115,12 @@ def test_discovery_chains_to_entry_points_then_products(scrapy_env, db, sandbox,
 
     assert drain(scrapy_env, "product_discovery").returncode == 0
     assert {r[0] for r in sql("SELECT status FROM worker_tasks WHERE role = 'product_discovery'")} == {"completed"}
-    assert sql("SELECT count(*) FROM dispensaries WHERE last_crawl_at IS NULL AND platform_dispensary_id IS NOT NULL")[
-        0
-    ][0] == 0
+    assert (
+        sql("SELECT count(*) FROM dispensaries WHERE last_crawl_at IS NULL AND platform_dispensary_id IS NOT NULL")[0][
+            0
+        ]
+        == 0
+    )
     # a second discovery of the state finds no new store: nothing chained
     enqueue(db, "store_discovery", state="NV")
     assert drain(scrapy_env, "store_discovery").returncode == 0
@@ -168,7 +171,9 @@ def test_kill_9_mid_crawl_the_task_reruns_after_its_lease_and_nothing_is_marked(
     sandbox.reset()
     again = drain(scrapy_env, "product_resync", *lease)
     assert again.returncode == 0, again.stderr[-3000:]
-    [(status, attempts, run_id)] = sql("SELECT status, attempts, crawl_run_id FROM worker_tasks WHERE id = %s", (task.id,))
+    [(status, attempts, run_id)] = sql(
+        "SELECT status, attempts, crawl_run_id FROM worker_tasks WHERE id = %s", (task.id,)
+    )
     assert (status, attempts) == ("completed", 2)
     runs = sql("SELECT id, status FROM crawl_runs WHERE task_id = %s ORDER BY id", (task.id,))
     assert [s for _, s in runs] == ["failed", "complete"] and runs[1][0] == run_id
