@@ -23,13 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import psycopg  # noqa: E402
 
-from benchmarks.ingest import bench_database, seed, start_sandbox  # noqa: E402
+from benchmarks.ingest import bench_database, seed  # noqa: E402
 
 CRAWL = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-s", "FEEDS={}", "-s", "LOG_LEVEL=INFO"]
 
@@ -53,6 +54,21 @@ def run_two(env: dict, argv_pairs: list[list[str]]) -> float:
         if proc.returncode != 0 or "Traceback" in err:
             raise SystemExit(f"crawl failed:\n{err[-3000:]}")
     return elapsed
+
+
+def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
+    """The sandbox with its forward proxy (Dutchie is only crawled through proxies)."""
+    argv = ["--port", "0", "--firecrawl-port", "0", "--states", "AZ", "--stores-per-state", str(stores)]
+    argv += ["--min-products", str(products), "--max-products", str(products), "--proxy"]
+    command = [sys.executable, "-m", "cannaspider.sandbox", *argv]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    return proc, json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+
+
+def register_proxy(url: str, proxy_url: str) -> None:
+    host, port = proxy_url.rsplit("//", 1)[1].split(":")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO proxies (host, port, protocol) VALUES (%s, %s, 'http')", (host, int(port)))
 
 
 def complete_runs(url: str) -> int:
@@ -83,6 +99,7 @@ def main() -> None:
     sandbox, urls = start_sandbox(args.stores, args.products)
     try:
         ids = seed(url, urls["base"])
+        register_proxy(url, urls["proxy"])
         env = {
             **os.environ,
             "DATABASE_URL": url,

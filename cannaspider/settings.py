@@ -33,9 +33,13 @@ RATE_LIMIT_MAX_WAIT_S = 60.0
 RATE_LIMIT_BACKOFF_S = 2.0
 DOWNLOADER_MIDDLEWARES = {
     "cannaspider.middlewares.rate_limit.RetryAfterMiddleware": 560,
+    # proxy + identity per store crawl; below 590 and 560 (decompressed bodies, 429s past their
+    # bound), above RetryMiddleware (550): see middlewares/stealth.py
+    "cannaspider.middlewares.stealth.StealthProxyMiddleware": 555,
     # below HttpCompressionMiddleware (590): it reads the decompressed body
     "cannaspider.middlewares.persisted_queries.PersistedQueryFallbackMiddleware": 580,
 }
+SPIDER_MIDDLEWARES = {"cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10}
 # Scrapy starts CONCURRENT_ITEMS tasks for every response and queues up to twice as many items: 64
 # takes a whole FilteredProducts page (DUTCHIE_PER_PAGE = 100) without blocking, with a third of the
 # tasks that 200 cost (measured: the product crawl ~20 % faster with pipelines off, ~8 % with them on).
@@ -91,6 +95,15 @@ DUTCHIE_CLIENT_NAME = "Marketplace (production)"
 # Store discovery: search radius (miles) around each populated place of the state.
 DUTCHIE_SEARCH_DISTANCE_MI = 50
 DUTCHIE_SEARCH_MIN_POPULATION = 15000
+
+# --- Stealth: proxies (the `proxies` table) and browser identities (docs/stealth.md) ----------
+# Proxies are mandatory for Dutchie spiders; there is no setting that turns them off.
+STEALTH_BLOCK_RETRIES = 3  # a blocked page is retried this often, each time with another proxy and identity
+STEALTH_PROXY_MAX_FAILURES = 5  # consecutive failures that deactivate a proxy (is_active = false)
+STEALTH_PROXY_REFRESH_S = 60.0  # the table is re-read this often during a crawl (added/disabled proxies)
+STEALTH_HEALTH_FLUSH_S = 5.0  # proxy health reaches the table in batches this often, and at close
+STEALTH_PROXY_BACKOFF_S = 30.0  # a failed proxy rests a random time up to this, doubled per failure…
+STEALTH_PROXY_BACKOFF_CAP_S = 600.0  # …up to this (it is still used when every proxy is resting)
 
 # --- Browser (scrapy-playwright), for stores whose menu lives on their own website ---------
 CHROMIUM_PATH = "/usr/bin/chromium"

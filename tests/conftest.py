@@ -17,12 +17,15 @@ import pytest
 from cannaspider.db import embedded, migrations
 from cannaspider.sandbox.catalog import CatalogConfig
 from cannaspider.sandbox.server import Sandbox
-from tests import helpers
-from tests.helpers import TEST_PGDATA, SandboxClient, run_scrapy, scrapy_environment, with_dbname
-
-# ROOT, TEST_DATA_DIR and run_scrapy moved to tests/helpers.py; re-exported here for the tests
-# that still import them from tests.conftest. Drop once every such import is gone.
-ROOT, TEST_DATA_DIR = helpers.ROOT, helpers.TEST_DATA_DIR
+from tests.helpers import (
+    SANDBOX_PROXY_AUTH,
+    TEST_PGDATA,
+    SandboxClient,
+    register_proxy,
+    run_scrapy,
+    scrapy_environment,
+    with_dbname,
+)
 
 TABLES = (
     "store_product_snapshots",
@@ -124,8 +127,8 @@ def sql(db):
 
 @pytest.fixture(scope="session")
 def sandbox_server():
-    # the default catalog (AZ/MI/NV): spider contracts name its stores
-    sb = Sandbox(CatalogConfig(), proxy=False)
+    # the default catalog (AZ/MI/NV): spider contracts name its stores; Dutchie only through its proxy
+    sb = Sandbox(CatalogConfig(), proxy=True, proxy_auth=SANDBOX_PROXY_AUTH)
     sb.start()
     yield sb
     sb.stop()
@@ -140,7 +143,13 @@ def sandbox(sandbox_server) -> SandboxClient:
 
 
 @pytest.fixture
-def scrapy_env(db, sandbox, tmp_path) -> dict:
+def sandbox_proxy(db, sandbox) -> int:
+    """The sandbox's proxy registered in the (emptied) test database; returns its id."""
+    return register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
+
+
+@pytest.fixture
+def scrapy_env(db, sandbox, sandbox_proxy, tmp_path) -> dict:
     return scrapy_environment(db, sandbox.urls, tmp_path)
 
 

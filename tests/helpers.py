@@ -19,9 +19,10 @@ from typing import Any
 import psycopg
 import scrapy
 from scrapy import signals
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
-from scrapy.settings import BaseSettings
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings, Settings
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
@@ -211,3 +212,39 @@ def runs_of(db_url: str, dispensary_id: int) -> list[tuple]:
             "FROM crawl_runs WHERE dispensary_id = %s ORDER BY id",
             (dispensary_id,),
         ).fetchall()
+
+
+# Dutchie is only crawled through proxies: the sandbox's forward proxy, with credentials (an "@"
+# in the password: it must be percent-encoded in the proxy URL), is the pool of every crawl.
+SANDBOX_PROXY_AUTH = ("scout", "pa55@w0rd")
+
+
+def register_proxy(db_url: str, proxy_url: str, auth: tuple[str, str] | None) -> int:
+    """A row in `proxies` for a forward proxy at `proxy_url` (http://127.0.0.1:port)."""
+    host, port = proxy_url.rsplit("//", 1)[1].split(":")
+    user, password = auth or (None, None)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, 'http') "
+            "RETURNING id",
+            (host, int(port), user, password),
+        ).fetchone()
+    assert row is not None
+    return row[0]
+
+
+# Crawlers for in-process tests that carry the project's settings (its defaults, stated once in
+# cannaspider/settings.py, and its EXTENSIONS), as `scrapy crawl` would, on the test's reactor.
+def project_settings() -> dict:
+    settings = Settings()
+    settings.setmodule("cannaspider.settings", priority="project")
+    # the reactor is the test run's (get_crawler picks it); the rest is the project's
+    return {
+        name: settings[name]
+        for name in settings
+        if settings.getpriority(name) == SETTINGS_PRIORITIES["project"] and name != "TWISTED_REACTOR"
+    }
+
+
+def project_crawler(spidercls: type | None = None, **overrides) -> Crawler:
+    return get_crawler(spidercls, settings_dict={**project_settings(), **overrides})

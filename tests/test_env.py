@@ -13,7 +13,7 @@ from scrapy.settings import Settings
 
 from cannaspider import env
 from cannaspider.db.connection import configured_url
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # defaults computed when settings.py loads (paths, the hash table): the table describes them in words
 COMPUTED = {"CANNASPIDER_DATA_DIR", "DUTCHIE_PERSISTED_HASHES"}

@@ -21,7 +21,7 @@ from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.dutchie.stores import dispensary_record
 from cannaspider.feeds import uri_params
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
-from tests.spiders.helpers import add_store
+from tests.helpers import add_store
 
 
 def project_crawler(**overrides):
@@ -95,7 +95,7 @@ def test_dispensary_records_are_stored_with_their_raw_object_and_exported_withou
     assert record is not None
 
     async def write():
-        crawler = get_crawler()
+        crawler = project_crawler()
         pipeline = DispensaryWriterPipeline.from_crawler(crawler)
         try:
             return await pipeline.process_item(record)

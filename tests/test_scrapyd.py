@@ -22,9 +22,7 @@ import psycopg
 import pytest
 
 from cannaspider.tasks import queue
-from tests.conftest import ROOT
-from tests.helpers import run_scrapy
-from tests.spiders.helpers import add_store, products_of, runs_of
+from tests.helpers import ROOT, add_store, products_of, run_scrapy, runs_of
 
 BIN = Path(sys.executable).parent
 
@@ -59,7 +57,7 @@ def _call(port: int, path: str, data: dict | None = None, files: dict | None = N
         return json.loads(resp.read())
 
 
-def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox):
+def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox, sandbox_proxy):
     egg = tmp_path / "cannaspider.egg"
     build = subprocess.run(
         [str(BIN / "scrapyd-deploy"), "--build-egg", str(egg)], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -183,7 +181,7 @@ def egg(tmp_path_factory) -> bytes:
 
 
 @pytest.fixture
-def nodes(tmp_path, egg, db, sandbox):
+def nodes(tmp_path, egg, db, sandbox, sandbox_proxy):
     started: list[Node] = []
     env = {
         **os.environ,

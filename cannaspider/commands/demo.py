@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import urllib.request
@@ -18,6 +19,8 @@ from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
 from cannaspider.sandbox.catalog import CatalogConfig
 from cannaspider.sandbox.server import Sandbox
+
+DEMO_PROXY_USER = "cannaspider-demo"
 
 
 class Command(CannaspiderCommand):
@@ -37,12 +40,13 @@ class Command(CannaspiderCommand):
         out = Path(opts.output or Path(self.settings.get("CANNASPIDER_DATA_DIR")) / "demo" / "products.json")
         out.parent.mkdir(parents=True, exist_ok=True)
         state = opts.state.upper()
-        with Sandbox(CatalogConfig(states=(state,), stores_per_state=8)) as sandbox:
-            urls = sandbox.urls
-            assert urls is not None  # set once the sandbox listens
-            base = urls.base
-            env = {**os.environ, "DUTCHIE_GRAPHQL_URL": urls.graphql, "DATABASE_URL": url}
-            print(f"sandbox: {urls.graphql}")
+        auth = (DEMO_PROXY_USER, secrets.token_urlsafe(12))
+        with Sandbox(CatalogConfig(states=(state,), stores_per_state=8), proxy=True, proxy_auth=auth) as sandbox:
+            assert sandbox.urls is not None
+            base = sandbox.urls.base
+            env = {**os.environ, "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql, "DATABASE_URL": url}
+            print(f"sandbox: {sandbox.urls.graphql}")
+            print(f"proxy:   {self._register_proxy(url, sandbox.urls.proxy or '', auth)} (every Dutchie request)")
 
             def crawl(*argv: str) -> None:
                 cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
@@ -69,6 +73,18 @@ class Command(CannaspiderCommand):
                 extra = ["-O", str(out)] if epoch == opts.resyncs else []
                 crawl("product_resync", "-a", f"state={state}", *extra)
         self._summary(url, state, out)
+
+    @staticmethod
+    def _register_proxy(url: str, proxy_url: str, auth: tuple[str, str]) -> str:
+        """The sandbox's proxy, with its credentials, as the pool (replacing an earlier demo's)."""
+        host, port = proxy_url.rsplit("//", 1)[1].split(":")
+        with connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM proxies WHERE username = %s AND host = %s", (DEMO_PROXY_USER, host))
+            conn.execute(
+                "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, 'http')",
+                (host, int(port), *auth),
+            )
+        return f"http://{auth[0]}:***@{host}:{port}"
 
     def _summary(self, url: str, state: str, feed: Path) -> None:
         with connect(url) as conn:

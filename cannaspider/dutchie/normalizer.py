@@ -540,13 +540,8 @@ def normalize(item: RawProduct) -> StoreProduct:
         _lost.clear()
     get = raw.get
     pid = product_id(raw)
-    if pid is None:
-        raise NormalizationError("product has no _id/id")
-    if not pid.isascii() or "\x00" in pid:
-        stored = _repair(pid, "_id")
-        _lost.clear()
-        if stored != pid:  # stored under another id, it would be missing under its own every crawl
-            raise NormalizationError(f"product id {pid!r} cannot be stored (NUL or lone surrogate)")
+    if pid is None:  # the spider counts it the same way (ids.py): the crawl is incomplete
+        raise NormalizationError("product has no usable _id/id (missing, blank, or with a NUL or lone surrogate)")
     name_raw = get("Name")
     if type(name_raw) is not str:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")

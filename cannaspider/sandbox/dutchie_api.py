@@ -88,6 +88,18 @@ def _csrf_blocked(request: web.Request) -> bool:
     return ctype in SIMPLE_CONTENT_TYPES and not preflighted
 
 
+def _incoherent_identity(request: web.Request) -> bool:
+    """Cloudflare's bot check, reduced to what the sandbox can see: a Chromium User-Agent (Chrome,
+    Edge) must come with its client hints and a Firefox or Safari one without them."""
+    ua = request.headers.get("user-agent", "")
+    hints = "sec-ch-ua" in request.headers
+    if "Firefox/" in ua or ("Safari/" in ua and "Version/" in ua and "Chrome/" not in ua):
+        return hints
+    if "Chrome/" in ua:
+        return not hints or ("Mobile" in ua) != (request.headers.get("sec-ch-ua-mobile") == "?1")
+    return False
+
+
 def _store_key(op: str, variables: dict) -> str | None:
     if op == FILTERED_PRODUCTS:
         return (variables.get("productsFilter") or {}).get("dispensaryId")
@@ -120,7 +132,13 @@ async def graphql(request: web.Request) -> web.StreamResponse:
     store_keys = tuple(k for k in (key, store and store.id, store and store.cname) if k)
     page = variables.get("page") if op == FILTERED_PRODUCTS else None
 
-    for rule in state.faults.fire(TRANSPORT_KINDS, op, store_keys, page):
+    if _incoherent_identity(request):
+        state.requests["incoherent_identity"] += 1
+        return web.Response(text=BLOCK_PAGE, status=403, content_type="text/html")
+    via = request.headers.get("x-sandbox-proxy", "")
+    if via:
+        state.requests[f"via:{via}"] += 1
+    for rule in state.faults.fire(TRANSPORT_KINDS, op, store_keys, page, via):
         if rule.kind == "slow":
             await asyncio.sleep(rule.delay)
         elif rule.kind == "block403":

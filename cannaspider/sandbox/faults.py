@@ -29,6 +29,7 @@ class FaultRule:
     kind: str
     store: str = "*"  # store id, cName, or "*"
     operation: str = "*"  # GraphQL operationName or "*"
+    proxy: str = "*"  # the name of the sandbox proxy the request came through (x-sandbox-proxy), or "*"
     rate: float = 1.0
     pages: list[int] | None = None
     times: int | None = None  # None: unlimited
@@ -75,7 +76,12 @@ class FaultSwitchboard:
             return any(rule.kind in kinds for rule in self._rules)
 
     def fire(
-        self, kinds: tuple[str, ...], operation: str, store_keys: tuple[str, ...], page: int | None
+        self,
+        kinds: tuple[str, ...],
+        operation: str,
+        store_keys: tuple[str, ...],
+        page: int | None,
+        proxy: str = "",
     ) -> list[FaultRule]:
         fired = []
         with self._lock:
@@ -85,6 +91,8 @@ class FaultSwitchboard:
                 if rule.operation not in ("*", operation):
                     continue
                 if rule.store != "*" and rule.store not in store_keys:
+                    continue
+                if rule.proxy not in ("*", proxy):
                     continue
                 if rule.pages is not None and page not in rule.pages:
                     continue

@@ -1,5 +1,6 @@
 """A forward HTTP proxy for the sandbox: proxy.py (a maintained package) in a child process,
-bound to loopback, with optional basic auth.
+bound to loopback, with optional basic auth. A named proxy stamps what it relays with its name
+(sandbox/proxy_tag.py), which the sandbox's fault rules can target.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from pathlib import Path
 
 
 class ForwardProxy:
-    def __init__(self, username: str | None = None, password: str | None = None):
-        self.username, self.password = username, password
+    def __init__(self, username: str | None = None, password: str | None = None, name: str | None = None):
+        self.username, self.password, self.name = username, password, name
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
 
@@ -38,6 +39,8 @@ class ForwardProxy:
             "--log-level",
             "WARNING",
         ]
+        if self.name:
+            cmd += ["--plugins", "cannaspider.sandbox.proxy_tag.ProxyTagPlugin", "--sandbox-proxy-name", self.name]
         if self.username:
             cmd += ["--basic-auth", f"{self.username}:{self.password or ''}"]
         self.process = subprocess.Popen(

@@ -74,7 +74,7 @@ class Sandbox:
             bound[name] = runner.addresses[0][1]
         if self.want_proxy:
             user, password = self.proxy_auth or (None, None)
-            self.proxy = ForwardProxy(user, password).start()
+            self.proxy = ForwardProxy(user, password, name="sandbox").start()
         base = f"http://{self.host}:{bound['dutchie']}"
         self.urls = SandboxURLs(
             base=base,

@@ -82,8 +82,8 @@ class CrawlOnpageSpider(scrapy.Spider):
                 page_timeout_ms=config.page_timeout_ms,
                 request_timeout_s=config.request_timeout_s,
             )
-        # built now, but reads crawler.stats and the crawler's CrawlStore only once the crawl runs
-        # (Scrapy builds the spider before the stats and the extensions)
+        # built now, but reads crawler.stats and the store (an extension, built after the spider)
+        # only once the crawl runs
         spider.jobs = OnpageJobs(
             config, client, lambda: CrawlStore.for_crawler(crawler).open(), spider._emit, _LazyStats(crawler)
         )

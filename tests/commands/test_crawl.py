@@ -11,8 +11,7 @@ import time
 import psycopg
 import pytest
 
-from tests.conftest import ROOT, run_scrapy
-from tests.spiders.helpers import add_store, products_of, runs_of
+from tests.helpers import ROOT, add_store, products_of, run_scrapy, runs_of
 
 
 def _popen_crawl(env: dict, *args: str) -> subprocess.Popen:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import ROOT, run_scrapy
+from tests.helpers import ROOT, run_scrapy
 from tests.httpclient import http
 from tests.tasks.conftest import add_store
 

@@ -7,7 +7,7 @@ import os
 import psycopg
 
 from cannaspider.db import database_url
-from tests.conftest import run_scrapy
+from tests.helpers import run_scrapy
 
 
 def test_database_url_from_environment_wins(monkeypatch, db_url):

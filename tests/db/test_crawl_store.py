@@ -11,7 +11,7 @@ import sys
 from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
-from tests.project import project_crawler
+from tests.helpers import project_crawler
 
 
 def test_the_store_is_the_crawlers_extension():

@@ -10,7 +10,7 @@ import sys
 import psycopg
 
 from cannaspider.db import embedded
-from tests.conftest import ROOT, run_scrapy
+from tests.helpers import ROOT, run_scrapy
 
 START = """
 import json, sys

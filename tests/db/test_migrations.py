@@ -10,7 +10,7 @@ import pytest
 
 from cannaspider.db import migrations
 from cannaspider.db.errors import DatabaseSetupError
-from tests.conftest import ROOT, run_scrapy
+from tests.helpers import ROOT, run_scrapy
 
 
 @pytest.fixture

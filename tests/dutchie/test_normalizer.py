@@ -275,14 +275,14 @@ def _expected(changed: dict) -> dict:
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({**BASE, "_id": None, "id": None}, "no _id"),
-        ({**BASE, "_id": 12345, "id": None}, "no _id"),
+        ({**BASE, "_id": None, "id": None}, "no usable _id"),
+        ({**BASE, "_id": 12345, "id": None}, "no usable _id"),
         ({**BASE, "Name": None}, "no usable Name"),
         ({**BASE, "Name": "<b></b>  "}, "no usable Name"),
         ({**BASE, "Name": "\x00 \x00"}, "no usable Name"),
         # an id PostgreSQL cannot hold cannot be stored under another: the product is skipped
-        ({**BASE, "_id": "6913e3cd\x00444eac3935e928b9"}, "cannot be stored"),
-        ({**BASE, "_id": "6913e3cd\ud800444eac3935e928b9"}, "cannot be stored"),
+        ({**BASE, "_id": "6913e3cd\x00444eac3935e928b9"}, "no usable _id"),
+        ({**BASE, "_id": "6913e3cd\ud800444eac3935e928b9"}, "no usable _id"),
         ("not an object", "not an object"),
     ],
 )

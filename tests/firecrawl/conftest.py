@@ -96,7 +96,7 @@ def run_jobs(db_url: str, api_url: str | None, keyword_ids: list[int], download=
     stats = Stats()
 
     async def scenario():
-        pool = await open_async_pool(db_url, max_size=4)
+        pool = await open_async_pool(db_url, max_size=4, timeout=30)
 
         async def get_pool():
             return pool

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from cannaspider.firecrawl import keywords_file
-from tests.conftest import run_scrapy
 from tests.firecrawl.conftest import serp_of
+from tests.helpers import run_scrapy
 
 GOOD = [
     {

@@ -20,7 +20,7 @@ from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
-from tests.project import project_crawler
+from tests.helpers import project_crawler
 
 BASE = "http://127.0.0.1:1"
 

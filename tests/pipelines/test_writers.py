@@ -20,7 +20,7 @@ from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
-from tests.project import project_crawler
+from tests.helpers import project_crawler
 
 
 def raw(index: int, dispensary_id: int, run_id: int, epoch: int = 0) -> RawProduct:

@@ -1,11 +1,15 @@
-"""The sandbox's forward proxy (proxy.py): relays over loopback, enforces basic auth."""
+"""The sandbox's forward proxy (proxy.py): relays over loopback, enforces basic auth, names itself
+so the sandbox can block one proxy and not another; the sandbox's identity coherence check."""
 
 from __future__ import annotations
 
 import base64
+import json
+from urllib.parse import urlencode
 
 import pytest
 
+from cannaspider.dutchie.operations import QUERIES, products_variables
 from cannaspider.sandbox.forward_proxy import ForwardProxy
 from tests.httpclient import http
 
@@ -41,3 +45,54 @@ def test_proxy_without_auth_relays_anything_on_loopback(sandbox):
     finally:
         p.stop()
     assert p.process is None
+
+
+def graphql_url(sandbox) -> str:
+    variables = json.dumps(products_variables(sandbox.stores("AZ")[0]["id"], 0, 10))
+    query = urlencode(
+        {"operationName": "FilteredProducts", "variables": variables, "query": QUERIES["FilteredProducts"]}
+    )
+    return f"{sandbox.urls.graphql}?{query}"
+
+
+def test_the_sandbox_blocks_one_named_proxy_and_not_another(sandbox):
+    one, two = ForwardProxy(name="one").start(), ForwardProxy(name="two").start()
+    try:
+        sandbox.faults({"kind": "block403", "proxy": "one"}, {"kind": "challenge503", "proxy": "two", "times": 1})
+        headers = {"apollo-require-preflight": "true"}
+        blocked = http("GET", graphql_url(sandbox), headers=headers, proxy=one.url)
+        challenged = http("GET", graphql_url(sandbox), headers=headers, proxy=two.url)
+        passed = http("GET", graphql_url(sandbox), headers=headers, proxy=two.url)
+        direct = http("GET", graphql_url(sandbox), headers=headers)
+    finally:
+        one.stop()
+        two.stop()
+    assert blocked.status == 403 and "Sorry, you have been blocked" in blocked.text
+    assert challenged.status == 503 and "Just a moment" in challenged.text
+    assert passed.status == 200 and direct.status == 200
+    seen = sandbox.requests()
+    assert seen["via:one"] == 1 and seen["via:two"] == 2
+
+
+CHROME = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/147.0.0.0 Safari/537.36"
+)
+HINTS = {"sec-ch-ua": '"Google Chrome";v="147", "Not.A/Brand";v="8", "Chromium";v="147"', "sec-ch-ua-mobile": "?0"}
+SAFARI = (
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.4 "
+    "Safari/605.1.15"
+)
+
+
+@pytest.mark.parametrize(
+    "headers, status",
+    [
+        ({"user-agent": CHROME}, 403),  # Chrome without its client hints: not a real Chrome
+        ({"user-agent": CHROME, **HINTS}, 200),
+        ({"user-agent": SAFARI, **HINTS}, 403),  # Safari sends no client hints
+        ({"user-agent": SAFARI}, 200),
+    ],
+)
+def test_the_sandbox_rejects_incoherent_identities(sandbox, headers, status):
+    reply = http("GET", graphql_url(sandbox), headers={"apollo-require-preflight": "true", **headers})
+    assert reply.status == status

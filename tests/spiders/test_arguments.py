@@ -9,7 +9,7 @@ from cannaspider.spiders.base import SpiderArgumentError, SpiderParams
 from cannaspider.spiders.entry_point_discovery import EntryPointDiscoverySpider
 from cannaspider.spiders.products import ProductDiscoverySpider, ProductSpider
 from cannaspider.spiders.store_discovery import StoreDiscoverySpider
-from tests.conftest import run_scrapy
+from tests.helpers import run_scrapy
 
 TARGETED = (ProductSpider, ProductDiscoverySpider, EntryPointDiscoverySpider)
 

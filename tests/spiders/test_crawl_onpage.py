@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from tests.conftest import run_scrapy
 from tests.firecrawl.conftest import Firecrawl, add_keyword, competitors, serp_of
+from tests.helpers import run_scrapy
 
 
 def onpage_env(scrapy_env: dict, sandbox, **extra) -> dict:

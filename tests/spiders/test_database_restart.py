@@ -22,8 +22,7 @@ import time
 import psycopg
 
 from cannaspider.db import embedded, migrations
-from tests.conftest import ROOT, TEST_DATA_DIR
-from tests.spiders.helpers import add_store, products_of, runs_of
+from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, TEST_DATA_DIR, add_store, products_of, register_proxy, runs_of
 
 
 def test_crawl_survives_a_database_restart(sandbox, scrapy_env):
@@ -36,6 +35,7 @@ def test_crawl_survives_a_database_restart(sandbox, scrapy_env):
         migrations.apply(url, log=lambda _: None)
         store = max(sandbox.stores("AZ"), key=lambda s: s["product_count"])
         d = add_store(url, store)
+        register_proxy(url, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
         # pages after the first arrive slowly, so the restart happens with rows still to write
         sandbox.faults({"kind": "slow", "store": store["id"], "pages": [1, 2], "delay": 2.0})
         env = {**scrapy_env, "DATABASE_URL": url, "CANNASPIDER_LOG_LEVEL": "INFO"}
@@ -87,6 +87,7 @@ def test_a_draining_crawl_leaves_nothing_running_after_a_database_restart(sandbo
     url = embedded.ensure_running(pgdata)
     try:
         migrations.apply(url, log=lambda _: None)
+        register_proxy(url, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
         stores = sorted(sandbox.stores("AZ"), key=lambda s: -s["product_count"])[:3]
         ids = [add_store(url, store) for store in stores]
         with psycopg.connect(url, autocommit=True) as conn:

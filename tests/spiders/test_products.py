@@ -18,7 +18,6 @@ import pytest
 from scrapy import Request
 from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse, Response, TextResponse
-from scrapy.utils.test import get_crawler
 
 from cannaspider.dutchie.pagination import PageState
 from cannaspider.items import CrawlCompletion, RawProduct
@@ -27,7 +26,7 @@ from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
-from tests.spiders.helpers import add_store, products_of, runs_of
+from tests.helpers import add_store, products_of, project_crawler, runs_of
 
 GRAPHQL_URL = "http://127.0.0.1:1/graphql"
 PLATFORM_ID = "e" * 24
@@ -55,9 +54,9 @@ class InProcessCrawl:
     items run through the real pipelines into the test database (no reactor, no subprocess)."""
 
     def __init__(self, db_url: str, **settings):
-        self.crawler = get_crawler(
+        self.crawler = project_crawler(
             ProductSpider,
-            {
+            **{
                 "DATABASE_URL": db_url,
                 "DUTCHIE_GRAPHQL_URL": GRAPHQL_URL,
                 "DUTCHIE_CLIENT_NAME": "test",
@@ -431,7 +430,7 @@ def test_store_without_platform_id_is_a_clear_error(crawl, db, sandbox, store):
 
 
 def test_no_target_drains_the_queue_and_an_empty_queue_ends_at_once(scrapy_env, sql):
-    from tests.conftest import run_scrapy
+    from tests.helpers import run_scrapy
 
     result = run_scrapy("crawl", "product_resync", env=scrapy_env)
     assert result.returncode == 0 and "draining the product_resync queue" in result.stderr

@@ -16,8 +16,7 @@ import psycopg
 import pytest
 
 from cannaspider.tasks import queue
-from tests.helpers import ROOT, run_scrapy
-from tests.spiders.helpers import add_store, products_of
+from tests.helpers import ROOT, add_store, products_of, run_scrapy
 
 
 def enqueue(db, role, **target):

@@ -15,7 +15,7 @@ import psycopg
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import DrainConfig, TaskDrain
 from cannaspider.tasks.queue import TaskResult
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tests.tasks.conftest import add_stores
 
 

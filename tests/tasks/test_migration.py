@@ -8,7 +8,7 @@ import shutil
 import psycopg
 
 from cannaspider.db import migrations
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_007_folds_identical_active_tasks_into_one(empty_database, tmp_path):

@@ -1,0 +1,104 @@
+"""Stealth benchmark: the product crawl's products/s with the proxy + identity layer on (through
+the sandbox's forward proxy, with credentials, a browser identity per store) vs. off (straight
+to the sandbox), both measured in this one run, interleaved. Target: on / off >= 0.85.
+
+    python benchmarks/stealth.py --stores 30 --products 300 --repeats 3
+
+"Off" removes the two stealth middlewares with Scrapy's generic `-s DOWNLOADER_MIDDLEWARES=…None`
+(there is no setting that turns proxies off). Everything talks to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.ingest import bench_database, crawl, reset, seed, start_sandbox  # noqa: E402
+from cannaspider.sandbox.forward_proxy import ForwardProxy  # noqa: E402
+
+AUTH = ("bench", "b3nch@pw")
+OFF_ARGS = [
+    "-s",
+    "DOWNLOADER_MIDDLEWARES=" + json.dumps({"cannaspider.middlewares.stealth.StealthProxyMiddleware": None}),
+    "-s",
+    "SPIDER_MIDDLEWARES=" + json.dumps({"cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": None}),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--stores", type=int, default=30)
+    parser.add_argument("--products", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per variant; the median is reported")
+    args = parser.parse_args()
+
+    url = bench_database()
+    sandbox, urls = start_sandbox(args.stores, args.products)
+    proxy = ForwardProxy(*AUTH, name="bench").start()
+    try:
+        ids = seed(url, urls["base"])
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO proxies (host, port, username, password) VALUES ('127.0.0.1', %s, %s, %s)",
+                (proxy.port, *AUTH),
+            )
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "DUTCHIE_GRAPHQL_URL": urls["graphql"],
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
+        products = len(ids) * args.products
+        crawl(env, None, ids[:2])  # warm the sandbox's page cache and the OS file cache
+        variants = (("stealth off (direct)", OFF_ARGS), ("stealth on (proxy + identity)", []))
+        measured: dict[str, list[float]] = {name: [] for name, _ in variants}
+        for repeat in range(args.repeats):
+            for name, extra in variants[repeat % 2 :] + variants[: repeat % 2]:
+                reset(url)
+                run = crawl_with(env, ids, extra)
+                if run["cannaspider/stores_complete"] != len(ids):
+                    raise SystemExit(f"{name}: not every store completed: {run}")
+                measured[name].append(products / run["elapsed_time_seconds"])
+    finally:
+        proxy.stop()
+        sandbox.terminate()
+        sandbox.wait(10)
+    median = {name: sorted(v)[len(v) // 2] for name, v in measured.items()}
+    off, on = median["stealth off (direct)"], median["stealth on (proxy + identity)"]
+    print(f"stealth benchmark: {len(ids)} stores x {args.products} products, full pipeline; median of {args.repeats}")
+    for name, values in measured.items():
+        print(f"  {name:30} {median[name]:8.0f} products/s   (all: {', '.join(f'{v:.0f}' for v in values)})")
+    print(f"  on / off                       {on / off:8.2f}   (target >= 0.85)")
+
+
+def crawl_with(env: dict, ids: list[int], extra: list[str]) -> dict:
+    args = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "dispensary_id=" + ",".join(map(str, ids))]
+    result = subprocess.run(
+        [*args, "-s", "FEEDS={}", "-s", "LOG_LEVEL=INFO", *extra],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if result.returncode != 0 or "Traceback" in result.stderr:
+        raise SystemExit(f"crawl failed:\n{result.stderr[-3000:]}")
+    stats = {}
+    for key in ("elapsed_time_seconds", "cannaspider/stores_complete"):
+        m = re.search(rf"'{re.escape(key)}': ([0-9.]+)", result.stderr)
+        stats[key] = float(m.group(1)) if m else 0.0
+    return stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""`scrapy proxies add|import|list|check|enable|disable`: the `proxies` table, which is the pool
+of every Dutchie crawl (docs/stealth.md). Passwords are stored, never printed: `user:***`.
+
+    scrapy proxies add http://user:password@host:port [URL …]
+    scrapy proxies import FILE          one proxy URL a line (`#` comments); `-` reads stdin
+    scrapy proxies list
+    scrapy proxies check [ID …]         one GraphQL request through each proxy, by the crawl's own
+                                        download path (stealth middleware, HttpProxyMiddleware)
+    scrapy proxies enable|disable ID …
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import scrapy
+from scrapy.http import Response
+from twisted.python.failure import Failure
+
+from cannaspider.command_base import CannaspiderCommand
+from cannaspider.db import connect, database_url
+from cannaspider.dutchie import graphql
+from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
+from cannaspider.middlewares.stealth import PIN_META
+from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
+
+ACTIONS = ("add", "import", "list", "check", "enable", "disable")
+LIST_QUERY = """
+SELECT id, protocol, host, port, username, password, failure_count, is_active, success_count,
+       avg_response_time_ms, last_used_at, last_failure_at, last_error
+  FROM proxies ORDER BY id
+"""
+
+
+class Command(CannaspiderCommand):
+    requires_crawler_process = True
+
+    def syntax(self) -> str:
+        return "add URL… | import FILE | list | check [ID…] | enable ID… | disable ID…"
+
+    def short_desc(self) -> str:
+        return "Manage the proxy pool (the proxies table) of Dutchie crawls"
+
+    def run(self, args, opts) -> None:
+        try:
+            super().run(args, opts)
+        except ProxyInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            self.exitcode = 2
+
+    def execute(self, args, opts) -> None:
+        if not args or args[0] not in ACTIONS:
+            raise ProxyInputError(f"give an action: {', '.join(ACTIONS)}")
+        action, rest = args[0], args[1:]
+        url = database_url(self.settings)
+        if action == "add":
+            if not rest:
+                raise ProxyInputError("proxies add needs at least one URL: http://user:password@host:port")
+            specs = [parse_proxy_url(text) for text in rest]  # all or nothing
+            for spec in specs:
+                print(self._add(url, spec))
+        elif action == "import":
+            self._import(url, rest)
+        elif action == "list":
+            self._list(url)
+        elif action == "check":
+            self._check(url, _ids(rest))
+        else:
+            self._set_active(url, _ids(rest, required=True), action == "enable")
+
+    # -- actions -------------------------------------------------------------------------------
+    @staticmethod
+    def _add(url: str, spec: ProxySpec) -> str:
+        with connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT id FROM proxies WHERE protocol = %s AND host = %s AND port = %s "
+                "AND username IS NOT DISTINCT FROM %s",
+                (spec.protocol, spec.host, spec.port, spec.username),
+            ).fetchone()
+            if row:
+                # the same proxy and user: a new password or a comeback, not a second row
+                conn.execute(
+                    "UPDATE proxies SET password = %s, is_active = true, failure_count = 0 WHERE id = %s",
+                    (spec.password, row[0]),
+                )
+                return f"updated #{row[0]} {spec.masked} (active)"
+            inserted = conn.execute(
+                "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, %s) "
+                "RETURNING id",
+                (spec.host, spec.port, spec.username, spec.password, spec.protocol),
+            ).fetchone()
+            assert inserted is not None
+            pid = inserted[0]
+        return f"added #{pid} {spec.masked}"
+
+    def _import(self, url: str, rest: list[str]) -> None:
+        if len(rest) != 1:
+            raise ProxyInputError("proxies import needs one file (or - for standard input)")
+        try:
+            text = sys.stdin.read() if rest[0] == "-" else Path(rest[0]).read_text()
+        except OSError as exc:
+            raise ProxyInputError(f"cannot read {rest[0]}: {exc.strerror}") from None
+        bad = 0
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                print(self._add(url, parse_proxy_url(line)))
+            except ProxyInputError as exc:
+                bad += 1
+                print(f"error: line {n}: {exc}", file=sys.stderr)
+        if bad:
+            print(f"error: {bad} line(s) refused, the others imported", file=sys.stderr)
+            self.exitcode = 2
+
+    @staticmethod
+    def _list(url: str) -> None:
+        with connect(url) as conn:
+            rows = conn.execute(LIST_QUERY).fetchall()
+        if not rows:
+            print("no proxies: add one with `scrapy proxies add http://user:password@host:port`")
+            return
+        print(f"{'id':>4}  {'active':6}  {'proxy':44}  {'ok':>6}  {'fails':>5}  {'avg ms':>6}  last used / last error")
+        for row in rows:
+            record = record_of(row[:7])
+            active, ok, avg, used, failed_at, error = row[7:]
+            when = used.strftime("%Y-%m-%d %H:%M") if used else "-"
+            tail = f"{when}" + (f" / {error[:60]}" if error else "")
+            print(
+                f"{record.id:>4}  {'yes' if active else 'no':6}  {record.masked:44}  {ok or 0:>6}  "
+                f"{record.failure_count:>5}  {avg if avg is not None else '-':>6}  {tail}"
+            )
+
+    def _check(self, url: str, ids: list[int]) -> None:
+        with connect(url) as conn:
+            where = "WHERE id = ANY(%s) ORDER BY id" if ids else "WHERE is_active ORDER BY id"
+            query = LIST_QUERY.replace("ORDER BY id", where)
+            rows = conn.execute(query, (ids,) if ids else None).fetchall()
+        missing = set(ids) - {r[0] for r in rows}
+        if missing:
+            raise ProxyInputError(f"no proxy with id {', '.join(map(str, sorted(missing)))}")
+        if not rows:
+            raise ProxyInputError("no active proxy to check: add one with `scrapy proxies add`")
+        records = [record_of(r[:7]) for r in rows]
+        results: dict[int, str] = {}
+        assert self.crawler_process is not None
+        self.crawler_process.crawl(ProxyCheckSpider, records=records, results=results)
+        self.crawler_process.start()
+        failed = 0
+        for record in records:
+            outcome = results.get(record.id, "error: no answer")
+            failed += not outcome.startswith("ok")
+            print(f"#{record.id} {record.masked}: {outcome}")
+        if failed:
+            self.exitcode = 1
+
+    @staticmethod
+    def _set_active(url: str, ids: list[int], active: bool) -> None:
+        with connect(url, autocommit=True) as conn:
+            done = conn.execute(
+                "UPDATE proxies SET is_active = %s, failure_count = CASE WHEN %s THEN 0 ELSE failure_count END "
+                "WHERE id = ANY(%s) RETURNING id",
+                (active, active, ids),
+            ).fetchall()
+        missing = set(ids) - {r[0] for r in done}
+        for pid in sorted(r[0] for r in done):
+            print(f"#{pid} {'enabled' if active else 'disabled'}")
+        if missing:
+            raise ProxyInputError(f"no proxy with id {', '.join(map(str, sorted(missing)))}")
+
+
+def _ids(values: list[str], required: bool = False) -> list[int]:
+    if required and not values:
+        raise ProxyInputError("give the id(s) of the proxies (see `scrapy proxies list`)")
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise ProxyInputError(f"proxy ids are numbers, got {' '.join(values)!r}") from None
+
+
+class ProxyCheckSpider(scrapy.Spider):
+    """One ConsumerDispensaries request through each proxy (pinned: no rotation, no retry)."""
+
+    name = "proxy_check"
+    custom_settings = {"RETRY_ENABLED": False, "LOG_ENABLED": False, "FEEDS": {}, "ITEM_PIPELINES": {}}
+
+    def __init__(self, records: list[ProxyRecord], results: dict[int, str], **kwargs):
+        super().__init__(**kwargs)
+        self.records, self.results = records, results
+
+    async def start(self):
+        url = self.settings.get("DUTCHIE_GRAPHQL_URL")
+        for record in self.records:
+            yield graphql.build_request(
+                url,
+                CONSUMER_DISPENSARIES,
+                {"dispensaryFilter": {"cNameOrID": "proxy-check"}},
+                persisted_hash=None,
+                client_name=self.settings.get("DUTCHIE_CLIENT_NAME"),
+                callback=self.parse,
+                errback=self.failed,
+                meta={PIN_META: record, "check_started": time.monotonic(), "dispensary_id": f"check-{record.id}"},
+            )
+
+    def parse(self, response: Response):
+        record: ProxyRecord = response.meta[PIN_META]
+        result = graphql.read(response)
+        ms = (time.monotonic() - response.meta["check_started"]) * 1000
+        if isinstance(result, graphql.GraphQLFailure):
+            self.results[record.id] = f"failed: {result.message} ({ms:.0f} ms)"
+        else:
+            self.results[record.id] = f"ok ({ms:.0f} ms, HTTP {response.status})"
+
+    def failed(self, failure: Failure):
+        request = getattr(failure, "request", None)
+        record = request.meta.get(PIN_META) if request is not None else None
+        if record is not None:
+            kind = failure.type.__name__ if failure.type else "error"
+            self.results[record.id] = f"failed: {kind}: {failure.getErrorMessage()}"

@@ -1,0 +1,275 @@
+"""The crawl's proxy pool: the `proxies` table re-read every STEALTH_PROXY_REFRESH_S, each proxy's
+rotation state (scrapy-rotating-proxies' Proxies: good / unchecked / dead with an exponential,
+jittered backoff), and its health written back in batches every STEALTH_HEALTH_FLUSH_S and at
+close (one UPDATE per proxy per batch, never one per request).
+
+Proxies are keyed by their row id (see stealth/proxies.py). `failure_count` counts consecutive
+failures (a success resets it); at STEALTH_PROXY_MAX_FAILURES the proxy is deactivated
+(`is_active = false`) in memory at once and in the table with the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+
+import psycopg
+from rotating_proxies.expire import Proxies, ProxyState, exp_backoff_full_jitter
+from scrapy import signals
+from scrapy.crawler import Crawler
+
+from cannaspider.db.connection import database_url
+from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.stealth.proxies import ACTIVE_PROXIES, ProxyRecord, record_of
+
+logger = logging.getLogger(__name__)
+
+FLUSH_HEALTH = """
+UPDATE proxies SET
+    success_count = COALESCE(success_count, 0) + %(successes)s,
+    avg_response_time_ms = CASE WHEN %(successes)s > 0
+        THEN round((COALESCE(avg_response_time_ms, 0)::numeric * COALESCE(success_count, 0) + %(total_ms)s)
+                   / (COALESCE(success_count, 0) + %(successes)s))::integer
+        ELSE avg_response_time_ms END,
+    last_used_at = GREATEST(last_used_at, %(last_used_at)s),
+    failure_count = CASE WHEN %(reset)s THEN %(failures)s ELSE COALESCE(failure_count, 0) + %(failures)s END,
+    last_failure_at = COALESCE(%(last_failure_at)s, last_failure_at),
+    last_error = COALESCE(%(last_error)s, last_error),
+    is_active = is_active AND (CASE WHEN %(reset)s THEN %(failures)s
+                                    ELSE COALESCE(failure_count, 0) + %(failures)s END) < %(max_failures)s
+WHERE id = %(id)s
+"""
+
+
+@dataclass
+class HealthBatch:
+    """What happened to one proxy since the last flush."""
+
+    successes: int = 0
+    total_ms: float = 0.0
+    failures: int = 0  # since the last success in this batch (or since the batch began)
+    reset: bool = False  # a success happened: failure_count restarts from `failures`
+    last_used_at: datetime | None = None
+    last_failure_at: datetime | None = None
+    last_error: str | None = None
+
+
+class IdStates(Proxies):
+    """rotating_proxies' state machine keyed by proxy row id instead of a URL string."""
+
+    def __init__(self, backoff) -> None:
+        self.proxies: dict = {}
+        self.proxies_by_hostport: dict = {}  # unused: we never look proxies up by address
+        self.unchecked: set = set()
+        self.good: set = set()
+        self.dead: set = set()
+        self.backoff = backoff
+
+    def sync(self, ids: set[int]) -> None:
+        """Take in new rows, forget rows that were disabled or deleted."""
+        for gone in set(self.proxies) - ids:
+            del self.proxies[gone]
+            self.unchecked.discard(gone)
+            self.good.discard(gone)
+            self.dead.discard(gone)
+        for new in ids - set(self.proxies):
+            self.proxies[new] = ProxyState()
+            self.unchecked.add(new)
+
+
+def _no_backoff(attempt: int) -> float:
+    return 0.0
+
+
+class ProxyPool:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        s = crawler.settings
+        self.refresh_s = s.getfloat("STEALTH_PROXY_REFRESH_S")
+        self.flush_s = s.getfloat("STEALTH_HEALTH_FLUSH_S")
+        self.max_failures = s.getint("STEALTH_PROXY_MAX_FAILURES")
+        base, cap = s.getfloat("STEALTH_PROXY_BACKOFF_S"), s.getfloat("STEALTH_PROXY_BACKOFF_CAP_S")
+        self.states = IdStates(partial(exp_backoff_full_jitter, base=base, cap=cap) if base > 0 else _no_backoff)
+        self.records: dict[int, ProxyRecord] = {}
+        self.consecutive: dict[int, int] = {}
+        self.pending: dict[int, HealthBatch] = {}
+        self.loaded = False
+        self._lock: asyncio.Lock | None = None
+        self._task: asyncio.Task | None = None
+        self._closed = False
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> ProxyPool:
+        pool = getattr(crawler, "_cannaspider_proxy_pool", None)
+        if pool is None:
+            pool = cls(crawler)
+            crawler._cannaspider_proxy_pool = pool  # type: ignore[attr-defined]
+            crawler.signals.connect(pool.close, signal=signals.spider_closed)
+        return pool
+
+    # -- the table ---------------------------------------------------------------------------
+    async def ensure_loaded(self) -> None:
+        """The first read of the table, once however many requests ask at the same time."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not self.loaded:
+                await self.refresh()
+
+    async def refresh(self) -> list[ProxyRecord]:
+        """Re-read the active rows; returns them."""
+        db = await CrawlStore.for_crawler(self.crawler).open()
+        async with db.connection() as conn:
+            rows = await (await conn.execute(ACTIVE_PROXIES)).fetchall()
+        records = {r.id: r for r in map(record_of, rows)}
+        for pid, record in records.items():
+            if pid not in self.records or record != self.records[pid]:
+                # a new row, or one an operator edited or re-enabled: its count restarts from the table
+                self.consecutive[pid] = record.failure_count
+        added = set(records) - set(self.records)
+        removed = set(self.records) - set(records)
+        if self.loaded and (added or removed):
+            logger.info("proxy pool: %d active (%d added, %d removed)", len(records), len(added), len(removed))
+        self.records = records
+        self.states.sync(set(records))
+        self.loaded = True
+        self._start_loop()
+        return list(records.values())
+
+    def _start_loop(self) -> None:
+        if self._task is None and not self._closed:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def _loop(self) -> None:
+        next_refresh = time.monotonic() + self.refresh_s
+        while not self._closed:
+            await asyncio.sleep(min(self.flush_s, max(0.05, next_refresh - time.monotonic())))
+            try:
+                self.states.reanimate()
+                await self.flush()
+                if time.monotonic() >= next_refresh:
+                    next_refresh = time.monotonic() + self.refresh_s
+                    await self.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an outage: health waits in memory for the next batch
+                logger.warning("proxy pool: could not sync with the proxies table: %s", exc)
+
+    async def flush(self) -> None:
+        if not self.pending:
+            return
+        batch, self.pending = self.pending, {}
+        params = [
+            {
+                "id": pid,
+                "successes": h.successes,
+                "total_ms": h.total_ms,
+                "last_used_at": h.last_used_at,
+                "reset": h.reset,
+                "failures": h.failures,
+                "last_failure_at": h.last_failure_at,
+                "last_error": h.last_error,
+                "max_failures": self.max_failures,
+            }
+            for pid, h in sorted(batch.items())
+        ]
+        try:
+            if self._closed:
+                # at close the crawl's pool may already be gone (spider_closed handlers run in turn)
+                url = database_url(self.crawler.settings)
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                    async with conn.cursor() as cur:
+                        await cur.executemany(FLUSH_HEALTH, params)
+                return
+            db = await CrawlStore.for_crawler(self.crawler).open()
+            async with db.connection() as conn:
+                async with conn.cursor() as cur:
+                    await cur.executemany(FLUSH_HEALTH, params)
+        except Exception:
+            for pid, h in batch.items():  # keep it for the next try (merged with what came since)
+                self._merge_back(pid, h)
+            raise
+
+    def _merge_back(self, pid: int, old: HealthBatch) -> None:
+        new = self.pending.get(pid)
+        if new is None:
+            self.pending[pid] = old
+            return
+        new.successes += old.successes
+        new.total_ms += old.total_ms
+        if not new.reset:
+            new.failures += old.failures
+            new.reset = old.reset
+        new.last_used_at = new.last_used_at or old.last_used_at
+        new.last_failure_at = new.last_failure_at or old.last_failure_at
+        new.last_error = new.last_error or old.last_error
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+        try:
+            await self.flush()
+        except Exception as exc:
+            logger.error("proxy pool: proxy health of this crawl could not be written: %s", exc)
+
+    # -- choosing and recording --------------------------------------------------------------
+    def choose(self, avoid: frozenset[int] | set[int] = frozenset()) -> ProxyRecord | None:
+        """A good or unchecked proxy, not one of `avoid` (those that already failed this request)
+        when there is another; when every active proxy is backing off, the one whose backoff
+        ends first; None when none is active."""
+        self.states.reanimate()
+        fresh = list(self.states.good | self.states.unchecked)
+        if fresh:
+            others = [p for p in fresh if p not in avoid]
+            return self.records[random.choice(others or fresh)]
+        if not self.records:
+            return None
+        dead = sorted(self.states.dead, key=lambda p: (p in avoid, self.states.proxies[p].next_check or 0))
+        return self.records[dead[0]] if dead else None
+
+    def is_active(self, proxy_id: int) -> bool:
+        return proxy_id in self.records
+
+    def record_success(self, proxy_id: int, seconds: float | None) -> None:
+        if proxy_id not in self.records:
+            return
+        self.states.mark_good(proxy_id)
+        self.consecutive[proxy_id] = 0
+        h = self.pending.setdefault(proxy_id, HealthBatch())
+        h.successes += 1
+        h.total_ms += (seconds or 0.0) * 1000
+        h.reset, h.failures = True, 0
+        h.last_used_at = datetime.now(UTC)
+
+    def record_failure(self, proxy_id: int, error: str) -> bool:
+        """Count a failure; True when it deactivated the proxy."""
+        if proxy_id not in self.records:
+            return False
+        now = datetime.now(UTC)
+        h = self.pending.setdefault(proxy_id, HealthBatch())
+        h.failures += 1
+        h.last_failure_at = h.last_used_at = now
+        h.last_error = error[:500]
+        count = self.consecutive.get(proxy_id, 0) + 1
+        self.consecutive[proxy_id] = count
+        if count < self.max_failures:
+            self.states.mark_dead(proxy_id)
+            return False
+        record = self.records.pop(proxy_id)
+        self.states.sync(set(self.records))
+        logger.warning(
+            "proxy #%d %s deactivated after %d consecutive failures (last: %s)", record.id, record.masked, count, error
+        )
+        self.crawler.stats.inc_value("cannaspider/proxies_deactivated")
+        return True

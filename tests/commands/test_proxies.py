@@ -1,0 +1,54 @@
+"""`scrapy proxies`: add, import, list, check (through the real download path), enable, disable."""
+
+from __future__ import annotations
+
+from cannaspider.sandbox.forward_proxy import ForwardProxy
+from tests.helpers import SANDBOX_PROXY_AUTH, run_scrapy
+
+
+def test_add_list_disable_enable_and_passwords_are_never_printed(scrapy_env, sql):
+    added = run_scrapy("proxies", "add", "http://alice:t0p%40secret@10.1.2.3:3128", "10.1.2.4:8080", env=scrapy_env)
+    assert added.returncode == 0, added.stderr
+    assert "added #2 http://alice:***@10.1.2.3:3128" in added.stdout and "added #3 http://10.1.2.4:8080" in added.stdout
+    assert sql("SELECT username, password FROM proxies WHERE id = 2") == [("alice", "t0p@secret")]
+    listed = run_scrapy("proxies", "list", env=scrapy_env)
+    assert "http://alice:***@10.1.2.3:3128" in listed.stdout and "http://scout:***@127.0.0.1" in listed.stdout
+    assert "secret" not in listed.stdout + listed.stderr and SANDBOX_PROXY_AUTH[1] not in listed.stdout
+    assert run_scrapy("proxies", "disable", "2", env=scrapy_env).stdout.strip() == "#2 disabled"
+    assert sql("SELECT is_active FROM proxies WHERE id = 2") == [(False,)]
+    assert run_scrapy("proxies", "enable", "2", env=scrapy_env).returncode == 0
+    assert sql("SELECT is_active FROM proxies WHERE id = 2") == [(True,)]
+
+
+def test_socks5_and_bad_input_are_refused_with_one_line(scrapy_env, sql):
+    result = run_scrapy("proxies", "add", "socks5://bob:hunter2@10.0.0.9:1080", env=scrapy_env)
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "socks5 proxies are not supported" in result.stderr and "hunter2" not in result.stderr
+    assert run_scrapy("proxies", "enable", "999", env=scrapy_env).returncode == 2
+    assert sql("SELECT count(*) FROM proxies") == [(1,)]  # only the sandbox's
+
+
+def test_import_adds_the_good_lines_and_names_the_bad_ones(scrapy_env, sql, tmp_path):
+    listing = tmp_path / "proxies.txt"
+    listing.write_text("# pool\nhttp://u1:p1@10.0.0.1:3128\nsocks5://u2:p2@10.0.0.2:1080\n10.0.0.3:8080\n")
+    result = run_scrapy("proxies", "import", str(listing), env=scrapy_env)
+    assert result.returncode == 2
+    assert "line 3: socks5://10.0.0.2: socks5 proxies are not supported" in result.stderr
+    assert "p2" not in result.stderr
+    assert sql("SELECT host FROM proxies ORDER BY id") == [("127.0.0.1",), ("10.0.0.1",), ("10.0.0.3",)]
+
+
+def test_check_goes_through_each_proxy_and_records_its_health(scrapy_env, sandbox, sandbox_proxy, sql):
+    blocked = ForwardProxy(name="blocked").start()
+    try:
+        run_scrapy("proxies", "add", blocked.url, env=scrapy_env)
+        sandbox.faults({"kind": "block403", "proxy": "blocked"})
+        result = run_scrapy("proxies", "check", env=scrapy_env)
+    finally:
+        blocked.stop()
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1  # one proxy failed its check
+    assert any(line.startswith(f"#{sandbox_proxy} http://scout:***@") and ": ok (" in line for line in lines), lines
+    assert any(": failed: ProxyBlocked: blocked: HTTP 403" in line for line in lines), lines
+    assert sql("SELECT success_count, failure_count FROM proxies ORDER BY id") == [(1, 0), (0, 1)]
+    assert SANDBOX_PROXY_AUTH[1] not in result.stdout + result.stderr

@@ -1,0 +1,157 @@
+"""The stealth layer end to end: `scrapy crawl` against the sandbox through real forward proxies
+(proxy.py with basic auth) registered in the test database."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cannaspider.sandbox.forward_proxy import ForwardProxy
+from tests.helpers import ROOT, add_store, products_of, register_proxy, runs_of
+
+BAD_AUTH = ("other", "s3cret/pw")
+
+
+def dead_proxy_url() -> str:
+    """A loopback port nobody listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def blocked_proxy():
+    """A second sandbox proxy, with other credentials, whose requests the sandbox can block."""
+    proxy = ForwardProxy(*BAD_AUTH, name="blocked").start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture
+def store(sandbox):
+    return sandbox.stores("AZ")[0]
+
+
+def proxy_rows(sql) -> dict[int, tuple]:
+    rows = sql(
+        "SELECT id, is_active, success_count, failure_count, last_error, avg_response_time_ms, last_used_at "
+        "FROM proxies ORDER BY id"
+    )
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through_the_good_one(
+    crawl, db, sandbox, sandbox_proxy, blocked_proxy, sql
+):
+    stores = sandbox.stores()
+    ids = [add_store(db, s) for s in stores]
+    blocked_id = register_proxy(db, blocked_proxy.url, BAD_AUTH)
+    dead_id = register_proxy(db, dead_proxy_url(), ("nobody", "x"))
+    sandbox.faults({"kind": "block403", "proxy": "blocked"})  # Cloudflare has this exit's address
+    result = crawl(
+        "product_resync",
+        "-s",
+        "STEALTH_PROXY_MAX_FAILURES=3",  # fewer stores than a real pool sees: deactivate sooner
+        "-s",
+        "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
+        dispensary_id=",".join(map(str, ids)),
+    )
+    assert result.returncode == 0
+    rows = proxy_rows(sql)
+    good = rows[sandbox_proxy]
+    assert good[0] is True and good[2] == 0 and good[3] is None  # active, no failure, no error
+    assert rows[blocked_id][0] is False and "blocked: HTTP 403 Cloudflare block page" in rows[blocked_id][3]
+    assert rows[dead_id][0] is False and "ConnectionRefused" in rows[dead_id][3]
+    assert rows[blocked_id][1] == rows[dead_id][1] == 0  # no success through the bad ones
+    # every page of every store came through the good proxy, with its own credentials on retries
+    pages = 0
+    for store, d in zip(stores, ids, strict=True):
+        assert set(products_of(db, d)) == set(sandbox.menu(store["id"], 0))
+        run = runs_of(db, d)[-1]
+        assert run[0] == "complete" and run[4] == 0  # nothing marked missing
+        pages += run[6]
+    assert good[1] == pages and good[4] is not None and good[5] is not None
+    seen = sandbox.requests()
+    assert seen["via:sandbox"] == pages and seen.get("via:blocked", 0) >= 3
+    assert "incoherent_identity" not in seen  # every identity passed the sandbox's coherence check
+    assert f"proxy #{blocked_id} http://other:***@" in result.stderr  # the deactivation, masked
+    assert BAD_AUTH[1] not in result.stderr and "pa55@w0rd" not in result.stderr
+
+
+def test_a_blocked_page_is_retried_three_times_then_the_crawl_is_incomplete(crawl, db, sandbox, store, sql):
+    d = add_store(db, store)
+    assert crawl("product_resync", dispensary_id=d).returncode == 0
+    before = products_of(db, d)
+    sandbox.epoch(3)
+    sandbox.faults({"kind": "challenge503", "store": store["id"], "pages": [1]})
+    result = crawl("product_resync", dispensary_id=d)
+    assert result.stderr.count("rotating proxy and identity") == 3
+    assert "ProxyBlocked: challenge: HTTP 503 Cloudflare challenge page" in result.stderr
+    assert "crawl incomplete, no product will be marked missing" in result.stderr
+    status, error, *_ = runs_of(db, d)[-1]
+    assert status == "incomplete" and "still after 3 retries" in error
+    after = products_of(db, d)
+    assert all(after[p][:2] == (0, "in_stock") for p in before)
+    (row,) = proxy_rows(sql).values()
+    assert row[0] is True and row[2] == 4 and "challenge" in row[3]  # 4 blocks in a row: still active
+
+
+def test_no_active_proxy_refuses_to_start_with_one_line(crawl, db, sandbox, store, sql):
+    d = add_store(db, store)
+    sql("UPDATE proxies SET is_active = false")
+    result = crawl("product_resync", dispensary_id=d)
+    errors = [line for line in result.stderr.splitlines() if "] ERROR:" in line]
+    assert len(errors) == 1 and "no active proxy in the proxies table" in errors[0]
+    assert "'cannaspider/fatal_error': 'no active proxy" in result.stderr  # the crawl command's exit code
+    assert sandbox.requests() == {}  # nothing was sent
+    assert runs_of(db, d) == []
+
+
+def test_every_proxy_dead_stops_the_crawl_with_an_alert_and_marks_nothing_missing(crawl, db, sandbox, sql):
+    stores = sandbox.stores("AZ")
+    ids = [add_store(db, s) for s in stores]
+    assert crawl("product_resync", state="AZ").returncode == 0
+    before = {d: products_of(db, d) for d in ids}
+    sql("UPDATE proxies SET is_active = false")
+    dead_id = register_proxy(db, dead_proxy_url(), None)
+    sandbox.epoch(3)
+    result = crawl("product_resync", state="AZ")
+    assert "ALERT: every proxy of the pool is deactivated" in result.stderr
+    assert proxy_rows(sql)[dead_id][0] is False
+    for d in ids:
+        assert runs_of(db, d)[-1][0] == "incomplete"  # none complete, none left running
+        after = products_of(db, d)
+        assert all(after[p][:2] == (0, "in_stock") for p in before[d])
+    assert "'cannaspider/fatal_error': 'ALERT: every proxy" in result.stderr
+
+
+def test_sigint_still_stops_a_crawl_through_the_proxies(scrapy_env, db, sandbox, store):
+    d = add_store(db, store)
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 3.0})
+    env = {**scrapy_env, "CANNASPIDER_LOG_LEVEL": "INFO"}
+    crawl = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", f"dispensary_id={d}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while sandbox.requests().get("FilteredProducts", 0) == 0:  # a page is in flight
+            assert time.monotonic() < deadline and crawl.poll() is None
+            time.sleep(0.1)
+        crawl.send_signal(signal.SIGINT)
+        _, stderr = crawl.communicate(timeout=30)  # stops (after the page in flight), never hangs
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+    assert "Received SIGINT, shutting down gracefully" in stderr and "Traceback" not in stderr
+    assert crawl.returncode is not None

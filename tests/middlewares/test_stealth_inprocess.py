@@ -1,0 +1,105 @@
+"""StealthProxyMiddleware in-process (get_crawler, no reactor): credentials on retries, identity
+rotation with the proxy, a banned response never handed on."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from importlib import resources
+
+import pytest
+from scrapy import Request
+from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
+from scrapy.http import HtmlResponse, TextResponse
+from scrapy.utils.test import get_crawler
+
+from cannaspider import settings as project_settings
+from cannaspider.middlewares.stealth import ProxyBlocked, StealthProxyMiddleware
+from cannaspider.stealth.identity import IdentityError
+from cannaspider.stealth.proxies import ProxyRecord
+
+URL = "http://127.0.0.1:1/api-3/graphql?operationName=FilteredProducts"
+BLOCK_PAGE = resources.files("cannaspider.sandbox").joinpath("cloudflare_403.html").read_bytes()
+WITH_AUTH = ProxyRecord(1, "http", "10.0.0.1", 3128, "scout", "pa55@w0rd")
+NO_AUTH = ProxyRecord(2, "http", "10.0.0.2", 3128)
+
+
+def middleware(*records: ProxyRecord, retries: int = 3) -> StealthProxyMiddleware:
+    settings = {k: getattr(project_settings, k) for k in dir(project_settings) if k.startswith("STEALTH_")}
+    crawler = get_crawler(settings_dict={**settings, "STEALTH_BLOCK_RETRIES": retries})
+    mw = StealthProxyMiddleware.from_crawler(crawler)
+    mw.pool.records = {r.id: r for r in records}
+    mw.pool.states.sync(set(mw.pool.records))
+    mw.pool.loaded = True  # the table is not read here (tests/stealth/test_pool.py reads it)
+    return mw
+
+
+def send(mw: StealthProxyMiddleware, proxy_mw: HttpProxyMiddleware, request: Request) -> Request:
+    asyncio.run(mw.process_request(request))
+    proxy_mw.process_request(request)
+    return request
+
+
+def blocked(request: Request) -> HtmlResponse:
+    return HtmlResponse(request.url, status=403, body=BLOCK_PAGE, request=request)
+
+
+def test_a_retry_through_another_proxy_never_carries_the_first_ones_credentials():
+    mw, proxy_mw = middleware(WITH_AUTH, NO_AUTH), HttpProxyMiddleware()
+    first = Request(URL, meta={"graphql_operation": "FilteredProducts"})
+    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
+    send(mw, proxy_mw, first)
+    assert first.meta["proxy"] == "http://10.0.0.1:3128"  # HttpProxyMiddleware took the credentials out
+    assert first.headers[b"Proxy-Authorization"] == b"Basic " + base64.b64encode(b"scout:pa55@w0rd")
+    retry = mw.process_response(first, blocked(first))
+    assert isinstance(retry, Request)
+    send(mw, proxy_mw, retry)
+    assert retry.meta["proxy"] == "http://10.0.0.2:3128"
+    assert b"Proxy-Authorization" not in retry.headers  # not leaked to the other proxy
+    assert mw.stats.get_value("cannaspider/stealth_sessions") == 2  # a new identity with the new proxy
+    # and back to the proxy with credentials: its own header again
+    again = mw.process_response(retry, blocked(retry))
+    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH  # type: ignore[method-assign]
+    send(mw, proxy_mw, again)
+    assert again.headers[b"Proxy-Authorization"] == b"Basic " + base64.b64encode(b"scout:pa55@w0rd")
+
+
+def test_after_the_last_retry_the_blocked_response_goes_to_the_errback_not_the_callback():
+    mw, proxy_mw = middleware(WITH_AUTH, retries=1), HttpProxyMiddleware()
+    request = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "FilteredProducts"}))
+    retry = mw.process_response(request, blocked(request))
+    assert isinstance(retry, Request)
+    send(mw, proxy_mw, retry)
+    with pytest.raises(ProxyBlocked, match="blocked: HTTP 403 Cloudflare block page.*still after 1 retries"):
+        mw.process_response(retry, blocked(retry))
+    ok = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "FilteredProducts"}))
+    response = TextResponse(URL, status=200, body=b'{"data":{}}', request=ok)
+    assert mw.process_response(ok, response) is response
+
+
+def test_requests_that_are_not_dutchies_api_are_left_alone():
+    mw = middleware(WITH_AUTH)
+    request = Request("http://127.0.0.1:1/some-store-site")
+    asyncio.run(mw.process_request(request))
+    assert "proxy" not in request.meta and b"Sec-Ch-Ua" not in request.headers
+
+
+def test_when_no_identity_can_be_generated_the_crawl_stops_with_an_alert(monkeypatch, caplog):
+    mw = middleware(WITH_AUTH)
+
+    def broken(*_args, **_kwargs):
+        raise IdentityError("no coherent chrome mobile identity after 25 draws: …")
+
+    monkeypatch.setattr(mw._identities, "draw", broken)
+    with pytest.raises(ProxyBlocked, match="identity generation failed"):
+        asyncio.run(mw.process_request(Request(URL, meta={"graphql_operation": "FilteredProducts"})))
+    assert any(
+        r.levelname == "CRITICAL" and r.getMessage().startswith("ALERT: identity generation failed")
+        for r in caplog.records
+    )
+    assert str(mw.stats.get_value("cannaspider/fatal_error")).startswith("ALERT: identity generation failed")
+    # no fallback: every later Dutchie request fails at once, without a proxy or an identity
+    later = Request(URL, meta={"graphql_operation": "FilteredProducts"})
+    with pytest.raises(ProxyBlocked, match="not sent"):
+        asyncio.run(mw.process_request(later))
+    assert "proxy" not in later.meta
