@@ -218,13 +218,24 @@ def _sql(db: str, query: str, params=None):
 
 def test_two_nodes_drain_one_queue_and_run_no_task_twice(nodes, db, sandbox):
     stores = sandbox.stores("AZ")[:4] + sandbox.stores("MI")[:4]
-    for store in stores:
-        _enqueue(db, dispensary_id=add_store(db, store))
-    # each page takes a moment, so that both nodes are draining at the same time
-    sandbox.faults({"kind": "slow", "delay": 0.5})
+    ids = [add_store(db, store) for store in stores]
+    sandbox.faults({"kind": "slow", "delay": 0.5})  # each page takes a moment: both nodes get work
     a, b = nodes(2)
-    jobs = [(node, node.schedule("product_resync", setting="TASK_SLOTS=2")) for node in (a, b)]
-    logs = [node.wait_finished(job) for node, job in jobs]
+    # both nodes wait for work (follow=1), then it arrives: they share it
+    jobs = [(node, node.schedule("product_resync", follow="1", setting="TASK_SLOTS=2")) for node in (a, b)]
+    deadline = time.monotonic() + 90
+    while not all(any(j["id"] == job for j in node.jobs()["running"]) for node, job in jobs):
+        assert time.monotonic() < deadline, [node.jobs() for node, _ in jobs]
+        time.sleep(0.5)
+    time.sleep(3)  # past the crawl's start-up: both are listening
+    for d in ids:
+        _enqueue(db, dispensary_id=d)
+    while _sql(db, "SELECT count(*) FROM worker_tasks WHERE status = 'completed'") != [(8,)]:
+        assert time.monotonic() < deadline + 120, _sql(db, "SELECT status, count(*) FROM worker_tasks GROUP BY 1")
+        time.sleep(0.5)
+    for node, job in jobs:
+        _call(node.port, "cancel.json", {"project": "cannaspider", "job": job})
+    logs = [node.wait_finished(job, timeout=60) for node, job in jobs]
     assert _sql(db, "SELECT status, attempts, count(*) FROM worker_tasks GROUP BY 1, 2") == [("completed", 1, 8)]
     assert _sql(db, "SELECT count(*), count(DISTINCT task_id), count(DISTINCT pid) FROM crawl_runs") == [(8, 8, 2)]
     assert all("draining the product_resync queue" in log for log in logs)
