@@ -92,7 +92,8 @@ def main() -> None:
     parser.add_argument("--stores", type=int, default=1000)
     parser.add_argument("--products", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=32, help="CONCURRENT_REQUESTS, and TASK_SLOTS")
+    parser.add_argument("--concurrency", type=int, default=32, help="CONCURRENT_REQUESTS")
+    parser.add_argument("--slots", type=int, default=None, help="TASK_SLOTS (default: --concurrency)")
     args = parser.parse_args()
 
     url = bench_database()
@@ -109,7 +110,8 @@ def main() -> None:
         common = ["-s", f"CONCURRENT_REQUESTS={args.concurrency}"]
         halves = [ids[0::2], ids[1::2]]
         direct_argv = [[*common, "-a", "dispensary_id=" + ",".join(map(str, half))] for half in halves]
-        queue_argv = [[*common, "-s", f"TASK_SLOTS={args.concurrency}"]] * 2
+        slots = args.slots or args.concurrency
+        queue_argv = [[*common, "-s", f"TASK_SLOTS={slots}"]] * 2
         run_two(env, direct_argv)  # the first crawl inserts every product: both measured variants update
         direct: list[float] = []
         queued: list[float] = []
@@ -136,7 +138,8 @@ def main() -> None:
     per_store_ms = (q - d) / len(ids) * 1000
     print(
         f"queue end-to-end benchmark: {len(ids)} stores x {args.products} products, two processes, "
-        f"CONCURRENT_REQUESTS = TASK_SLOTS = {args.concurrency}; fastest of {args.repeats} (all: "
+        f"CONCURRENT_REQUESTS = {args.concurrency}, TASK_SLOTS = {args.slots or args.concurrency}; "
+        f"fastest of {args.repeats} (all: "
         f"direct {', '.join(f'{x:.1f}' for x in direct)} s; queue {', '.join(f'{x:.1f}' for x in queued)} s)"
     )
     print(f"  -a dispensary_id lists      {d:8.1f} s   ({d / len(ids) * 1000:.1f} ms per store, wall clock)")
