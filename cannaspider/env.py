@@ -78,6 +78,12 @@ def data_dir() -> Path:
     return root / ".data" if root else Path(platformdirs.user_data_dir("cannaspider"))
 
 
+def scrapyd_credentials() -> tuple[str | None, str | None]:
+    """SCRAPYD_USERNAME / SCRAPYD_PASSWORD: Scrapyd's own variables (README's table), which
+    `scrapy schedule --scrapyd` also uses to call the nodes. Never logged."""
+    return os.environ.get("SCRAPYD_USERNAME") or None, os.environ.get("SCRAPYD_PASSWORD") or None
+
+
 def configured(settings, name: str) -> str | None:
     """The value of setting `name` under the precedence rule above (None when unset)."""
     value = settings.get(name) if settings is not None else None

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cannaspider.tasks.queue import Task
 
 
 @dataclass
@@ -122,3 +126,4 @@ class CrawlCompletion:
     seen_product_ids: list[str] = field(default_factory=list, repr=False)
     errors: int = 0
     error: str | None = None
+    task: Task | None = field(default=None, repr=False)  # the queue's task this crawl did, if any

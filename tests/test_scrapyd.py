@@ -1,4 +1,6 @@
-"""Scrapyd: build the egg with scrapyd-deploy, upload it, schedule.json a crawl, see it land.
+"""Scrapyd: build the egg with scrapyd-deploy, upload it, schedule.json a crawl, see it land; nodes
+that drain the queue (two Scrapyd on two ports share it, no task run twice), a cancelled job gives
+its task back, and `scrapy schedule --scrapyd` starts draining jobs without piling them up.
 
 This is also the guard against the PyPI `typing` backport: Scrapyd's runner puts site-packages on
 PYTHONPATH, where that backport would shadow the standard library and break the job."""
@@ -16,7 +18,11 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.helpers import ROOT, add_store, products_of, runs_of
+import psycopg
+import pytest
+
+from cannaspider.tasks import queue
+from tests.helpers import ROOT, add_store, products_of, run_scrapy, runs_of
 
 BIN = Path(sys.executable).parent
 
@@ -111,3 +117,174 @@ def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox,
         server.wait(10)
     assert runs_of(db, dispensary)[0][0] == "complete"
     assert set(products_of(db, dispensary)) == set(sandbox.menu(store["id"], 0))
+
+
+# -- nodes that drain the queue ------------------------------------------------------------------------------
+class Node:
+    """A Scrapyd on a loopback port with the egg deployed, aimed at the test database and sandbox."""
+
+    def __init__(self, tmp_path: Path, egg: bytes, env: dict, name: str):
+        self.port = _free_port()
+        self.work = tmp_path / name
+        self.work.mkdir()
+        (self.work / "scrapyd.conf").write_text(
+            (ROOT / "scrapyd.conf").read_text().replace("http_port    = 6800", f"http_port    = {self.port}")
+        )
+        self.proc = subprocess.Popen(
+            [str(BIN / "scrapyd")], cwd=self.work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                _call(self.port, "daemonstatus.json")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "scrapyd did not start"
+                time.sleep(0.2)
+        added = _call(self.port, "addversion.json", {"project": "cannaspider", "version": "1"}, {"egg": egg})
+        assert added["status"] == "ok", added
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def schedule(self, spider: str, **args: str) -> str:
+        job = _call(self.port, "schedule.json", {"project": "cannaspider", "spider": spider, **args})
+        assert job["status"] == "ok", job
+        return job["jobid"]
+
+    def jobs(self) -> dict:
+        return _call(self.port, "listjobs.json?project=cannaspider")
+
+    def wait_finished(self, job: str, timeout: float = 150) -> str:
+        deadline = time.monotonic() + timeout
+        while not any(j["id"] == job for j in self.jobs()["finished"]):
+            assert time.monotonic() < deadline, self.jobs()
+            time.sleep(0.5)
+        log = next((self.work / ".data" / "scrapyd" / "logs").rglob(f"{job}.log")).read_text()
+        assert "Traceback" not in log and "s3cret" not in log, log[-3000:]
+        return log
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def egg(tmp_path_factory) -> bytes:
+    path = tmp_path_factory.mktemp("egg") / "cannaspider.egg"
+    build = subprocess.run(
+        [str(BIN / "scrapyd-deploy"), "--build-egg", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert build.returncode == 0 and path.exists(), build.stderr
+    return path.read_bytes()
+
+
+@pytest.fixture
+def nodes(tmp_path, egg, db, sandbox, sandbox_proxy):
+    started: list[Node] = []
+    env = {
+        **os.environ,
+        "DATABASE_URL": db,
+        "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql,
+        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
+        "SCRAPYD_USERNAME": "ops",
+        "SCRAPYD_PASSWORD": "s3cret",
+    }
+
+    def start(n: int) -> list[Node]:
+        started.extend(Node(tmp_path, egg, env, f"node{len(started) + i}") for i in range(n))
+        return started[-n:]
+
+    yield start
+    for node in started:
+        node.stop()
+
+
+def _enqueue(db: str, **target) -> int:
+    import asyncio
+
+    async def main():
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            return (await queue.enqueue(conn, "product_resync", **target)).task.id
+
+    return asyncio.run(main())
+
+
+def _sql(db: str, query: str, params=None):
+    with psycopg.connect(db, autocommit=True) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def test_two_nodes_drain_one_queue_and_run_no_task_twice(nodes, db, sandbox):
+    stores = sandbox.stores("AZ")[:4] + sandbox.stores("MI")[:4]
+    ids = [add_store(db, store) for store in stores]
+    sandbox.faults({"kind": "slow", "delay": 0.5})  # each page takes a moment: both nodes get work
+    a, b = nodes(2)
+    # both nodes wait for work (follow=1), then it arrives: they share it
+    jobs = [(node, node.schedule("product_resync", follow="1", setting="TASK_SLOTS=2")) for node in (a, b)]
+    deadline = time.monotonic() + 90
+    while not all(any(j["id"] == job for j in node.jobs()["running"]) for node, job in jobs):
+        assert time.monotonic() < deadline, [node.jobs() for node, _ in jobs]
+        time.sleep(0.5)
+    time.sleep(3)  # past the crawl's start-up: both are listening
+    for d in ids:
+        _enqueue(db, dispensary_id=d)
+    while _sql(db, "SELECT count(*) FROM worker_tasks WHERE status = 'completed'") != [(8,)]:
+        assert time.monotonic() < deadline + 120, _sql(db, "SELECT status, count(*) FROM worker_tasks GROUP BY 1")
+        time.sleep(0.5)
+    for node, job in jobs:
+        _call(node.port, "cancel.json", {"project": "cannaspider", "job": job})
+    logs = [node.wait_finished(job, timeout=60) for node, job in jobs]
+    assert _sql(db, "SELECT status, attempts, count(*) FROM worker_tasks GROUP BY 1, 2") == [("completed", 1, 8)]
+    assert _sql(db, "SELECT count(*), count(DISTINCT task_id), count(DISTINCT pid) FROM crawl_runs") == [(8, 8, 2)]
+    assert all("draining the product_resync queue" in log for log in logs)
+
+
+def test_a_cancelled_job_gives_its_task_back(nodes, db, sandbox):
+    store = sandbox.stores("AZ")[0]
+    task = _enqueue(db, dispensary_id=add_store(db, store))
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 60.0})
+    [node] = nodes(1)
+    job = node.schedule("product_resync", follow="1")
+    deadline = time.monotonic() + 60
+    while _sql(db, "SELECT status FROM worker_tasks WHERE id = %s", (task,)) != [("running",)]:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert _call(node.port, "cancel.json", {"project": "cannaspider", "job": job})["status"] == "ok"
+    node.wait_finished(job, timeout=60)
+    assert _sql(db, "SELECT status, attempts FROM worker_tasks WHERE id = %s", (task,)) == [("pending", 0)]
+    assert _sql(db, "SELECT status FROM crawl_runs")[0][0] in ("failed", "incomplete")
+
+
+def test_scrapy_schedule_starts_draining_jobs_without_piling_them_up(nodes, db, sandbox, tmp_path):
+    store = sandbox.stores("AZ")[0]
+    slow = _enqueue(db, dispensary_id=add_store(db, store))
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 60.0})
+    a, b = nodes(2)
+    env = {
+        **os.environ,
+        "DATABASE_URL": db,
+        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
+        "SCRAPYD_USERNAME": "ops",
+        "SCRAPYD_PASSWORD": "s3cret",
+    }
+    urls = f"{a.url},{b.url}"
+    first = run_scrapy("schedule", "--once", "--scrapyd", urls, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    # one pending task: one job is enough
+    assert first.stdout.count("started product_resync") == 1 and "s3cret" not in first.stdout + first.stderr
+    deadline = time.monotonic() + 60
+    while _sql(db, "SELECT status FROM worker_tasks WHERE id = %s", (slow,)) != [("running",)]:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    # more work arrives while that node is busy: the job goes to the other node, never a second one on the first
+    for other in sandbox.stores("MI")[:2]:
+        _enqueue(db, dispensary_id=add_store(db, other))
+    second = run_scrapy("schedule", "--once", "--scrapyd", urls, "-s", "TASK_SLOTS=1", env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout.count("started product_resync") == 1 and "already pending or running" in second.stdout
+    busy = [node for node in (a, b) if node.jobs()["running"] or node.jobs()["pending"]]
+    assert all(len(n.jobs()["running"]) + len(n.jobs()["pending"]) <= 1 for n in (a, b)) and busy
+    bad = run_scrapy("schedule", "--once", "--scrapyd", "ftp://x", env=env)
+    assert bad.returncode == 2 and "not an http(s) URL" in bad.stderr

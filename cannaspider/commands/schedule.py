@@ -1,5 +1,7 @@
-"""`scrapy schedule [--once]`: apply the periodic schedule (cannaspider/tasks/schedule.py) every
-SCHEDULE_TICK_S seconds until SIGTERM/SIGINT, or once. Safe to run on several machines at once."""
+"""`scrapy schedule [--once] [--scrapyd URL[,URL…]]`: apply the periodic schedule
+(cannaspider/tasks/schedule.py) every SCHEDULE_TICK_S seconds until SIGTERM/SIGINT, or once. Safe
+to run on several machines at once. With --scrapyd, each tick also starts draining jobs on those
+Scrapyd nodes for the roles that have pending work (cannaspider/tasks/scrapyd.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,18 @@ import asyncio
 import signal
 import time
 
+from scrapy.spiderloader import get_spider_loader
+
+from cannaspider import env
 from cannaspider.db import database_url
 from cannaspider.db.errors import first_line
-from cannaspider.tasks import schedule
+from cannaspider.tasks import schedule, scrapyd
 from cannaspider.tasks.cli import TaskCommand, with_connection
 
 
 class Command(TaskCommand):
     def syntax(self) -> str:
-        return "[--once]"
+        return "[--once] [--scrapyd URL[,URL…]]"
 
     def short_desc(self) -> str:
         return "Create the scheduled tasks (resync every 4 h, store discovery and analytics daily)"
@@ -23,16 +28,34 @@ class Command(TaskCommand):
     def add_options(self, parser) -> None:
         super().add_options(parser)
         parser.add_argument("--once", action="store_true", help="apply the schedule once and exit")
+        parser.add_argument(
+            "--scrapyd",
+            metavar="URL[,URL…]",
+            default=None,
+            help="Scrapyd nodes to start draining jobs on (auth: SCRAPYD_USERNAME/SCRAPYD_PASSWORD)",
+        )
 
     def execute(self, args, opts) -> None:
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()
         config = schedule.ScheduleConfig.from_settings(settings)
+        self.nodes = scrapyd.parse_nodes(opts.scrapyd, *env.scrapyd_credentials()) if opts.scrapyd else []
+        self.spiders = get_spider_loader(settings).list() if self.nodes else []
+        self.slots = settings.getint("TASK_SLOTS", 16)
         url = database_url(settings)
         if opts.once:
-            self._print(asyncio.run(with_connection(url, lambda conn: schedule.tick(conn, config))))
+            self._print(asyncio.run(with_connection(url, self._tick(config))))
             return
         asyncio.run(self._loop(url, config, settings.getfloat("SCHEDULE_TICK_S", 60.0)))
+
+    def _tick(self, config: schedule.ScheduleConfig):
+        async def run(conn):
+            report = await schedule.tick(conn, config)
+            if self.nodes:
+                self._print_dispatch(await scrapyd.dispatch(conn, self.nodes, self.spiders, self.slots))
+            return report
+
+        return run
 
     async def _loop(self, url: str, config: schedule.ScheduleConfig, every: float) -> None:
         stop = asyncio.Event()
@@ -42,7 +65,7 @@ class Command(TaskCommand):
         print(f"schedule: every {every:g} s (stop with Ctrl-C)", flush=True)
         while not stop.is_set():
             try:
-                report = await with_connection(url, lambda conn: schedule.tick(conn, config))
+                report = await with_connection(url, self._tick(config))
                 if report.total or report.requeued:
                     self._print(report)
             except Exception as exc:  # noqa: BLE001 - the database restarts: one line, try again next tick
@@ -51,6 +74,16 @@ class Command(TaskCommand):
                 await asyncio.wait_for(stop.wait(), every)
             except TimeoutError:
                 pass
+
+    @staticmethod
+    def _print_dispatch(done: scrapyd.Dispatch) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        for node, spider, job in done.started:
+            print(f"{stamp} scrapyd {node}: started {spider} (job {job})", flush=True)
+        for node, spider in done.busy:
+            print(f"{stamp} scrapyd {node}: {spider} already pending or running: none added", flush=True)
+        for error in done.errors:
+            print(f"{stamp} scrapyd {error}", flush=True)
 
     @staticmethod
     def _print(report: schedule.TickReport) -> None:

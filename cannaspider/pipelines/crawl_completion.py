@@ -3,6 +3,11 @@ seed's out-of-stock rules: misses reset for products in the feed, +1 for the oth
 'oos' at 3, unless the OOS guard finds the crawl suspect (see CLOSE_COMPLETE); it also sets
 dispensaries.last_crawl_at. An incomplete crawl keeps what it stored,
 marks nothing missing, and records why. Either way the crawl_runs row gets its figures.
+
+A crawl that does a queue task (a draining spider: CrawlCompletion.task) completes the task in
+the very transaction that applies misses/OOS, after checking the task's lease: a crawl whose
+lease expired (its task went back to the queue, maybe to another worker) rolls back and marks
+nothing. An incomplete crawl fails its task, which retries after a backoff (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.items import CrawlCompletion
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
+from cannaspider.tasks import queue
+from cannaspider.tasks.drain import TaskDrain
+from cannaspider.tasks.queue import LeaseLost, TaskResult
 
 logger = logging.getLogger(__name__)
 
@@ -147,12 +155,41 @@ class CrawlCompletionPipeline:
                 item.crawl_run_id,
                 first_line(exc),
             )
-        except Exception:
+            await self._fail_task(item, f"closing the crawl failed: {first_line(exc)}")
+        except Exception as exc:
             logger.exception(
                 "dispensary %s: could not close crawl run %s (it stays 'running' until the next "
                 "crawl process marks it abandoned)",
                 item.dispensary_id,
                 item.crawl_run_id,
+            )
+            await self._fail_task(item, f"closing the crawl failed: {type(exc).__name__}: {first_line(exc)}")
+
+    def _drain(self, item: CrawlCompletion) -> TaskDrain | None:
+        if item.task is None:
+            return None
+        drain = TaskDrain.of(self.crawler)
+        if drain is None:  # a task without the drain that claimed it: nothing can be recorded for it
+            logger.error("task %s: no task drain in this crawl: its outcome is not recorded", item.task.id)
+        return drain
+
+    async def _fail_task(self, item: CrawlCompletion, error: str) -> None:
+        """Fail the crawl's task, if it has one (retried after a backoff). Never raises: a task whose
+        outcome cannot be written is left to its lease, which expires and puts it back in the queue."""
+        drain = self._drain(item)
+        if drain is None or item.task is None:
+            return
+        try:
+            await drain.fail(item.task, error, item.crawl_run_id)
+        except LeaseLost as exc:
+            logger.warning("dispensary %s: %s: the failure is not recorded", item.dispensary_id, exc)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            logger.error(
+                "dispensary %s: task %s: could not record its failure (%s): it returns to the queue when its lease "
+                "expires",
+                item.dispensary_id,
+                item.task.id,
+                first_line(exc),
             )
 
     async def _wait_committed(self, key: tuple) -> bool:
@@ -165,6 +202,17 @@ class CrawlCompletionPipeline:
             return True
         await self.store.flush_all()
         return await self.store.wait_written(key, self.wait_timeout)
+
+    @staticmethod
+    def _result(item: CrawlCompletion, figures: dict) -> TaskResult:
+        return TaskResult(
+            pages=item.pages_fetched,
+            products=figures["seen_n"],
+            new=figures["new"],
+            missed=figures["missed"],
+            oos=figures["oos"],
+            crawl_run_id=item.crawl_run_id,
+        )
 
     def spider_idle(self) -> None:
         # Nothing left to download: no batch will fill up any more, so stores waiting for their
@@ -214,15 +262,31 @@ class CrawlCompletionPipeline:
             "min_share": self.oos_guard_min_share,
         }
         suspect = False
+        drain = self._drain(item)
         pool = await self.store.open()
         async with pool.connection() as conn:
             if complete:
-                row = await (await conn.execute(CLOSE_COMPLETE, figures)).fetchone()
-                assert row is not None  # the statement always returns its one row of figures
-                figures["missed"], figures["oos"] = row[0], row[1]
-                suspect, seen_in_stock, in_stock = row[5], row[6], row[7]
+                try:
+                    async with conn.transaction():
+                        if drain is not None and item.task is not None:
+                            # the lease first: a crawl whose task is no longer ours records nothing
+                            await queue.check_lease(conn, drain.lease(item.task))
+                        row = await (await conn.execute(CLOSE_COMPLETE, figures)).fetchone()
+                        assert row is not None  # the statement always returns its one row of figures
+                        figures["missed"], figures["oos"] = row[0], row[1]
+                        suspect, seen_in_stock, in_stock = row[5], row[6], row[7]
+                        if drain is not None and item.task is not None:
+                            await drain.complete(item.task, self._result(item, figures), conn=conn)
+                except LeaseLost as exc:
+                    complete, error = False, f"the crawl's task was lost ({exc}): nothing recorded"
+                    figures["error"], figures["missed"], figures["oos"] = error, 0, 0
+                    suspect = False
+                    await conn.execute(CLOSE_INCOMPLETE, figures)
+                    drain = None  # not ours to fail either
             elif item.crawl_run_id is not None:
                 await conn.execute(CLOSE_INCOMPLETE, figures)
+        if not complete and drain is not None and item.task is not None:
+            await self._fail_task(item, f"crawl incomplete: {error}")
         stats = self.crawler.stats
         stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
         if suspect:

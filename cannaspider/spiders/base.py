@@ -37,19 +37,36 @@ def parse_id_list(value: object) -> tuple[int, ...]:
     return ids
 
 
+def parse_flag(name: str, value: object) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise SpiderArgumentError(f"{name} must be 1 or 0, got {value!r}")
+
+
 @dataclass(frozen=True)
 class SpiderParams:
     """A spider's `-a` arguments, parsed and validated once.
 
     dispensary_id=N[,N…] and state=XX choose the stores; city=NAME narrows store discovery.
+    Without a target the spider drains its role's queue (docs/operations.md), until the queue
+    is empty or, with follow=1, until it is stopped (SIGTERM/SIGINT).
     Arguments starting with "_" belong to the process runner (Scrapyd passes `-a _job=<id>`)."""
 
     dispensary_ids: tuple[int, ...] = ()
     state: str | None = None
     city: str | None = None
+    follow: bool = False
+
+    @property
+    def has_target(self) -> bool:
+        return bool(self.dispensary_ids or self.state)
 
     @classmethod
     def parse(cls, spider: str, accepted: frozenset[str], raw: dict[str, object]) -> SpiderParams:
+        accepted = accepted | {"follow"}
         unknown = sorted(k for k in raw if k not in accepted and not k.startswith("_"))
         if unknown:
             raise SpiderArgumentError(
@@ -63,9 +80,12 @@ class SpiderParams:
         city = str(raw["city"]).strip() if raw.get("city") not in (None, "") else None
         try:
             ids = parse_id_list(raw.get("dispensary_id"))
+            follow = parse_flag("follow", raw.get("follow", ""))
         except SpiderArgumentError as exc:
             raise SpiderArgumentError(f"{spider}: {exc}") from None
-        return cls(ids, code, city)
+        if follow and (ids or code):
+            raise SpiderArgumentError(f"{spider}: follow=1 drains the queue: give it no dispensary_id or state")
+        return cls(ids, code, city, follow)
 
 
 class DutchieSpider(scrapy.Spider):
@@ -89,10 +109,14 @@ class DutchieSpider(scrapy.Spider):
             self.require_target(self.params)
 
     def require_target(self, params: SpiderParams) -> None:
-        if not params.dispensary_ids and not params.state:
-            raise SpiderArgumentError(f"{self.name} needs -a dispensary_id=N[,N…] or -a state=XX")
+        """Targets that fit together; none at all means draining the role's queue."""
         if params.dispensary_ids and params.state:
             raise SpiderArgumentError(f"{self.name}: give -a dispensary_id or -a state, not both")
+
+    @property
+    def draining(self) -> bool:
+        """No target given: the spider drains its role's queue (spiders/draining.py)."""
+        return not self.params.has_target
 
     @property
     def store(self) -> CrawlStore:

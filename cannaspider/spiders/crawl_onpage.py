@@ -1,13 +1,15 @@
 """SERP competitor pages through a self-hosted Firecrawl (docs/onpage.md).
 
     scrapy crawl crawl_onpage -a keyword_id=N[,N…] [-O onpage.json]
+    scrapy crawl crawl_onpage [-a follow=1]         drain the crawl_onpage queue (one keyword per task)
 
 Every keyword runs at once (OnpageJobs.crawl_keyword, one coroutine each); within a keyword,
 every locale is one Firecrawl batch polled about every FIRECRAWL_POLL_INTERVAL_S. Firecrawl
 calls are Scrapy requests sent through the engine's downloader; the waits between polls hold
 nothing, so the keywords finish in about the time of the slowest one. Results are merged into
 keywords.serp by the job itself (one statement per locale), and each competitor is also yielded
-as a CompetitorPage item for feeds. No item pipeline runs.
+as a CompetitorPage item for feeds. No item pipeline runs. Draining, a task completes with the
+job's totals, or fails (retried later unless Firecrawl refused the request itself).
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
+from cannaspider.spiders.base import SpiderArgumentError, parse_flag
+from cannaspider.spiders.draining import finish_task, log_drained, open_drain
+from cannaspider.tasks.drain import TaskDrain
+from cannaspider.tasks.queue import Task, TaskResult
 
 
 def parse_keyword_ids(value: str | int | None) -> list[int]:
@@ -39,6 +45,7 @@ class CrawlOnpageSpider(scrapy.Spider):
     name = "crawl_onpage"
     role = "crawl_onpage"
     jobs: OnpageJobs
+    drain: TaskDrain | None = None
 
     @classmethod
     def update_settings(cls, settings) -> None:
@@ -50,11 +57,15 @@ class CrawlOnpageSpider(scrapy.Spider):
         if not settings.get("FIRECRAWL_API_URL"):
             raise UsageError(MISSING_URL, print_help=False)
 
-    def __init__(self, keyword_id: str | None = None, *args, **kwargs):
+    def __init__(self, keyword_id: str | None = None, follow: str | None = None, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.keyword_ids = parse_keyword_ids(keyword_id)
-        if not self.keyword_ids:
-            raise ValueError("crawl_onpage needs -a keyword_id=N[,N…]")
+        try:
+            self.keyword_ids = parse_keyword_ids(keyword_id)
+            self.follow = parse_flag("follow", follow or "")
+        except ValueError as exc:
+            raise SpiderArgumentError(f"crawl_onpage: {exc}") from None
+        if self.follow and self.keyword_ids:
+            raise SpiderArgumentError("crawl_onpage: follow=1 drains the queue: give it no keyword_id")
         self.results: dict[int, dict] = {}
         self._items: asyncio.Queue[CompetitorPage] | None = None
 
@@ -93,6 +104,10 @@ class CrawlOnpageSpider(scrapy.Spider):
 
     async def start(self) -> AsyncIterator[CompetitorPage]:
         self._items = asyncio.Queue()
+        if not self.keyword_ids:  # no target: drain the queue
+            async for item in _drain(self._items, {asyncio.ensure_future(self._drain_queue())}):
+                yield item
+            return
         pending: set[asyncio.Future] = {asyncio.ensure_future(self.run_keyword(k)) for k in self.keyword_ids}
         async for item in _drain(self._items, pending):
             yield item
@@ -100,6 +115,26 @@ class CrawlOnpageSpider(scrapy.Spider):
         if failed:
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
+
+    async def _drain_queue(self) -> None:
+        """Claim keyword tasks as slots free up; each runs beside the others."""
+        self.drain = drain = await open_drain(self, self.role, self.follow)
+        jobs: set[asyncio.Future] = set()
+        async for task in drain.tasks():
+            job = asyncio.ensure_future(self._run_task(drain, task))
+            jobs.add(job)
+            job.add_done_callback(jobs.discard)
+        await asyncio.gather(*jobs, return_exceptions=True)
+        log_drained(self, drain)
+
+    async def _run_task(self, drain: TaskDrain, task: Task) -> None:
+        assert task.keyword_id is not None  # the role's target (tasks/roles.py)
+        result = await self.run_keyword(task.keyword_id)
+        if "error" in result:
+            await finish_task(drain, task, result["error"], final=not result.get("retryable", True))
+        else:
+            counts = {k: int(v) for k, v in result.items()}
+            await finish_task(drain, task, TaskResult(pages=sum(counts.values()), extra=counts))
 
 
 class _LazyStats:

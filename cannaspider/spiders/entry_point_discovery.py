@@ -2,6 +2,7 @@
 
     scrapy crawl entry_point_discovery -a dispensary_id=N[,N…]
     scrapy crawl entry_point_discovery -a state=AZ            every store of the state
+    scrapy crawl entry_point_discovery [-a follow=1]          drain the queue (one store per task)
 
 Slugs come from /embedded-menu/<slug>, /dispensary/<slug> or /stores/<slug> and go to
 ConsumerDispensaries (cNameOrID). When the menu URL is the store's own website, the page is
@@ -12,6 +13,8 @@ recorded reason (dispensaries.resolution_error), not a crash.
 
 from __future__ import annotations
 
+from typing import Any
+
 import scrapy
 from scrapy.http import Response
 from twisted.python.failure import Failure
@@ -20,6 +23,8 @@ from cannaspider.dutchie import graphql, slugs
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.items import EntryPointResolution
 from cannaspider.spiders.base import DutchieSpider
+from cannaspider.spiders.draining import TASK_META, TaskTracking, TaskWork, task_callback
+from cannaspider.tasks.queue import TaskResult
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -32,7 +37,7 @@ BROWSER_ARGS = [
 ]
 
 
-class EntryPointDiscoverySpider(DutchieSpider):
+class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
     name = "entry_point_discovery"
     role = "entry_point_discovery"
 
@@ -52,21 +57,42 @@ class EntryPointDiscoverySpider(DutchieSpider):
         )
 
     async def start(self):
+        if self.draining:
+            async for task in self.drained_tasks(self.role, self.params.follow):
+                work = self.begin_task(task)
+                row = await self._dispensary(task.dispensary_id)
+                if row is None:
+                    work.data["final"] = f"dispensary {task.dispensary_id} no longer exists"
+                    self.check_finished(work)
+                    continue
+                for out in self.track_output(work, self._resolve(*row)):
+                    yield out
+            return
         rows = await self.select_dispensaries("id, menu_url, slug")
         for dispensary_id, menu_url, _slug in rows:
-            slug = slugs.slug_from_menu_url(menu_url)
-            if slug:
-                yield self._lookup(dispensary_id, slug, via="graphql")
-            elif menu_url and menu_url.startswith(("http://", "https://")):
-                yield scrapy.Request(
-                    menu_url,
-                    callback=self.parse_website,
-                    errback=self.on_error,
-                    dont_filter=True,
-                    meta={"dispensary_id": dispensary_id, "playwright": True},
-                )
-            else:
-                yield self._unresolved(dispensary_id, None, f"no usable menu_url ({menu_url!r})")
+            for out in self._resolve(dispensary_id, menu_url):
+                yield out
+
+    async def _dispensary(self, dispensary_id: int | None) -> tuple[Any, ...] | None:
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT id, menu_url FROM dispensaries WHERE id = %s", (dispensary_id,))
+            return await cur.fetchone()
+
+    def _resolve(self, dispensary_id: int, menu_url: str | None):
+        slug = slugs.slug_from_menu_url(menu_url)
+        if slug:
+            yield self._lookup(dispensary_id, slug, via="graphql")
+        elif menu_url and menu_url.startswith(("http://", "https://")):
+            yield scrapy.Request(
+                menu_url,
+                callback=self.parse_website,
+                errback=self.on_error,
+                dont_filter=True,
+                meta={"dispensary_id": dispensary_id, "playwright": True},
+            )
+        else:
+            yield self._unresolved(dispensary_id, None, f"no usable menu_url ({menu_url!r})")
 
     def _lookup(self, dispensary_id: int, slug: str, via: str):
         return self.graphql_request(
@@ -76,7 +102,14 @@ class EntryPointDiscoverySpider(DutchieSpider):
             meta={"dispensary_id": dispensary_id, "slug": slug, "via": via},
         )
 
-    def _unresolved(self, dispensary_id: int, slug: str | None, reason: str) -> EntryPointResolution:
+    def _unresolved(
+        self, dispensary_id: int, slug: str | None, reason: str, *, meta: dict | None = None, transient: bool = False
+    ) -> EntryPointResolution:
+        """A store not resolved. `transient`: a failed request (not an answer), so a drained task
+        fails and retries later instead of recording the store as unresolvable."""
+        task_id = (meta or {}).get(TASK_META)
+        if transient and task_id in self.task_work:
+            self.task_work[task_id].data.setdefault("transient", reason)
         self.logger.warning("dispensary %s unresolved: %s", dispensary_id, reason)
         self.crawler.stats.inc_value("cannaspider/entry_points_unresolved")
         return EntryPointResolution(dispensary_id, None, slug, "unresolved", reason)
@@ -85,6 +118,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
     def contract_meta(operation: str, variables: dict) -> dict:
         return {"dispensary_id": 0, "slug": variables["dispensaryFilter"]["cNameOrID"], "via": "graphql"}
 
+    @task_callback
     def parse_dispensary(self, response: Response):
         """ConsumerDispensaries for one slug → the store's platform id.
 
@@ -96,16 +130,23 @@ class EntryPointDiscoverySpider(DutchieSpider):
         dispensary_id, slug = response.meta["dispensary_id"], response.meta["slug"]
         result = self.read_graphql(response)
         if isinstance(result, graphql.GraphQLFailure):
-            yield self._unresolved(dispensary_id, slug, f"ConsumerDispensaries failed: {result.message}")
+            yield self._unresolved(
+                dispensary_id,
+                slug,
+                f"ConsumerDispensaries failed: {result.message}",
+                meta=response.meta,
+                transient=True,
+            )
             return
         found = result.get("filteredDispensaries")
         first = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else None
         pid = first.get("id") if first else None
-        if not slugs.is_object_id(pid):
+        if first is None or not isinstance(pid, str) or not slugs.is_object_id(pid):
             yield self._unresolved(dispensary_id, slug, f"ConsumerDispensaries found no store for {slug!r}")
             return
         yield EntryPointResolution(dispensary_id, pid.lower(), first.get("cName") or slug, response.meta["via"])
 
+    @task_callback
     def parse_website(self, response: Response):
         """The store's own website, rendered: find Dutchie's embedded-menu script or iframe.
 
@@ -126,11 +167,39 @@ class EntryPointDiscoverySpider(DutchieSpider):
             return
         yield self._unresolved(dispensary_id, None, f"no Dutchie embedded menu found on {response.url}")
 
+    @task_callback
     def on_error(self, failure: Failure):
         request = getattr(failure, "request", None)
         dispensary_id = request.meta.get("dispensary_id") if request is not None else None
-        reason = f"{failure.type.__name__}: {failure.getErrorMessage()}"
-        if dispensary_id is None:
+        kind = failure.type.__name__ if failure.type is not None else "error"
+        reason = f"{kind}: {failure.getErrorMessage()}"
+        if request is None or dispensary_id is None:
             self.logger.error("request failed: %s", reason)
             return
-        yield self._unresolved(dispensary_id, request.meta.get("slug"), f"request failed: {reason}"[:500])
+        yield self._unresolved(
+            dispensary_id,
+            request.meta.get("slug"),
+            f"request failed: {reason}"[:500],
+            meta=request.meta,
+            transient=True,
+        )
+
+    # -- a drained task's outcome ------------------------------------------------------------------
+    def task_item(self, work: TaskWork, item: Any) -> None:
+        if isinstance(item, EntryPointResolution):
+            work.data["resolution"] = item
+
+    async def task_outcome(self, work: TaskWork) -> tuple[TaskResult | str, bool]:
+        if "final" in work.data:
+            return work.data["final"], True
+        if work.errors:
+            return work.errors[0], False
+        if "transient" in work.data:
+            return work.data["transient"], False
+        item: EntryPointResolution | None = work.data.get("resolution")
+        resolved = item is not None and item.platform_dispensary_id is not None
+        extra = {"resolved": resolved, "method": item.method if item else None}
+        if item is not None and not resolved:
+            extra["reason"] = item.error
+        # chaining (tasks/queue.py CHAIN_SQL): a resolved store gets its product_discovery
+        return TaskResult(extra=extra), False

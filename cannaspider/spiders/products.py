@@ -5,6 +5,11 @@ cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_r
     scrapy crawl product_resync -a dispensary_id=12          one store
     scrapy crawl product_resync -a dispensary_id=12,13,14    several
     scrapy crawl product_resync -a state=AZ                  every resolved, enabled store of a state
+    scrapy crawl product_resync [-a follow=1]                drain the product_resync queue
+
+Draining, each task is one store's crawl; its CrawlCompletion carries the task, and the completion
+pipeline completes it together with the misses/OOS it applies, or fails it when the crawl is
+incomplete (pipelines/crawl_completion.py).
 """
 
 from __future__ import annotations
@@ -14,12 +19,16 @@ from dataclasses import dataclass, field
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
+from cannaspider.db.errors import first_line
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.ids import product_id
 from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
 from cannaspider.dutchie.pagination import PageState, after_page
 from cannaspider.items import CrawlCompletion, RawProduct
 from cannaspider.spiders.base import DutchieSpider
+from cannaspider.spiders.draining import finish_task, log_drained, open_drain
+from cannaspider.tasks.drain import TaskDrain
+from cannaspider.tasks.queue import Task
 
 
 @dataclass
@@ -32,14 +41,21 @@ class StoreCrawl:
     errors: int = 0
     done: bool = False
     log_name: str = field(default="")
+    task: Task | None = None  # the queue's task this crawl does (None: an explicit target)
+    lost: bool = False  # the task's lease was lost: stop crawling, record nothing
 
 
 class ProductSpider(DutchieSpider):
     name = "product_resync"
     role = "product_resync"
     pipelines_setting = "PRODUCT_PIPELINES"
+    drain: TaskDrain | None = None
 
     async def start(self):
+        if self.draining:
+            async for request in self._drain_queue():
+                yield request
+            return
         rows = await self.select_dispensaries(
             "id, name, platform_dispensary_id, crawl_enabled", state_filter="AND crawl_enabled"
         )
@@ -59,6 +75,56 @@ class ProductSpider(DutchieSpider):
             run_id = await self.store.start_run(dispensary_id, self.role)
             crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
             yield self._page_request(crawl, 0)
+
+    async def _drain_queue(self):
+        self.drain = drain = await open_drain(self, self.role, self.params.follow)
+        crawls: dict[int, StoreCrawl] = {}
+        self._task_crawls = crawls
+        drain.on_lost = self._task_lost
+        per_page = self.settings.getint("DUTCHIE_PER_PAGE")
+        max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
+        async for task in drain.tasks():
+            try:
+                row = await self._task_store(task)
+                if isinstance(row, str):
+                    await finish_task(drain, task, row, final=True)
+                    continue
+                name, platform_id = row
+                assert task.dispensary_id is not None  # a product role's target (tasks/roles.py)
+                run_id = await self.store.start_run(task.dispensary_id, self.role, task.id)
+            except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
+                await finish_task(drain, task, f"starting the crawl failed: {first_line(exc)}")
+                continue
+            crawl = StoreCrawl(
+                task.dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name, task=task
+            )
+            crawls[task.id] = crawl
+            yield self._page_request(crawl, 0)
+        log_drained(self, drain)
+
+    async def _task_store(self, task: Task) -> tuple[str, str] | str:
+        """(name, platform id) of the task's store, or why it cannot be crawled (retrying cannot help)."""
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT name, platform_dispensary_id, crawl_enabled FROM dispensaries WHERE id = %s",
+                    (task.dispensary_id,),
+                )
+            ).fetchone()
+        if row is None:
+            return f"dispensary {task.dispensary_id} does not exist"
+        name, platform_id, enabled = row
+        if not enabled:
+            return f"dispensary {task.dispensary_id} ({name}) has crawl_enabled = false"
+        if not platform_id:
+            return f"dispensary {task.dispensary_id} ({name}) has no platform_dispensary_id: run entry_point_discovery"
+        return name, platform_id
+
+    def _task_lost(self, task: Task) -> None:
+        crawl = self._task_crawls.get(task.id)
+        if crawl is not None:
+            crawl.lost = True  # its next page ends the crawl, incomplete
 
     def _page_request(self, crawl: StoreCrawl, page: int):
         variables = products_variables(crawl.platform_id, page, crawl.pages.per_page)
@@ -81,6 +147,10 @@ class ProductSpider(DutchieSpider):
         """
         crawl: StoreCrawl = response.meta["store_crawl"]
         page: int = response.meta["page"]
+        if crawl.lost:
+            task_id = crawl.task.id if crawl.task else "?"
+            yield from self._incomplete(crawl, f"page {page}: task {task_id} lost its lease")
+            return
         result = self.read_graphql(response)
         if isinstance(result, graphql.GraphQLFailure):
             yield from self._incomplete(crawl, f"page {page}: {result.message}")
@@ -133,6 +203,8 @@ class ProductSpider(DutchieSpider):
 
     def _completion(self, crawl: StoreCrawl, complete: bool, error: str | None = None) -> CrawlCompletion:
         crawl.done = True
+        if crawl.task is not None:
+            self._task_crawls.pop(crawl.task.id, None)
         return CrawlCompletion(
             dispensary_id=crawl.dispensary_id,
             crawl_run_id=crawl.crawl_run_id,
@@ -142,6 +214,7 @@ class ProductSpider(DutchieSpider):
             pages_fetched=crawl.pages.pages_fetched,
             errors=crawl.errors,
             error=error,
+            task=crawl.task,
         )
 
     def _incomplete(self, crawl: StoreCrawl, reason: str):

@@ -1,12 +1,15 @@
 """Store discovery: DispensarySearch around points that cover a state (and optionally one city).
 
     scrapy crawl store_discovery -a state=AZ [-a city=Phoenix]
+    scrapy crawl store_discovery [-a follow=1]       drain the store_discovery queue (one state per task)
 
 Writes dutchie_discovery_locations and creates or updates dispensaries (keyed by the platform
 id, so rediscovery updates and never duplicates).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from scrapy.http import Response
 from twisted.python.failure import Failure
@@ -15,10 +18,13 @@ from cannaspider.dutchie import graphql
 from cannaspider.dutchie.geography import search_points
 from cannaspider.dutchie.operations import DISPENSARY_SEARCH, dispensary_search_variables
 from cannaspider.dutchie.stores import dispensary_record
+from cannaspider.items import DispensaryRecord
 from cannaspider.spiders.base import DutchieSpider, SpiderArgumentError, SpiderParams
+from cannaspider.spiders.draining import TASK_META, TaskTracking, TaskWork, task_callback
+from cannaspider.tasks.queue import TaskResult
 
 
-class StoreDiscoverySpider(DutchieSpider):
+class StoreDiscoverySpider(TaskTracking, DutchieSpider):
     name = "store_discovery"
     role = "store_discovery"
 
@@ -30,8 +36,8 @@ class StoreDiscoverySpider(DutchieSpider):
         self.failed_points = 0
 
     def require_target(self, params: SpiderParams) -> None:
-        if not params.state:
-            raise SpiderArgumentError("store_discovery needs -a state=XX")
+        if params.city and not params.state:
+            raise SpiderArgumentError("store_discovery: -a city needs -a state=XX")
 
     @property
     def state(self) -> str | None:
@@ -42,22 +48,46 @@ class StoreDiscoverySpider(DutchieSpider):
         return self.params.city
 
     async def start(self):
+        if self.draining:
+            async for task in self.drained_tasks(self.role, self.params.follow):
+                work = self.begin_task(task)
+                work.data.update(seen=set(), ids=[], failed_points=0, points=0)
+                assert task.state is not None  # the role's target (tasks/roles.py)
+                for out in self.track_output(work, self._searches(task.state, None, work)):
+                    yield out
+            return
         assert self.state is not None  # require_target
+        for request in self._searches(self.state, self.city, None):
+            yield request
+
+    def _searches(self, state: str, city: str | None, work: TaskWork | None):
         distance = self.settings.getfloat("DUTCHIE_SEARCH_DISTANCE_MI")
         points = search_points(
-            self.state, distance, city=self.city, min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION")
+            state, distance, city=city, min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION")
         )
-        self.logger.info(
-            "store discovery in %s%s: %d search points", self.state, f" ({self.city})" if self.city else "", len(points)
-        )
+        self.logger.info("store discovery in %s%s: %d search points", state, f" ({city})" if city else "", len(points))
+        if work is not None:
+            work.data["points"] = len(points)
         for point in points:
             yield self.graphql_request(
                 DISPENSARY_SEARCH,
-                dispensary_search_variables(point.lat, point.lng, distance, self.state),
+                dispensary_search_variables(point.lat, point.lng, distance, state),
                 self.parse_search,
-                meta={"point": point.name},
+                meta={"point": point.name, "state": state},
             )
 
+    def _work(self, meta: dict) -> TaskWork | None:
+        task_id = meta.get(TASK_META)
+        return self.task_work.get(task_id) if task_id is not None else None
+
+    def _point_failed(self, meta: dict) -> None:
+        work = self._work(meta)
+        if work is not None:
+            work.data["failed_points"] += 1
+        else:
+            self.failed_points += 1
+
+    @task_callback
     def parse_search(self, response: Response):
         """Dispensaries near one point of the state.
 
@@ -68,7 +98,7 @@ class StoreDiscoverySpider(DutchieSpider):
         """
         result = self.read_graphql(response)
         if isinstance(result, graphql.GraphQLFailure):
-            self.failed_points += 1
+            self._point_failed(response.meta)
             self.logger.error("search around %s failed: %s", response.meta.get("point"), result.message)
             return
         found = result.get("filteredDispensaries")
@@ -77,6 +107,10 @@ class StoreDiscoverySpider(DutchieSpider):
                 "search around %s: malformed payload (no filteredDispensaries list)", response.meta.get("point")
             )
             return
+        work = self._work(response.meta)
+        seen: set[str] = work.data["seen"] if work is not None else self.seen
+        # under `scrapy check` there is no -a state: the contract's search names the state
+        state = response.meta.get("state") or self.state
         for obj in found:
             record = dispensary_record(obj)
             if record is None:
@@ -84,21 +118,65 @@ class StoreDiscoverySpider(DutchieSpider):
                     "search around %s: skipped a dispensary without id or name", response.meta.get("point")
                 )
                 continue
-            # under `scrapy check` there is no -a state: the contract's search names the state
-            if self.state and record.state and record.state.upper() != self.state:
+            if state and record.state and record.state.upper() != state:
                 continue
             if self.city and (record.city or "").lower() != self.city.lower():
                 continue
-            if record.platform_dispensary_id in self.seen:
+            if record.platform_dispensary_id in seen:
                 continue
-            self.seen.add(record.platform_dispensary_id)
+            seen.add(record.platform_dispensary_id)
             yield record
 
+    @task_callback
     def on_error(self, failure: Failure):
-        self.failed_points += 1
-        self.logger.error("search request failed: %s: %s", failure.type.__name__, failure.getErrorMessage())
+        request = getattr(failure, "request", None)
+        self._point_failed(request.meta if request is not None else {})
+        kind = failure.type.__name__ if failure.type is not None else "error"
+        self.logger.error("search request failed: %s: %s", kind, failure.getErrorMessage())
+
+    # -- a drained task's outcome ------------------------------------------------------------------
+    def task_item(self, work: TaskWork, item: Any) -> None:
+        if isinstance(item, DispensaryRecord) and item.dispensary_id is not None:
+            work.data["ids"].append(item.dispensary_id)
+
+    async def task_outcome(self, work: TaskWork) -> tuple[TaskResult | str, bool]:
+        data = work.data
+        if data["failed_points"]:
+            # what was found is stored; the retry finds the same stores and chains the new ones
+            return f"{data['failed_points']} of {data['points']} search points failed", False
+        if work.errors:
+            return work.errors[0], False
+        # new: created since the task was first queued (an earlier failed attempt may have made them)
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT id FROM dispensaries WHERE id = ANY(%s) AND created_at >= %s ORDER BY id",
+                    (data["ids"], work.task.created_at),
+                )
+            ).fetchall()
+        new = [row[0] for row in rows]
+        self.logger.info(
+            "store discovery in %s (task %s): %d dispensaries found, %d new",
+            work.task.state,
+            work.task.id,
+            len(data["ids"]),
+            len(new),
+        )
+        return (
+            TaskResult(
+                pages=data["points"],
+                products=len(data["ids"]),
+                new=len(new),
+                new_dispensary_ids=new,
+                extra={"stores": len(data["ids"])},
+            ),
+            False,
+        )
 
     def closed(self, reason: str) -> None:
+        if self.draining:
+            return  # each task logged its own figures
         self.logger.info(
             "store discovery in %s: %d dispensaries found, %d search points failed",
             self.state,

@@ -24,6 +24,7 @@ import asyncio
 import functools
 import logging
 import signal
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,9 @@ from cannaspider.tasks import queue
 from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
 
 logger = logging.getLogger(__name__)
+
+# the drain of each crawler that drains a queue (TaskDrain.of): components find it there
+_BY_CRAWLER: weakref.WeakKeyDictionary[Any, TaskDrain] = weakref.WeakKeyDictionary()
 
 RECONNECT_FOR_S = 60.0  # a PostgreSQL restart takes seconds; past this the drain gives up (leases expire)
 
@@ -99,7 +103,13 @@ class TaskDrain:
 
         drain = cls(url, role, DrainConfig.from_settings(crawler.settings, **overrides))
         crawler.signals.connect(drain.close, signal=signals.spider_closed)
+        _BY_CRAWLER[crawler] = drain
         return drain
+
+    @staticmethod
+    def of(crawler) -> TaskDrain | None:
+        """The drain built for this crawler by from_crawler, if its spider drains a queue."""
+        return _BY_CRAWLER.get(crawler)
 
     # -- connection ------------------------------------------------------------------------------
     async def _connection(self) -> psycopg.AsyncConnection:
@@ -217,11 +227,14 @@ class TaskDrain:
             else:
                 future.set_result(None)
 
-    async def fail(self, task: Task, error: str, crawl_run_id: int | None = None) -> None:
-        """Record a failed attempt of a held task (retried after a backoff, or failed for good)."""
+    async def fail(self, task: Task, error: str, crawl_run_id: int | None = None, *, final: bool = False) -> None:
+        """Record a failed attempt of a held task (retried after a backoff, or failed for good:
+        attempts used up, or `final`)."""
         lease = self.lease(task)
         try:
-            lost = await self._run(lambda c: queue.fail_many(c, [(lease, error, crawl_run_id)], self.config.backoff))
+            lost = await self._run(
+                lambda c: queue.fail_many(c, [(lease, error, crawl_run_id)], self.config.backoff, final=final)
+            )
             if lost:
                 raise LeaseLost(f"task {task.id}: lease lost")
             self.failed += 1

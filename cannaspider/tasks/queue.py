@@ -361,18 +361,21 @@ async def complete_many(conn: psycopg.AsyncConnection, done: Sequence[tuple[Leas
 # -- fail, release ---------------------------------------------------------------------------------
 # Attempts left: back to pending after base·2^(attempt-1) seconds (capped), times a jitter in
 # [0.5, 1) so that tasks failing together (a blocked proxy pool, a database restart) do not all
-# come back at the same instant. No attempts left: failed for good, with the error and crawl run.
+# come back at the same instant. No attempts left, or a failure that trying again cannot help
+# (`final`: a store without its platform id, a 4xx on our request): failed for good, with the
+# error and crawl run.
 FAIL = f"""
-WITH l AS (SELECT * FROM jsonb_to_recordset(%(leases)s::jsonb) AS l({LEASE_COLUMNS}, error text, run bigint)),
+WITH l AS (SELECT * FROM jsonb_to_recordset(%(leases)s::jsonb)
+             AS l({LEASE_COLUMNS}, error text, run bigint, final boolean)),
 failed AS (
     UPDATE worker_tasks t
-       SET status = CASE WHEN t.attempts >= t.max_attempts THEN 'failed' ELSE 'pending' END,
-           run_after = CASE WHEN t.attempts >= t.max_attempts THEN t.run_after
+       SET status = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN 'failed' ELSE 'pending' END,
+           run_after = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN t.run_after
                             ELSE now() + make_interval(secs => least(%(cap)s::float8,
                                  %(base)s::float8 * power(2, greatest(t.attempts - 1, 0))) * (0.5 + random() / 2))
                        END,
-           completed_at = CASE WHEN t.attempts >= t.max_attempts THEN now() END,
-           claimed_by = CASE WHEN t.attempts >= t.max_attempts THEN t.claimed_by END,
+           completed_at = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN now() END,
+           claimed_by = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN t.claimed_by END,
            lease_expires_at = NULL, updated_at = now(),
            error = 'attempt ' || t.attempts || '/' || t.max_attempts || ': ' || l.error,
            crawl_run_id = coalesce(l.run, t.crawl_run_id)
@@ -404,10 +407,12 @@ async def fail(
     error: str,
     crawl_run_id: int | None = None,
     backoff: Backoff = Backoff(),
+    *,
+    final: bool = False,
 ) -> Task:
-    """Record a failed attempt: retried after a backoff while attempts are left, else failed.
-    Returns the task as it now is; LeaseLost when the lease is no longer held."""
-    lost = await fail_many(conn, [(lease, error, crawl_run_id)], backoff)
+    """Record a failed attempt: retried after a backoff while attempts are left (and not `final`),
+    else failed. Returns the task as it now is; LeaseLost when the lease is no longer held."""
+    lost = await fail_many(conn, [(lease, error, crawl_run_id)], backoff, final=final)
     if lost:
         raise LeaseLost(f"task {lease.task_id}: lease lost (expired, re-claimed or cancelled)")
     found = await get(conn, lease.task_id)
@@ -416,13 +421,22 @@ async def fail(
 
 
 async def fail_many(
-    conn: psycopg.AsyncConnection, failures: Sequence[tuple[Lease, str, int | None]], backoff: Backoff = Backoff()
+    conn: psycopg.AsyncConnection,
+    failures: Sequence[tuple[Lease, str, int | None]],
+    backoff: Backoff = Backoff(),
+    *,
+    final: bool = False,
 ) -> list[Lease]:
     if not failures:
         return []
     leases = [f[0] for f in failures]
     params = {
-        **_leases(leases, error=[_one_line(f[1]) for f in failures], run=[f[2] for f in failures]),
+        **_leases(
+            leases,
+            error=[_one_line(f[1]) for f in failures],
+            run=[f[2] for f in failures],
+            final=[final] * len(failures),
+        ),
         "base": backoff.base_s,
         "cap": backoff.cap_s,
     }

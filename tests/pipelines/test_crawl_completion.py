@@ -1,5 +1,6 @@
 """Crawl completion on the real database: the seed's miss rules and the OOS guard that keeps an
-emptied or collapsed menu from being read as evidence (README, "Crawl correctness")."""
+emptied or collapsed menu from being read as evidence (README, "Crawl correctness"); a queue task
+completed in the transaction that applies the misses, and a lost lease that rolls it back."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.sandbox.catalog import _product
+from cannaspider.tasks import queue
+from cannaspider.tasks.drain import TaskDrain
 from tests.helpers import project_crawler
 
 BASE = "http://127.0.0.1:1"
@@ -127,3 +130,75 @@ def test_the_first_crawl_of_a_store_is_not_guarded(db, dispensary, sql):
 def test_a_share_outside_zero_to_one_is_refused():
     with pytest.raises(ValueError, match="OOS_GUARD_MIN_SHARE must be within"):
         CrawlCompletionPipeline.from_crawler(project_crawler(OOS_GUARD_MIN_SHARE=50))
+
+
+# -- queue tasks ---------------------------------------------------------------------------------------
+async def crawl_task(pipelines: Pipelines, drain: TaskDrain, task, indices: list[int], before=None) -> int:
+    run_id = await pipelines.store.start_run(task.dispensary_id, "product_resync", task.id)
+    raws = [product(i) for i in indices]
+    for raw in raws:
+        result = pipelines.products.process_item(
+            pipelines.normalize.process_item(RawProduct(task.dispensary_id, run_id, raw))
+        )
+        if inspect.isawaitable(result):
+            await result
+    if before is not None:
+        await before()
+    item = CrawlCompletion(task.dispensary_id, run_id, True, len(raws), 1, [r["_id"] for r in raws], task=task)
+    with pytest.raises(DropItem):
+        pipelines.completion.process_item(item)
+    await pipelines.completion.close_spider()
+    return run_id
+
+
+def scenario(db, dispensary, second_crawl_before=None):
+    async def main():
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            await queue.enqueue(conn, "product_resync", dispensary_id=dispensary)
+        pipelines = Pipelines(db)
+        drain = TaskDrain.from_crawler(pipelines.crawler, "product_resync", db, lease_s=1.0)
+        got = []
+        async for task in drain.tasks():
+            await crawl_task(pipelines, drain, task, [0, 1, 2, 3])
+            got.append(task)
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            await queue.enqueue(conn, "product_resync", dispensary_id=dispensary)
+        drain2 = TaskDrain.from_crawler(pipelines.crawler, "product_resync", db, lease_s=1.0)  # the crawler's now
+        async for task in drain2.tasks():
+            # a second crawl that did not see product 3 (it would be missed)
+            await crawl_task(pipelines, drain2, task, [0, 1, 2], before=second_crawl_before)
+            got.append(task)
+            break
+        await drain2.close()
+        await drain.close()
+        await pipelines.close()
+        return got
+
+    return asyncio.run(main())
+
+
+def test_a_held_task_completes_with_the_crawl_and_its_figures(db, dispensary, sql):
+    first, second = scenario(db, dispensary)
+    rows = sql("SELECT id, status, result, crawl_run_id FROM worker_tasks ORDER BY id")
+    assert [r[1] for r in rows] == ["completed", "completed"]
+    assert rows[0][2]["products"] == 4 and rows[0][2]["new"] == 4
+    assert rows[1][2]["products"] == 3 and rows[1][2]["missed"] == 1
+    runs = sql("SELECT task_id, status FROM crawl_runs ORDER BY id")
+    assert runs == [(first.id, "complete"), (second.id, "complete")]
+    assert sorted(misses(sql, dispensary)) == [0, 0, 0, 1]
+
+
+def test_a_lost_lease_rolls_back_the_close_and_marks_nothing(db, dispensary, sql):
+    async def lose_the_lease():
+        await asyncio.sleep(1.3)  # the lease (1 s) expires: another worker takes the task
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            [taken] = await queue.claim(conn, "product_resync", "other-worker", 1, 600)
+            assert taken.attempts == 2
+
+    first, second = scenario(db, dispensary, second_crawl_before=lose_the_lease)
+    assert sql("SELECT status, claimed_by FROM worker_tasks WHERE id = %s", (second.id,)) == [
+        ("running", "other-worker")
+    ]
+    [(status, error)] = sql("SELECT status, error FROM crawl_runs WHERE task_id = %s AND id <> %s", (second.id, 0))[-1:]
+    assert status == "incomplete" and "task was lost" in error
+    assert misses(sql, dispensary) == [0, 0, 0, 0]  # nothing counted missing

@@ -30,7 +30,9 @@ def test_params_are_parsed_once_into_one_object():
         ({"dispensary_id": "0"}, "dispensary_id must be a positive integer"),
         ({"dispensary_id": "1,x"}, "dispensary_id must be a positive integer"),
         ({"dispensary_id": ","}, "dispensary_id must be a positive integer"),
-        ({"store": "12"}, "unknown argument store (accepted: dispensary_id, state)"),
+        ({"store": "12"}, "unknown argument store (accepted: dispensary_id, follow, state)"),
+        ({"follow": "maybe"}, "follow must be 1 or 0"),
+        ({"follow": "1", "state": "AZ"}, "follow=1 drains the queue"),
     ],
 )
 def test_a_bad_argument_is_one_line_naming_it(raw, message):
@@ -49,18 +51,18 @@ def test_runner_arguments_pass_through():
 
 
 @pytest.mark.parametrize("spidercls", TARGETED)
-def test_targeted_spiders_need_ids_or_a_state_not_both(spidercls):
-    with pytest.raises(SpiderArgumentError, match="needs -a dispensary_id"):
-        spidercls()
+def test_targeted_spiders_take_ids_or_a_state_not_both_and_drain_without(spidercls):
+    assert spidercls().draining and spidercls(follow="1").params.follow
     with pytest.raises(SpiderArgumentError, match="not both"):
         spidercls(dispensary_id="1", state="AZ")
     assert spidercls(dispensary_id="7").params.dispensary_ids == (7,)
     assert spidercls(state="nv").params.state == "NV"
 
 
-def test_store_discovery_has_no_default_state():
-    with pytest.raises(SpiderArgumentError, match="store_discovery needs -a state=XX"):
-        StoreDiscoverySpider()
+def test_store_discovery_drains_without_a_state():
+    assert StoreDiscoverySpider().draining
+    with pytest.raises(SpiderArgumentError, match="-a city needs -a state=XX"):
+        StoreDiscoverySpider(city="Phoenix")
     with pytest.raises(SpiderArgumentError, match="unknown argument dispensary_id"):
         StoreDiscoverySpider(state="AZ", dispensary_id="1")
     spider = StoreDiscoverySpider(state="Michigan", city="Detroit")

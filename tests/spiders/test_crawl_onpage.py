@@ -103,3 +103,32 @@ def test_three_keywords_at_once_take_about_the_slowest_ones_time(scrapy_env, db,
     # database set-up; a generous margin, still well below the 9 s the keywords take one by one
     elapsed = float(re.search(r"'elapsed_time_seconds': ([0-9.]+)", result.stderr).group(1))
     assert 3 <= elapsed < 7, elapsed
+
+
+# -- the crawl_onpage queue ------------------------------------------------------------------------------------
+def test_enqueued_keywords_are_drained_and_a_queued_job_is_reused(scrapy_env, db, sandbox, sql):
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True)
+    k = add_keyword(db, "queued", {"en-US": competitors(fc.page("page-a.html"), fc.page("blocked.html"))})
+    env = onpage_env(scrapy_env, sandbox)
+    first = run_scrapy("enqueue", "crawl_onpage", "--keyword-id", str(k), env=env)
+    again = run_scrapy("enqueue", "crawl_onpage", "--keyword-id", str(k), env=env)
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert first.stdout.startswith("queued task") and again.stdout.startswith("already queued: task")
+    assert run_scrapy("enqueue", "crawl_onpage", "--keyword-id", "999", env=env).returncode == 2
+    result = crawl_onpage(env)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    [(status, payload, res)] = sql("SELECT status, payload, result FROM worker_tasks")
+    assert status == "completed" and payload == {"keyword_id": k}
+    assert res["crawled"] == 1 and res["blocked"] == 1 and res["failed"] == 0 and res["pages"] == 2
+    assert [c["crawlStatus"] for c in serp_of(db, k)["en-US"]["competitors"]] == ["ok", "blocked"]
+
+
+def test_firecrawl_down_fails_the_queued_job_for_a_retry(scrapy_env, db, sandbox, sql):
+    k = add_keyword(db, "down", {"en-US": competitors("https://example.com/")})
+    run_scrapy("enqueue", "crawl_onpage", "--keyword-id", str(k), env=scrapy_env)
+    env = onpage_env(scrapy_env, sandbox, FIRECRAWL_API_URL="http://127.0.0.1:9")
+    result = crawl_onpage(env)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    [(status, attempts, error)] = sql("SELECT status, attempts, error FROM worker_tasks")
+    assert (status, attempts) == ("pending", 1) and "Firecrawl is unreachable" in error

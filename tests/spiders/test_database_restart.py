@@ -77,3 +77,61 @@ def test_crawl_survives_a_database_restart(sandbox, scrapy_env):
     finally:
         embedded.stop(pgdata)
         shutil.rmtree(pgdata, ignore_errors=True)
+
+
+def test_a_draining_crawl_leaves_nothing_running_after_a_database_restart(sandbox, scrapy_env):
+    """The queue's side: the drain reconnects (tasks/drain.py), each task ends completed or failed
+    for a retry, and no task or crawl run is left 'running'."""
+    pgdata = TEST_DATA_DIR / f"restart-drain-{os.getpid()}"
+    shutil.rmtree(pgdata, ignore_errors=True)
+    url = embedded.ensure_running(pgdata)
+    try:
+        migrations.apply(url, log=lambda _: None)
+        register_proxy(url, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
+        stores = sorted(sandbox.stores("AZ"), key=lambda s: -s["product_count"])[:3]
+        ids = [add_store(url, store) for store in stores]
+        with psycopg.connect(url, autocommit=True) as conn:
+            for d in ids:
+                conn.execute(
+                    "INSERT INTO worker_tasks (role, platform, dispensary_id) VALUES ('product_resync', 'dutchie', %s)",
+                    (d,),
+                )
+        for store in stores:
+            sandbox.faults({"kind": "slow", "store": store["id"], "pages": [1, 2], "delay": 2.0})
+        env = {**scrapy_env, "DATABASE_URL": url, "CANNASPIDER_LOG_LEVEL": "INFO"}
+        crawl = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "scrapy",
+                "crawl",
+                "product_resync",
+                "-s",
+                "DB_WRITE_BATCH_SIZE=50",
+                "-s",
+                "TASK_HEARTBEAT_S=0.5",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not products_of(url, ids[0]):
+            assert time.monotonic() < deadline and crawl.poll() is None, crawl.stderr.read()[-3000:]
+            time.sleep(0.05)
+        assert embedded.stop(pgdata)
+        time.sleep(2.5)
+        assert embedded.ensure_running(pgdata) == url
+        _, stderr = crawl.communicate(timeout=180)
+        assert crawl.returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+        with psycopg.connect(url) as conn:
+            tasks = conn.execute("SELECT status, attempts FROM worker_tasks").fetchall()
+            runs = conn.execute("SELECT status FROM crawl_runs").fetchall()
+            missed = conn.execute("SELECT count(*) FROM store_products WHERE consecutive_misses > 0").fetchone()[0]
+        assert all(status in ("completed", "pending") for status, _ in tasks), (tasks, stderr[-3000:])
+        assert ("running",) not in runs and missed == 0, (runs, stderr[-3000:])
+    finally:
+        embedded.stop(pgdata)
+        shutil.rmtree(pgdata, ignore_errors=True)

@@ -429,11 +429,12 @@ def test_store_without_platform_id_is_a_clear_error(crawl, db, sandbox, store):
     assert runs_of(db, d) == []
 
 
-def test_missing_arguments_is_a_usage_error(scrapy_env):
+def test_no_target_drains_the_queue_and_an_empty_queue_ends_at_once(scrapy_env, sql):
     from tests.helpers import run_scrapy
 
     result = run_scrapy("crawl", "product_resync", env=scrapy_env)
-    assert result.returncode != 0 and "product_resync needs -a dispensary_id=N" in result.stderr
+    assert result.returncode == 0 and "draining the product_resync queue" in result.stderr
+    assert "0 task(s) claimed" in result.stderr and sql("SELECT count(*) FROM crawl_runs") == [(0,)]
 
 
 def test_output_feed_with_dash_O(crawl, db, sandbox, store, tmp_path):
