@@ -13,7 +13,7 @@ import pytest
 from scrapy import Spider
 
 from cannaspider.monitors.extension import CrawlHealth
-from tests.project import project_crawler
+from tests.helpers import project_crawler
 
 
 class ProductSpider(Spider):

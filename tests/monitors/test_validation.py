@@ -10,8 +10,7 @@ import pytest
 from cannaspider.items import Potency, ProductOption, StoreProduct
 from cannaspider.monitors import schema
 from cannaspider.monitors.validation import StoreProductValidationPipeline
-from tests.conftest import ROOT
-from tests.project import project_crawler
+from tests.helpers import ROOT, project_crawler
 
 
 def product(**changes) -> StoreProduct:

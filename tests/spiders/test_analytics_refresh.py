@@ -12,7 +12,7 @@ from cannaspider.analytics.refresh import VIEWS
 from cannaspider.spiders.analytics_refresh import AnalyticsRefreshSpider
 from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks import queue
-from tests.project import project_crawler
+from tests.helpers import project_crawler
 
 
 def run(db: str, **args) -> AnalyticsRefreshSpider:
