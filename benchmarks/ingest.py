@@ -54,6 +54,7 @@ def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
             str(products),
             "--max-products",
             str(products),
+            "--proxy",  # Dutchie is only crawled through proxies (docs/stealth.md)
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -61,6 +62,13 @@ def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
     )
     urls = json.loads(proc.stdout.readline())
     return proc, urls
+
+
+def register_proxy(url: str, proxy_url: str) -> None:
+    """The sandbox's forward proxy as the crawl's proxy pool."""
+    host, port = proxy_url.rsplit("//", 1)[1].split(":")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO proxies (host, port, protocol) VALUES (%s, %s, 'http')", (host, int(port)))
 
 
 def bench_database() -> str:
@@ -143,6 +151,7 @@ def main() -> None:
     sandbox, urls = start_sandbox(args.stores, args.products)
     try:
         ids = seed(url, urls["base"])
+        register_proxy(url, urls["proxy"])
         env = {
             **os.environ,
             "DATABASE_URL": url,

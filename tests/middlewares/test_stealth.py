@@ -108,8 +108,10 @@ def test_no_active_proxy_refuses_to_start_with_one_line(crawl, db, sandbox, stor
     sql("UPDATE proxies SET is_active = false")
     result = crawl("product_resync", dispensary_id=d)
     errors = [line for line in result.stderr.splitlines() if "] ERROR:" in line]
-    assert len(errors) == 1 and "no active proxy in the proxies table" in errors[0]
-    assert "'cannaspider/fatal_error': 'no active proxy" in result.stderr  # the crawl command's exit code
+    # one line says why; the crawl-health monitor's alert (docs/health.md) is the only other ERROR
+    assert "no active proxy in the proxies table" in errors[0]
+    assert len(errors) == 2 and "[cannaspider.monitors" in errors[1], errors
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].startswith("error: no active proxy")
     assert sandbox.requests() == {}  # nothing was sent
     assert runs_of(db, d) == []
 

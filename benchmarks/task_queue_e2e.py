@@ -3,8 +3,8 @@ processes, against the same crawl given as `-a dispensary_id=` lists (half the s
 processes. The difference is the queue's cost: claiming, leases and heartbeats, the per-task
 store lookup and crawl-run insert, completing each task in its store's close transaction.
 
-    python benchmarks/queue_e2e.py --stores 1000 --products 60
-    python benchmarks/queue_e2e.py --stores 200 --products 60 --repeats 2     # a loaded machine
+    python benchmarks/task_queue_e2e.py --stores 1000 --products 60
+    python benchmarks/task_queue_e2e.py --stores 200 --products 60 --repeats 2     # a loaded machine
 
 Both variants are update crawls (a first crawl inserts every product before measuring), timed
 wall-clock from the two processes' start to the last one's exit, alternated `--repeats` times;
@@ -18,19 +18,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Run as a script, this file's folder would come first on sys.path, where benchmarks/queue.py
-# shadows the standard library's `queue` (psycopg imports it): the project root goes there instead.
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+sys.path.insert(0, str(ROOT))
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import psycopg  # noqa: E402
 
-from benchmarks.ingest import bench_database, seed  # noqa: E402
+from benchmarks.ingest import bench_database, register_proxy, seed, start_sandbox  # noqa: E402
 
 CRAWL = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-s", "FEEDS={}", "-s", "LOG_LEVEL=INFO"]
 
@@ -54,21 +51,6 @@ def run_two(env: dict, argv_pairs: list[list[str]]) -> float:
         if proc.returncode != 0 or "Traceback" in err:
             raise SystemExit(f"crawl failed:\n{err[-3000:]}")
     return elapsed
-
-
-def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
-    """The sandbox with its forward proxy (Dutchie is only crawled through proxies)."""
-    argv = ["--port", "0", "--firecrawl-port", "0", "--states", "AZ", "--stores-per-state", str(stores)]
-    argv += ["--min-products", str(products), "--max-products", str(products), "--proxy"]
-    command = [sys.executable, "-m", "cannaspider.sandbox", *argv]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    return proc, json.loads(proc.stdout.readline())  # type: ignore[union-attr]
-
-
-def register_proxy(url: str, proxy_url: str) -> None:
-    host, port = proxy_url.rsplit("//", 1)[1].split(":")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("INSERT INTO proxies (host, port, protocol) VALUES (%s, %s, 'http')", (host, int(port)))
 
 
 def complete_runs(url: str) -> int:

@@ -4,8 +4,8 @@ claim_task() in batches, completions batched by complete_many(), chaining checks
 in this one run; plus how fast a following worker wakes for a new task with LISTEN/NOTIFY and
 with a short poll. No crawling: each task is completed as soon as it is claimed.
 
-    python benchmarks/queue.py                     # 20,000 tasks per batched run, 3,000 per baseline run
-    python benchmarks/queue.py --tasks 50000 --batch 100
+    python benchmarks/task_queue.py                     # 20,000 tasks per batched run, 3,000 per baseline run
+    python benchmarks/task_queue.py --tasks 50000 --batch 100
 
 Targets (2-core machine): ≥ 5,000 tasks/s batched, ≥ 5× the one-at-a-time loop.
 Everything talks to 127.0.0.1 only; the database is DATABASE_URL's server or the embedded one.
@@ -16,10 +16,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow the
-# standard library's `queue` (which multiprocessing and psycopg import): put the project root there.
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+sys.path.insert(0, str(ROOT))
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
