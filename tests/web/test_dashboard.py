@@ -38,11 +38,12 @@ INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, 
   (1, 'b1', 'Live Resin', 'Live Resin', 'Boulder', 'Concentrate', 45, NULL, false, 'oos', false, 0, 3),
   (1, 'b2', 'Pre-roll', 'Pre-roll', 'Boulder', 'Flower', 10, NULL, false, 'in_stock', true, 20, 0),
   (2, 'c1', 'Gummies', 'Gummies', 'Cactus', 'Edible', 15, NULL, false, 'in_stock', true, 9, 0);
-INSERT INTO store_product_snapshots (dispensary_id, provider_product_id, crawl_run_id, captured_at, price_rec,
-                                     price_rec_special, is_on_special, is_in_stock, stock_status, quantity_available)
-SELECT 1, 'a1', g, now() - make_interval(hours => 4 * (5 - g)), 30 - g, CASE WHEN g >= 4 THEN 20 END, g >= 4,
-       g <> 2, CASE WHEN g <> 2 THEN 'in_stock' ELSE 'oos' END, g
-  FROM generate_series(1, 5) g;
+INSERT INTO product_snapshots (store_product_id, crawl_run_id, captured_at, price_rec, price_rec_special,
+                               is_on_special, is_in_stock, quantity_available)
+SELECT sp.id, g, now() - make_interval(hours => 4 * (5 - g)), 30 - g, CASE WHEN g >= 4 THEN 20 END, g >= 4,
+       g <> 2, g
+  FROM generate_series(1, 5) g, store_products sp
+ WHERE sp.dispensary_id = 1 AND sp.provider_product_id = 'a1';
 INSERT INTO worker_tasks (role, dispensary_id, status) VALUES ('product_resync', 2, 'pending');
 """
 
