@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import threading
 from dataclasses import dataclass
 
@@ -143,8 +144,14 @@ def serve_forever(sandbox: Sandbox, announce=print) -> None:
         announce(f"Control API       {urls.base}/_sandbox/state")
         if urls.proxy:
             announce(f"Forward proxy     {urls.proxy}")
+        # SIGTERM (a script's terminate(), a service manager) ends it like Ctrl-C: the forward proxy
+        # runs in its own session and would otherwise outlive the sandbox
+        stopped = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopped.set)
         try:
-            await asyncio.Event().wait()
+            await stopped.wait()
         finally:
             await sandbox.stop_async()
 

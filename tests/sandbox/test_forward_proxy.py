@@ -96,3 +96,28 @@ SAFARI = (
 def test_the_sandbox_rejects_incoherent_identities(sandbox, headers, status):
     reply = http("GET", graphql_url(sandbox), headers={"apollo-require-preflight": "true", **headers})
     assert reply.status == status
+
+
+def test_the_sandbox_process_stops_its_proxy_on_sigterm():
+    """`terminate()` of a sandbox process (benchmarks, scripts) takes its forward proxy with it: the
+    proxy runs in a session of its own and would otherwise be left listening."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    argv = ["--port", "0", "--firecrawl-port", "0", "--proxy", "--states", "AZ", "--stores-per-state", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cannaspider.sandbox", *argv], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(json.loads(proc.stdout.readline())["proxy"].rsplit(":", 1)[1])
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # listening
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2)
