@@ -71,5 +71,12 @@ class ForwardProxy:
             try:
                 self.process.wait(5)
             except subprocess.TimeoutExpired:
+                pass
+            # proxy.py's acceptor/worker children may outlive its main process by a moment and hold
+            # the listening socket: nothing of the group may survive stop()
+            try:
                 os.killpg(self.process.pid, 9)
+            except ProcessLookupError:
+                pass
+            self.process.wait(5)
         self.process = None

@@ -136,6 +136,13 @@ def serve_forever(sandbox: Sandbox, announce=print) -> None:
     """Foreground: start, announce the URLs (one JSON line first, for scripts), run until killed."""
 
     async def main() -> None:
+        # SIGTERM (a script's terminate(), a service manager) ends it like Ctrl-C: the forward proxy
+        # runs in its own session and would otherwise outlive the sandbox. Installed before anything
+        # starts, so a signal that arrives right after the announcement is not the default (fatal) one.
+        stopped = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopped.set)
         urls = await sandbox.start_async()
         announce(json.dumps(urls.as_dict()))
         announce(f"Dutchie GraphQL   {urls.graphql}")
@@ -144,12 +151,6 @@ def serve_forever(sandbox: Sandbox, announce=print) -> None:
         announce(f"Control API       {urls.base}/_sandbox/state")
         if urls.proxy:
             announce(f"Forward proxy     {urls.proxy}")
-        # SIGTERM (a script's terminate(), a service manager) ends it like Ctrl-C: the forward proxy
-        # runs in its own session and would otherwise outlive the sandbox
-        stopped = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopped.set)
         try:
             await stopped.wait()
         finally:
