@@ -1,6 +1,8 @@
 """A Dutchie spider refuses to start when the `proxies` table has no active proxy: one line in
-the log, the crawl's fatal error (the crawl command's exit code) and no request sent. There is
-no switch that turns proxies off (see docs/stealth.md)."""
+the log, the crawl's fatal error (the crawl command's exit code) and no request sent. A spider
+draining its queue first fails one batch of its tasks with that reason (retried after the
+backoff), so the queue shows why nothing runs. There is no switch that turns proxies off (see
+docs/stealth.md)."""
 
 from __future__ import annotations
 
@@ -44,9 +46,23 @@ class ProxyRequiredMiddleware:
                 message = NO_PROXY_MESSAGE
             if not records:
                 logger.error("%s", message)
+                if self.crawler.spider.draining:
+                    await self._fail_queued(self.crawler.spider, message)
                 assert self.crawler.stats is not None
                 if self.crawler.stats.get_value(FATAL_ERROR_STAT) is None:
                     self.crawler.stats.set_value(FATAL_ERROR_STAT, message)
                 raise CloseSpider("no_active_proxy")
         async for item_or_request in start:
             yield item_or_request
+
+    @staticmethod
+    async def _fail_queued(spider, message: str) -> None:
+        from cannaspider.spiders.draining import open_drain
+
+        try:
+            drain = await open_drain(spider, spider.role, follow=False)
+            failed = await drain.fail_claimable(message)
+        except Exception as exc:  # noqa: BLE001 - the refusal itself must still happen
+            logger.warning("could not fail the queued %s tasks: %s", spider.role, exc)
+        else:
+            logger.info("%d queued %s task(s) failed: no active proxy", failed, spider.role)

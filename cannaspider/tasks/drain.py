@@ -241,6 +241,17 @@ class TaskDrain:
         finally:
             self._free_slot(task.id)
 
+    async def fail_claimable(self, error: str) -> int:
+        """Claim one batch and fail it at once with `error` (retried after the backoff): a worker
+        that cannot work (no active proxy) says why on the tasks instead of leaving them silent."""
+        claimed = await self._run(functools.partial(self._claim, self.config.batch))
+        if claimed:
+            failures = [(task.lease, error, None) for task in claimed]
+            await self._run(lambda c: queue.fail_many(c, failures, self.config.backoff))
+        self.claimed += len(claimed)
+        self.failed += len(claimed)
+        return len(claimed)
+
     # -- lease renewal and wake-ups ----------------------------------------------------------------
     def _start_background(self) -> None:
         if self._background:

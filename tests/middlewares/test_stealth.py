@@ -116,6 +116,33 @@ def test_no_active_proxy_refuses_to_start_with_one_line(crawl, db, sandbox, stor
     assert runs_of(db, d) == []
 
 
+def test_no_active_proxy_fails_the_queued_tasks_with_that_reason(crawl, db, sandbox, store, sql):
+    """A worker draining the queue with no proxy fails what it claims (retried later, once a proxy
+    is back): the reason shows on the task, nothing is sent, the store keeps its products."""
+    import asyncio
+
+    import psycopg
+
+    from cannaspider.tasks import queue
+
+    d = add_store(db, store)
+
+    async def enqueue() -> int:
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            return (await queue.enqueue(conn, "product_resync", dispensary_id=d)).task.id
+
+    task_id = asyncio.run(enqueue())
+    sql("UPDATE proxies SET is_active = false")
+    result = crawl("product_resync")  # no target: drain the queue
+    assert result.returncode == 2 and "error: no active proxy" in result.stderr
+    ((status, attempts, error, run_after),) = sql(
+        "SELECT status, attempts, error, run_after > now() FROM worker_tasks WHERE id = %s", (task_id,)
+    )
+    assert (status, attempts, run_after) == ("pending", 1, True), (status, attempts, error)
+    assert "no active proxy in the proxies table" in error
+    assert sandbox.requests() == {} and runs_of(db, d) == []
+
+
 def test_every_proxy_dead_stops_the_crawl_with_an_alert_and_marks_nothing_missing(crawl, db, sandbox, sql):
     stores = sandbox.stores("AZ")
     ids = [add_store(db, s) for s in stores]
