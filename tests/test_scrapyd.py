@@ -166,6 +166,17 @@ class Node:
         return log
 
     def stop(self) -> None:
+        """Cancel its jobs, then stop it: Scrapyd leaves running crawls behind when it stops, and a
+        draining job (`follow=1`) would outlive the test."""
+        for signal_name in ("TERM", "KILL"):
+            live = self.jobs()
+            for job in live["running"] + live["pending"]:
+                _call(self.port, "cancel.json", {"project": "cannaspider", "job": job["id"], "signal": signal_name})
+            deadline = time.monotonic() + 15
+            while (live := self.jobs())["running"] and time.monotonic() < deadline:
+                time.sleep(0.3)
+            if not live["running"]:
+                break
         self.proc.terminate()
         self.proc.wait(10)
 
