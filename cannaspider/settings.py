@@ -185,7 +185,7 @@ SCHEDULE_RESYNC_EVERY_S = 4 * 3600.0  # product_resync of each store whose last 
 SCHEDULE_DISCOVERY_EVERY_S = 24 * 3600.0  # store_discovery of each state below
 SCHEDULE_DISCOVERY_STATES: list[str] = []  # e.g. ["AZ", "MI"]; `-s SCHEDULE_DISCOVERY_STATES=AZ,MI`
 SCHEDULE_ANALYTICS_EVERY_S = 24 * 3600.0
-ANALYTICS_REFRESH_WORK_MEM = "256MB"  # work_mem of each view refresh: the history sorts stay in memory
+ANALYTICS_REFRESH_WORK_MEM = "1GB"  # per refresh step: a day of snapshots at 2,000 stores sorts in memory
 API_HOST = "127.0.0.1"
 API_PORT = 8000
 CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused

@@ -22,7 +22,7 @@ from psycopg import sql
 ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily(), with analytics_product_days
 VIEWS: tuple[str, ...] = ("analytics_brand_category_state", ROLLED, "analytics_store_daily")
 LOCK = (1952543597, 0)  # pg_advisory_lock key of the refresh (the scheduler's is 1952543596)
-DEFAULT_WORK_MEM = "256MB"  # sorts of the snapshot history stay in memory (one refresh at a time)
+DEFAULT_WORK_MEM = "1GB"  # a day of snapshots sorts in memory (one refresh at a time; docs/analytics.md)
 
 
 @dataclass(frozen=True)

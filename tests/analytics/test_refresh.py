@@ -188,6 +188,31 @@ def test_the_daily_table_rolls_forward_from_its_last_day_only(db, history):
     ) == [(4, 6)]
 
 
+def test_each_snapshot_is_rolled_once_and_a_late_write_still_counts(db, history):
+    """A roll reads only what came after the last one: a same-day snapshot merges into its day
+    (the open stays, the close moves), a second roll with nothing new changes nothing, and a
+    write stamped before the newest rolled snapshot (it committed late) is still counted."""
+    daily = (
+        "SELECT provider_product_id, day, snapshots, price_open, price_close, price_max, price_ups, price_downs "
+        "FROM analytics_product_daily ORDER BY 1, 2"
+    )
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO product_snapshots (store_product_id, captured_at, price_rec) VALUES "
+            "(%(p1)s, '2026-11-04 15:00Z', 13.00), (%(p2)s, '2026-11-04 08:30Z', 21.00)",
+            {"p1": history["p1"], "p2": history["p2"]},  # p2's row is stamped before p1's rolled 09:00
+        )
+    assert {r.view: r.rows for r in refresh(db)}["analytics_product_daily"] == 2
+    before = rows(db, daily)
+    assert ("p1", D4, 2, Decimal("9.00"), Decimal("13.00"), Decimal("13.00"), 1, 1) in before  # 9 → 13 up
+    assert ("p2", D4, 1, Decimal("21.00"), Decimal("21.00"), Decimal("21.00"), 1, 0) in before  # 20 → 21 up
+    assert {r.view: r.rows for r in refresh(db)}["analytics_product_daily"] == 0
+    assert rows(db, daily) == before
+    assert rows(
+        db, "SELECT provider_product_id, days_in_stock FROM analytics_product_days_in_stock ORDER BY 1"
+    ) == [("p1", 3), ("p2", 2)]
+
+
 def test_a_reader_does_not_wait_for_a_refresh(db, history):
     """A reader inside a refresh's transaction window reads the old rows at once."""
     with psycopg.connect(db) as refresher, psycopg.connect(db, autocommit=True) as reader:
