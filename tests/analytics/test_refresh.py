@@ -208,9 +208,10 @@ def test_each_snapshot_is_rolled_once_and_a_late_write_still_counts(db, history)
     assert ("p2", D4, 1, Decimal("21.00"), Decimal("21.00"), Decimal("21.00"), 1, 0) in before  # 20 → 21 up
     assert {r.view: r.rows for r in refresh(db)}["analytics_product_daily"] == 0
     assert rows(db, daily) == before
-    assert rows(
-        db, "SELECT provider_product_id, days_in_stock FROM analytics_product_days_in_stock ORDER BY 1"
-    ) == [("p1", 3), ("p2", 2)]
+    assert rows(db, "SELECT provider_product_id, days_in_stock FROM analytics_product_days_in_stock ORDER BY 1") == [
+        ("p1", 3),
+        ("p2", 2),
+    ]
 
 
 def test_a_reader_does_not_wait_for_a_refresh(db, history):
