@@ -287,11 +287,18 @@ class ProductImagesPipeline(ImagesPipeline):
             return False
         self.claimed.add(job.path)
         self.queue.append(job)
-        if len(self.workers) < self.concurrency:
+        self._start_workers()
+        return True
+
+    def _start_workers(self) -> None:
+        # A worker that has just found the queue empty is done, but leaves `workers` only when its
+        # done-callback runs, a loop step later: counted as live it would leave this job without a
+        # worker, and the spider open forever (spider_idle). Only unfinished workers count.
+        live = sum(not worker.done() for worker in self.workers)
+        for _ in range(min(self.concurrency - live, len(self.queue))):
             worker = asyncio.ensure_future(self._work())
             self.workers.add(worker)
             worker.add_done_callback(self.workers.discard)
-        return True
 
     # -- downloading -------------------------------------------------------------------------
     async def _work(self) -> None:
@@ -411,6 +418,7 @@ class ProductImagesPipeline(ImagesPipeline):
     def spider_idle(self) -> None:
         # queued images still need the downloader, which closes with the spider
         if self.queue or self.waiting_for_download or self.loading:
+            self._start_workers()  # (none missing, unless a bug left queued jobs without one)
             raise DontCloseSpider
 
     async def close_spider(self) -> None:

@@ -342,6 +342,34 @@ def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox,
 # --- end to end: `scrapy crawl` against the sandbox ----------------------------------------
 
 
+def test_an_image_queued_as_the_last_worker_finishes_still_gets_downloaded(db, sandbox, store, tmp_path):
+    """The worker that just found the queue empty is done but still in the pipeline's set until
+    its done-callback runs: an image queued in that moment must get a worker of its own, or the
+    spider stays open forever (seen in the demo: the crawl idled after its last store)."""
+    d, base = store["id"], store["base"]
+    h = Harness(db, tmp_path / "images", IMAGES_CONCURRENCY=1)
+
+    async def run() -> None:
+        finished = asyncio.ensure_future(asyncio.sleep(0))
+        await finished  # done, its callbacks (none) run: the state between "done" and "discarded"
+        h.images.workers.add(finished)
+        h.images.process_item(h.writer.process_item(product(d, "a" * 24, f"{base}/images/products/p1.png")))
+        for _ in range(500):  # the engine asks spider_idle until nobody objects
+            try:
+                h.images.spider_idle()
+                break
+            except DontCloseSpider:
+                await asyncio.sleep(0.01)
+        else:
+            raise AssertionError(f"the spider never idles: {len(h.images.queue)} image(s) queued, no worker")
+        h.images.workers.discard(finished)
+        await asyncio.gather(h.writer.close_spider(), h.images.close_spider())
+        await h.crawler.spider.store.close()
+
+    asyncio.run(run())
+    assert h.stat("images_stored") == 1 and local_paths(db, d)["a" * 24]
+
+
 def test_a_crawl_stores_every_image_once_and_the_next_crawl_downloads_none(db, sandbox, crawl, scrapy_env, sql):
     s = sandbox.stores("AZ")[0]
     d = add_store(db, s)
