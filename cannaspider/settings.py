@@ -180,6 +180,7 @@ TASK_POLL_S = 5.0  # with -a follow=1: poll this often besides LISTEN/NOTIFY (de
 TASK_LISTEN = True
 TASK_RETRY_BACKOFF_S = 60.0  # failed attempt n waits BACKOFF·2^(n-1) (capped), jittered, before the next
 TASK_RETRY_BACKOFF_MAX_S = 6 * 3600.0
+TASK_RETENTION_DAYS = 30.0  # `scrapy schedule` deletes finished tasks older than this (crawl_runs stay)
 SCHEDULE_TICK_S = 60.0  # `scrapy schedule` applies the table below this often
 SCHEDULE_RESYNC_EVERY_S = 4 * 3600.0  # product_resync of each store whose last complete crawl is older
 SCHEDULE_DISCOVERY_EVERY_S = 24 * 3600.0  # store_discovery of each state below

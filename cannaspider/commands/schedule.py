@@ -89,4 +89,5 @@ class Command(TaskCommand):
     def _print(report: schedule.TickReport) -> None:
         created = ", ".join(f"{n} {role}" for role, n in report.created.items()) or "nothing"
         extra = f"; {report.requeued} expired lease(s) requeued" if report.requeued else ""
+        extra += f"; {report.pruned} finished task(s) past the retention deleted" if report.pruned else ""
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} created {created}{extra}", flush=True)

@@ -5,6 +5,11 @@
     store_discovery     every SCHEDULE_DISCOVERY_EVERY_S (daily) for each of SCHEDULE_DISCOVERY_STATES
     analytics_refresh   every SCHEDULE_ANALYTICS_EVERY_S (daily)
 
+Each tick also deletes finished tasks (completed, failed, cancelled) last updated more than
+TASK_RETENTION_DAYS ago, a bounded batch at a time: the queue would otherwise grow by every
+store's six crawls a day forever. The retention must outlast every period above, whose checks
+look back at recent tasks.
+
 A tick is one transaction under an advisory lock, so schedulers running at the same moment (on
 one machine or several) take turns and the second sees what the first created. A task is not
 created again while an identical one is pending or running, nor within the period after the last
@@ -52,6 +57,12 @@ SELECT %(role)s, 'dutchie', p.payload, %(priority)s
            AND (t.status IN ('pending', 'running') OR t.created_at > now() - %(every)s::interval))
 ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
 """
+PRUNE = """
+DELETE FROM worker_tasks
+ WHERE id IN (SELECT id FROM worker_tasks
+               WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < now() - %(keep)s::interval
+               ORDER BY id LIMIT %(batch)s)
+"""
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ class ScheduleConfig:
     discovery_every_s: float = 24 * 3600.0
     analytics_every_s: float = 24 * 3600.0
     discovery_states: tuple[str, ...] = ()
+    retention_s: float = 30 * 86400.0
+    prune_batch: int = 5000  # most tasks deleted by one tick
 
     @classmethod
     def from_settings(cls, settings) -> ScheduleConfig:
@@ -68,18 +81,27 @@ class ScheduleConfig:
         for raw in settings.getlist("SCHEDULE_DISCOVERY_STATES"):
             _, payload = store_discovery.target(state=raw)  # TaskInputError on an unknown state
             states.append(payload["state"])
-        return cls(
+        config = cls(
             resync_every_s=settings.getfloat("SCHEDULE_RESYNC_EVERY_S", cls.resync_every_s),
             discovery_every_s=settings.getfloat("SCHEDULE_DISCOVERY_EVERY_S", cls.discovery_every_s),
             analytics_every_s=settings.getfloat("SCHEDULE_ANALYTICS_EVERY_S", cls.analytics_every_s),
             discovery_states=tuple(dict.fromkeys(states)),
+            retention_s=settings.getfloat("TASK_RETENTION_DAYS", cls.retention_s / 86400) * 86400,
         )
+        longest = max(config.resync_every_s, config.discovery_every_s, config.analytics_every_s)
+        if config.retention_s <= longest:
+            raise roles.TaskInputError(
+                f"TASK_RETENTION_DAYS ({config.retention_s / 86400:g}) must be longer than the longest "
+                f"schedule period ({longest / 86400:g} days): the schedule looks back at recent tasks"
+            )
+        return config
 
 
 @dataclass(frozen=True)
 class TickReport:
     created: dict[str, int]
     requeued: int  # expired leases put back in the queue (or failed for good)
+    pruned: int = 0  # finished tasks past the retention, deleted
 
     @property
     def total(self) -> int:
@@ -110,4 +132,6 @@ async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickRep
                 PERIODIC, {"role": role, "payloads": payloads, "priority": prio, "every": _every(every)}
             )
             created[role] = cur.rowcount
-    return TickReport(created, int(requeued))
+        cur = await conn.execute(PRUNE, {"keep": _every(config.retention_s), "batch": config.prune_batch})
+        pruned = cur.rowcount
+    return TickReport(created, int(requeued), pruned)

@@ -95,3 +95,33 @@ def test_config_from_settings_checks_the_states():
     assert config.discovery_states == ("AZ", "MI") and config.resync_every_s == 4 * 3600
     with pytest.raises(TaskInputError, match="unknown US state 'Atlantis'"):
         ScheduleConfig.from_settings(Settings({"SCHEDULE_DISCOVERY_STATES": ["Atlantis"]}))
+
+
+def test_finished_tasks_past_the_retention_are_pruned(q, sql):
+    """The queue does not grow forever: finished tasks older than TASK_RETENTION_DAYS go, in
+    bounded batches; pending and running ones, and young finished ones, stay; a child's link to
+    a pruned parent becomes NULL."""
+    config = ScheduleConfig(retention_s=7 * 86400, prune_batch=2)
+    old = [q(queue.enqueue, "analytics_refresh").task.id for _ in range(1)]
+    statuses = ("completed", "failed", "cancelled", "pending", "young")
+    ids = {status: add_store(sql, status, last_crawl_at="now()") for status in statuses}
+    tasks = {status: q(queue.enqueue, "product_resync", dispensary_id=d).task.id for status, d in ids.items()}
+    for status in ("completed", "failed", "cancelled"):
+        sql(
+            "UPDATE worker_tasks SET status = %s, updated_at = now() - interval '8 days' WHERE id = %s",
+            (status, tasks[status]),
+        )
+    sql("UPDATE worker_tasks SET status = 'completed' WHERE id = %s", (tasks["young"],))
+    sql("UPDATE worker_tasks SET parent_task_id = %s WHERE id = %s", (tasks["completed"], tasks["pending"]))
+    sql("UPDATE worker_tasks SET status = 'completed', updated_at = now() - interval '8 days' WHERE id = %s", old)
+    pruned = q(schedule.tick, config).pruned + q(schedule.tick, config).pruned
+    assert pruned == 4  # two per tick
+    left = dict(sql("SELECT id, parent_task_id FROM worker_tasks WHERE role = 'product_resync'"))
+    assert set(left) == {tasks["pending"], tasks["young"]} and left[tasks["pending"]] is None
+    assert q(schedule.tick, config).pruned == 0
+
+
+def test_the_retention_must_outlast_every_schedule_period():
+    with pytest.raises(TaskInputError, match="TASK_RETENTION_DAYS"):
+        ScheduleConfig.from_settings(Settings({"TASK_RETENTION_DAYS": 0.5}))
+    assert ScheduleConfig.from_settings(Settings({"TASK_RETENTION_DAYS": 30})).retention_s == 30 * 86400
