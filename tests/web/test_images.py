@@ -234,7 +234,10 @@ def test_router_from_settings_reads_images_store(tmp_path):
     router = image_router(Settings({"IMAGES_STORE": str(store), "CANNASPIDER_DATA_DIR": str(tmp_path)}))
     proxy = router.image_proxy  # type: ignore[attr-defined]
     assert proxy.root == store.resolve() and proxy.cache_dir == tmp_path / "image-cache"
-    assert image_router(Settings({"IMAGES_STORE": "s3://bucket/images/"})).image_proxy.unsupported_store
+    remote = image_router(Settings({"IMAGES_STORE": "s3://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
+    assert remote.image_proxy.unsupported_store is None and remote.image_proxy.root is None  # type: ignore[attr-defined]
+    odd = image_router(Settings({"IMAGES_STORE": "sftp://host/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
+    assert "reads a folder, s3://, gs:// or ftp://" in odd.image_proxy.unsupported_store  # type: ignore[attr-defined]
 
 
 def test_router_from_the_project_settings(tmp_path, monkeypatch):
