@@ -13,6 +13,7 @@ except `__contains__`, which only looks at the index in memory.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -79,7 +80,8 @@ class DiskCache:
             temporary.write_bytes(body)
             os.replace(temporary, target)
         except OSError as exc:
-            temporary.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
             logger.warning("/img: %s not cached in %s: %s", name, self.folder, exc)
             return
         with self.lock:
@@ -91,7 +93,5 @@ class DiskCache:
         while self.size > self.max_bytes and self.index:
             name, size = self.index.popitem(last=False)
             self.size -= size
-            try:
+            with contextlib.suppress(OSError):
                 self._path(name).unlink()
-            except OSError:
-                pass

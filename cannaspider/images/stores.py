@@ -115,7 +115,8 @@ class LocalReader:
             return None
 
 
-def _bucket_and_prefix(uri: str) -> tuple[str, str]:
+def bucket_and_prefix(uri: str) -> tuple[str, str]:
+    """`s3://bucket/pre/fix/` → ("bucket", "pre/fix/"), as S3FilesStore and GCSFilesStore split it."""
     bucket, _, prefix = uri.split("://", 1)[1].partition("/")
     if not bucket:
         raise StoreConfigError(f"IMAGES_STORE {uri.split('://', 1)[0]}:// names no bucket")
@@ -133,7 +134,7 @@ class S3Reader:
         import botocore.session  # noqa: PLC0415 (optional dependency, as in Scrapy)
         from botocore.config import Config  # noqa: PLC0415
 
-        self.bucket, self.prefix = _bucket_and_prefix(uri)
+        self.bucket, self.prefix = bucket_and_prefix(uri)
         self.identity = f"s3://{self.bucket}/{self.prefix}"
         # S3FilesStore's client and settings; a /img request must not wait the minute botocore
         # waits by default for a store that is down
@@ -193,7 +194,7 @@ class GCSReader:
             raise StoreConfigError(
                 "IMAGES_STORE is gs://: /img needs google-cloud-storage (as Scrapy's GCS store does)"
             )
-        self.bucket_name, self.prefix = _bucket_and_prefix(uri)
+        self.bucket_name, self.prefix = bucket_and_prefix(uri)
         self.identity = f"gs://{self.bucket_name}/{self.prefix}"
         self.project = settings["GCS_PROJECT_ID"]
         self.timeout = timeout
