@@ -9,12 +9,20 @@ Parameters, as the seed's proxy (sharp) takes them: `w`, `h` (1â€“4000), `q` (1â
 that is not one the pipeline writes, leaves the store (`..`, absolute, encoded, a symlink out) or
 names no file is a 404, before any file is opened.
 
+The stored file is read from IMAGES_STORE, whatever store the pipeline wrote it to: a folder in
+place, or s3://, gs:// or ftp:// through cannaspider/images/stores.py, the originals fetched from a
+remote store kept in a bounded local cache folder (IMG_CACHE_DIR/originals) so that each is read
+from the store once. A remote store that does not answer is a 503 (Retry-After; for
+IMG_STORE_RETRY_S seconds further reads are not even tried), one that refuses us a 502; both say
+which store, never with its credentials. What is already cached is still served.
+
 Rendering is Pillow in a thread pool (never on the event loop); a variant is rendered once (a
-second request for it while it renders waits for the same result), written to IMG_CACHE_DIR and
-kept in a bounded memory cache. Its ETag is derived from the source file (path, size, mtime) and
-the normalized parameters, so a matching If-None-Match is answered 304 without reading anything;
-responses are `Cache-Control: public, max-age=IMG_MAX_AGE_S, immutable` (a stored image never
-changes: a new source URL is a new file name).
+second request for it while it renders waits for the same result), written to the bounded cache
+folder IMG_CACHE_DIR/variants and kept in a bounded memory cache. Its ETag is derived from the
+source (a local file: path, size, mtime; a remote one: path and store, as a stored file never
+changes) and the normalized parameters, so a matching If-None-Match on a file known to exist is
+answered 304 without reading anything; responses are `Cache-Control: public,
+max-age=IMG_MAX_AGE_S, immutable` (a new source URL is a new file name).
 
 The app mounts it with one line: `app.include_router(image_router(settings))`.
 """
@@ -296,6 +304,7 @@ class ImageProxy:
             cache_bytes=settings.getint("IMG_CACHE_MAX_BYTES", DEFAULT_CACHE_BYTES),
             originals_bytes=settings.getint("IMG_ORIGINALS_CACHE_MAX_BYTES", DEFAULT_CACHE_BYTES),
             store_threads=store_threads,
+            store_retry_s=settings.getfloat("IMG_STORE_RETRY_S", 5.0),
             unsupported_store=unsupported,
         )
 

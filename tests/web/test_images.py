@@ -249,3 +249,5 @@ def test_router_from_the_project_settings(tmp_path, monkeypatch):
     proxy = image_router(project).image_proxy  # type: ignore[attr-defined]
     assert proxy.root == (tmp_path / "images").resolve() and proxy.unsupported_store is None
     assert proxy.pool._max_workers == (os.cpu_count() or 2)
+    assert proxy.variants.max_bytes == 2 * 1024**3 and proxy.originals is None  # a local store is read in place
+    assert proxy.store_retry_s == 5.0 and proxy.store_pool._max_workers == 8
