@@ -158,8 +158,15 @@ IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes fro
 IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb)
 MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
 # /img (cannaspider/web/images.py): rendered variants are cached under IMG_CACHE_DIR (None:
-# CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S.
+# CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S. With a remote
+# IMAGES_STORE (s3://, gs://, ftp://: the AWS_*, GCS_PROJECT_ID, FTP_* settings the pipeline uses)
+# the originals it reads are cached there too; each cache folder is bounded.
 IMG_CACHE_DIR = None
+IMG_CACHE_MAX_BYTES = 2 * 1024**3  # rendered variants on disk
+IMG_ORIGINALS_CACHE_MAX_BYTES = 2 * 1024**3  # originals read from a remote store
+IMG_STORE_TIMEOUT_S = 10.0  # a remote store that does not answer in time: 503
+IMG_STORE_RETRY_S = 5.0  # after a 503, the store is not asked again for this long (Retry-After)
+IMG_STORE_THREADS = 8  # reads from a remote store at a time
 IMG_MAX_AGE_S = 31_536_000
 IMG_MAX_PIXELS = 16_000_000  # the largest variant /img renders (w × h)
 IMG_RENDER_THREADS = 0  # 0: one per core

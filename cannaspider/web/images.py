@@ -9,12 +9,20 @@ Parameters, as the seed's proxy (sharp) takes them: `w`, `h` (1â€“4000), `q` (1â
 that is not one the pipeline writes, leaves the store (`..`, absolute, encoded, a symlink out) or
 names no file is a 404, before any file is opened.
 
+The stored file is read from IMAGES_STORE, whatever store the pipeline wrote it to: a folder in
+place, or s3://, gs:// or ftp:// through cannaspider/images/stores.py, the originals fetched from a
+remote store kept in a bounded local cache folder (IMG_CACHE_DIR/originals) so that each is read
+from the store once. A remote store that does not answer is a 503 (Retry-After; for
+IMG_STORE_RETRY_S seconds further reads are not even tried), one that refuses us a 502; both say
+which store, never with its credentials. What is already cached is still served.
+
 Rendering is Pillow in a thread pool (never on the event loop); a variant is rendered once (a
-second request for it while it renders waits for the same result), written to IMG_CACHE_DIR and
-kept in a bounded memory cache. Its ETag is derived from the source file (path, size, mtime) and
-the normalized parameters, so a matching If-None-Match is answered 304 without reading anything;
-responses are `Cache-Control: public, max-age=IMG_MAX_AGE_S, immutable` (a stored image never
-changes: a new source URL is a new file name).
+second request for it while it renders waits for the same result), written to the bounded cache
+folder IMG_CACHE_DIR/variants and kept in a bounded memory cache. Its ETag is derived from the
+source (a local file: path, size, mtime; a remote one: path and store, as a stored file never
+changes) and the normalized parameters, so a matching If-None-Match on a file known to exist is
+answered 304 without reading anything; responses are `Cache-Control: public,
+max-age=IMG_MAX_AGE_S, immutable` (a new source URL is a new file name).
 
 The app mounts it with one line: `app.include_router(image_router(settings))`.
 """
@@ -26,19 +34,21 @@ import hashlib
 import io
 import logging
 import os
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from PIL import Image, ImageFilter, UnidentifiedImageError, features
 from scrapy.settings import BaseSettings
 
+from cannaspider.images.cache import DiskCache
 from cannaspider.images.convert import DEFAULT_MAX_PIXELS
 from cannaspider.images.paths import is_stored_path_shape
+from cannaspider.images.stores import LocalReader, StoreConfigError, StoreReader, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +57,7 @@ FITS = ("cover", "contain", "fill", "inside", "outside")
 MEDIA_TYPES = {"webp": "image/webp", "jpeg": "image/jpeg", "png": "image/png", "avif": "image/avif"}
 PARAMETERS = ("w", "h", "q", "fit", "blur", "gray", "format")
 RESAMPLE = Image.Resampling.LANCZOS
+DEFAULT_CACHE_BYTES = 2 * 1024**3  # each of the two disk caches (variants; remote originals)
 
 
 class BadParameter(ValueError):
@@ -143,9 +154,9 @@ def target_size(source: tuple[int, int], v: Variant) -> tuple[int, int]:
     return max(1, round(sw * scale)), max(1, round(sh * scale))
 
 
-def render(source: Path, v: Variant, max_pixels: int, source_max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
+def render(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
     """The variant's bytes (runs in a worker thread)."""
-    with Image.open(source, formats=["WEBP"]) as image:
+    with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source, formats=["WEBP"]) as image:
         sw, sh = image.size
         if sw * sh > source_max_pixels:
             raise BadParameter(f"the stored image is {sw}x{sh}: too large to render")
@@ -225,26 +236,46 @@ class VariantCache:
             self.size -= len(dropped)
 
 
+class ImageNotFound(LookupError):
+    """A 404: the store has no such file."""
+
+
 class ImageProxy:
     def __init__(
         self,
-        store_dir: Path,
+        store: Path | StoreReader,
         cache_dir: Path,
         *,
         max_age: int = 31_536_000,
         max_pixels: int = 16_000_000,
         threads: int | None = None,
         memory_bytes: int = 64 * 1024 * 1024,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        originals_bytes: int = DEFAULT_CACHE_BYTES,
+        store_threads: int = 8,
+        store_retry_s: float = 5.0,
         unsupported_store: str | None = None,
     ):
-        self.root = store_dir.resolve()
+        self.store: StoreReader = LocalReader(store) if isinstance(store, Path) else store
+        self.local = self.store if isinstance(self.store, LocalReader) else None
+        self.root = self.local.root if self.local is not None else None
         self.cache_dir = cache_dir
         self.max_age = max_age
         self.max_pixels = max_pixels
         self.pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 2, thread_name_prefix="img")
         self.memory = VariantCache(memory_bytes)
+        self.variants = DiskCache(cache_dir / "variants", cache_bytes)
+        # originals fetched from a remote store (a local store is read in place)
+        self.originals = DiskCache(cache_dir / "originals", originals_bytes) if self.local is None else None
+        # reads from a remote store wait on the network, not on a core: their own threads, so a
+        # slow store never holds up renders of what is cached
+        self.store_pool = ThreadPoolExecutor(max_workers=store_threads, thread_name_prefix="img-store")
         self.inflight: dict[str, asyncio.Task[bytes]] = {}
+        self.fetching: dict[str, asyncio.Task[bytes]] = {}
         self.renders = 0  # variants rendered since start (the tests count them)
+        self.fetches = 0  # originals read from a remote store since start
+        self.store_retry_s = store_retry_s
+        self.down: tuple[float, StoreUnavailable] | None = None  # (until, why): the store did not answer
         self.unsupported_store = unsupported_store
         self.cache_control = f"public, max-age={max_age}, immutable"
 
@@ -254,33 +285,28 @@ class ImageProxy:
 
         data_dir = Path(settings.get("CANNASPIDER_DATA_DIR") or ".data")
         uri = images_store_uri(settings)
-        scheme = urlparse(uri).scheme
-        local = Path(uri.split("://", 1)[1] if scheme == "file" else uri)
+        store_threads = max(1, settings.getint("IMG_STORE_THREADS", 8))
+        store: Path | StoreReader
         unsupported = None
-        if scheme not in ("", "file") and not Path(uri).is_absolute():
-            unsupported = f"IMAGES_STORE is {scheme}://: /img reads a local store only (docs/images.md)"
+        try:
+            store = open_store(
+                uri, settings, timeout=settings.getfloat("IMG_STORE_TIMEOUT_S", 10.0), pool=store_threads
+            )
+        except StoreConfigError as exc:  # every /img answer says so (501), the service still starts
+            store, unsupported = Path(data_dir / "images"), str(exc)
         return cls(
-            local,
+            store,
             Path(settings.get("IMG_CACHE_DIR") or data_dir / "image-cache"),
             max_age=settings.getint("IMG_MAX_AGE_S", 31_536_000),
             max_pixels=settings.getint("IMG_MAX_PIXELS", 16_000_000),
             threads=settings.getint("IMG_RENDER_THREADS") or None,
             memory_bytes=settings.getint("IMG_MEMORY_CACHE_BYTES", 64 * 1024 * 1024),
+            cache_bytes=settings.getint("IMG_CACHE_MAX_BYTES", DEFAULT_CACHE_BYTES),
+            originals_bytes=settings.getint("IMG_ORIGINALS_CACHE_MAX_BYTES", DEFAULT_CACHE_BYTES),
+            store_threads=store_threads,
+            store_retry_s=settings.getfloat("IMG_STORE_RETRY_S", 5.0),
             unsupported_store=unsupported,
         )
-
-    def locate(self, path: str) -> tuple[Path, os.stat_result] | None:
-        """The stored file `path` names, or None (a 404) for anything else."""
-        if not is_stored_path_shape(path):
-            return None
-        real = Path(os.path.realpath(self.root / path))
-        if not real.is_relative_to(self.root):  # a symlink out of the store
-            return None
-        try:
-            stat = real.stat()
-        except OSError:
-            return None
-        return (real, stat) if real.is_file() else None
 
     async def serve(self, request: Request, path: str) -> Response:
         if self.unsupported_store:
@@ -289,67 +315,134 @@ class ImageProxy:
             variant = parse_variant(request.query_params.multi_items())
         except BadParameter as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
-        found = self.locate(path)
-        if found is None:
+        if not is_stored_path_shape(path):  # before any store is asked, or any key is built
             return JSONResponse({"detail": "no such image"}, status_code=404)
-        source, stat = found
-        key = hashlib.sha256(f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{variant.canonical()}".encode()).hexdigest()[
-            :32
-        ]
+        source: Path | None = None
+        if self.local is not None:
+            found = self.local.locate(path)
+            if found is None:
+                return JSONResponse({"detail": "no such image"}, status_code=404)
+            source, size, mtime_ns = found
+            version = f"{size}|{mtime_ns}"
+        else:
+            # a stored file never changes (a new source URL is a new name): its path is its version
+            version = self.store.identity
+        key = hashlib.sha256(f"{path}|{version}|{variant.canonical()}".encode()).hexdigest()[:32]
         etag = f'"{key}"'
         headers = {"ETag": etag, "Cache-Control": self.cache_control}
-        if _matches(request.headers.get("if-none-match"), etag):
+        matches = _matches(request.headers.get("if-none-match"), etag)
+        if matches and self._known(key, path, variant, source):
             return Response(status_code=304, headers=headers)
         try:
-            body = await self._variant(key, source, variant)
+            body = await self._variant(key, path, source, variant)
         except BadParameter as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
+        except ImageNotFound:
+            return JSONResponse({"detail": "no such image"}, status_code=404)
+        except StoreUnavailable as exc:
+            logger.warning("/img %s: %s", path, exc.reason)
+            retry = {"Retry-After": str(max(1, round(self.store_retry_s)))} if exc.status == 503 else {}
+            return JSONResponse(
+                {"detail": f"the image store is unavailable: {exc.reason}"}, status_code=exc.status, headers=retry
+            )
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
             logger.warning("/img %s: the stored file cannot be read: %s", path, exc)
             return JSONResponse({"detail": "the stored image cannot be read"}, status_code=404)
+        if matches:  # a remote file not seen before: it exists, and the client has this variant
+            return Response(status_code=304, headers=headers)
         return Response(body, media_type=MEDIA_TYPES[variant.format], headers=headers)
 
-    async def _variant(self, key: str, source: Path, variant: Variant) -> bytes:
+    def _known(self, key: str, path: str, variant: Variant, source: Path | None) -> bool:
+        """Whether the file is known to exist without asking the store: a 304 is never the
+        answer for a file that is not there."""
+        if source is not None:
+            return True
+        return (
+            self.memory.get(key) is not None
+            or f"{key}.{variant.format}" in self.variants
+            or (self.originals is not None and _original_name(path) in self.originals)
+        )
+
+    async def _variant(self, key: str, path: str, source: Path | None, variant: Variant) -> bytes:
         body = self.memory.get(key)
         if body is not None:
             return body
         task = self.inflight.get(key)
         if task is None:
             # a task of its own: a client that hangs up does not cancel the render others wait for
-            task = asyncio.ensure_future(self._produce(key, source, variant))
+            task = asyncio.ensure_future(self._produce(key, path, source, variant))
             self.inflight[key] = task
-            task.add_done_callback(lambda done: self._settled(key, done))
+            task.add_done_callback(lambda done: _settled(self.inflight, key, done))
         return await asyncio.shield(task)
 
-    async def _produce(self, key: str, source: Path, variant: Variant) -> bytes:
+    async def _produce(self, key: str, path: str, source: Path | None, variant: Variant) -> bytes:
         loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(self.pool, self._load_or_render, key, source, variant)
+        name = f"{key}.{variant.format}"
+        body: bytes | None = None
+        if not variant.is_original:
+            body = await loop.run_in_executor(self.pool, self.variants.get, name)
+        if body is None:
+            original: Path | bytes = source if source is not None else await self._original(path)
+            if variant.is_original:
+                body = (
+                    original
+                    if isinstance(original, bytes)
+                    else await loop.run_in_executor(self.pool, original.read_bytes)
+                )
+            else:
+                body = await loop.run_in_executor(self.pool, self._render_and_keep, name, original, variant)
         self.memory.put(key, body)
         return body
 
-    def _settled(self, key: str, task: asyncio.Task[bytes]) -> None:
-        self.inflight.pop(key, None)
-        if not task.cancelled():
-            task.exception()  # retrieved: a failure whose waiters all left is not "never retrieved"
-
-    def _load_or_render(self, key: str, source: Path, variant: Variant) -> bytes:
-        if variant.is_original:
-            return source.read_bytes()
-        cached = self.cache_dir / key[:2] / f"{key}.{variant.format}"
-        try:
-            return cached.read_bytes()
-        except OSError:
-            pass
-        body = render(source, variant, self.max_pixels)
+    def _render_and_keep(self, name: str, original: Path | bytes, variant: Variant) -> bytes:
+        body = render(original, variant, self.max_pixels)
         self.renders += 1
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            temporary = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
-            temporary.write_bytes(body)
-            os.replace(temporary, cached)
-        except OSError as exc:  # a full or read-only cache disk costs speed, not the answer
-            logger.warning("/img: variant not cached: %s", exc)
+        self.variants.put(name, body)
         return body
+
+    async def _original(self, path: str) -> bytes:
+        """The stored file from a remote store: the local copy, else one read from the store
+        however many variants of it are asked for at once."""
+        task = self.fetching.get(path)
+        if task is None:
+            task = asyncio.ensure_future(self._fetch(path))
+            self.fetching[path] = task
+            task.add_done_callback(lambda done: _settled(self.fetching, path, done))
+        return await asyncio.shield(task)
+
+    async def _fetch(self, path: str) -> bytes:
+        assert self.originals is not None
+        loop = asyncio.get_running_loop()
+        name = _original_name(path)
+        body = await loop.run_in_executor(self.store_pool, self.originals.get, name)
+        if body is not None:
+            return body
+        if self.down is not None:
+            until, why = self.down
+            if time.monotonic() < until:  # it just failed: answer at once instead of queueing on it
+                raise why
+            self.down = None
+        try:
+            body = await loop.run_in_executor(self.store_pool, self.store.read, path)
+        except StoreUnavailable as exc:
+            if exc.status == 503:
+                self.down = (time.monotonic() + self.store_retry_s, exc)
+            raise
+        if body is None:
+            raise ImageNotFound(path)
+        self.fetches += 1
+        await loop.run_in_executor(self.store_pool, self.originals.put, name, body)
+        return body
+
+
+def _original_name(path: str) -> str:
+    return hashlib.sha256(path.encode()).hexdigest()[:32] + ".webp"
+
+
+def _settled(inflight: dict[str, asyncio.Task[bytes]], key: str, task: asyncio.Task[bytes]) -> None:
+    inflight.pop(key, None)
+    if not task.cancelled():
+        task.exception()  # retrieved: a failure whose waiters all left is not "never retrieved"
 
 
 def _matches(header: str | None, etag: str) -> bool:

@@ -1,0 +1,97 @@
+"""A local folder of cached files bounded by their total size (docs/images.md, "The image proxy").
+
+/img keeps rendered variants here, and, when IMAGES_STORE is remote, the originals it fetched: a
+folder that never grows past its bound however many variants are asked for. The least recently
+used file goes first; after a restart the files found on disk count in the order they were
+written. Safe to delete at any time (everything in it can be fetched or rendered again). Several
+processes sharing one folder each keep their own count: a file another process removed is just a
+miss.
+
+Every method blocks (disk I/O): /img calls them from its thread pools, never on the event loop,
+except `__contains__`, which only looks at the index in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+class DiskCache:
+    def __init__(self, folder: Path, max_bytes: int):
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.lock = threading.Lock()
+        self.index: OrderedDict[str, int] = OrderedDict()  # file name → size, oldest use first
+        self._scan()
+
+    def _scan(self) -> None:
+        found: list[tuple[float, str, int]] = []
+        try:
+            for shard in os.scandir(self.folder):
+                if not shard.is_dir(follow_symlinks=False):
+                    continue
+                for entry in os.scandir(shard.path):
+                    if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
+                        continue  # a temporary file a crash left behind is never served
+                    stat = entry.stat(follow_symlinks=False)
+                    found.append((stat.st_mtime, entry.name, stat.st_size))
+        except OSError:  # no folder yet (made by the first write) or an unreadable one: start empty
+            pass
+        for _, name, size in sorted(found):
+            self.index[name] = size
+            self.size += size
+        self._evict()
+
+    def _path(self, name: str) -> Path:
+        return self.folder / name[:2] / name
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.index
+
+    def get(self, name: str) -> bytes | None:
+        with self.lock:
+            if name not in self.index:
+                return None
+            self.index.move_to_end(name)
+        try:
+            return self._path(name).read_bytes()
+        except OSError:  # removed behind our back (another process, a cleanup)
+            with self.lock:
+                self.size -= self.index.pop(name, 0)
+            return None
+
+    def put(self, name: str, body: bytes) -> None:
+        """Keep `body` as `name` (written beside, then renamed: a reader never sees half a file).
+        A full or read-only disk costs speed, never the answer: it is logged and ignored."""
+        if len(body) > self.max_bytes:
+            return
+        target = self._path(name)
+        temporary = target.with_name(f".{name}.{os.getpid()}.{threading.get_ident():x}.tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_bytes(body)
+            os.replace(temporary, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+            logger.warning("/img: %s not cached in %s: %s", name, self.folder, exc)
+            return
+        with self.lock:
+            self.size += len(body) - self.index.pop(name, 0)
+            self.index[name] = len(body)
+            self._evict()
+
+    def _evict(self) -> None:
+        while self.size > self.max_bytes and self.index:
+            name, size = self.index.popitem(last=False)
+            self.size -= size
+            with contextlib.suppress(OSError):
+                self._path(name).unlink()
