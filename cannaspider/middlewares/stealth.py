@@ -21,10 +21,17 @@ stealth/policy.py) with its defects fixed:
 A session (proxy + identity) is per store crawl: keyed by the request's `store_crawl` or
 `dispensary_id` meta (the search point for store discovery). It lasts until a failure rotates it,
 or its proxy leaves the pool.
+
+Browser pages (meta `playwright`: a store's own website, rendered by scrapy-playwright) take their
+proxy from the same sessions and go through a browser context per proxy and identity
+(stealth/contexts.py), with the proxy's credentials in the context, never in a header or a name;
+their identity is a Chrome of the launched Chromium's version (stealth/browser.py). Blocks and
+errors on them count, rotate and stop exactly as for HTTP requests (the same code below).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -35,6 +42,8 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
 from cannaspider.db.crawl_store import FATAL_ERROR_STAT, CrawlStore
+from cannaspider.stealth.browser import BrowserIdentity, BrowserIdentityFactory, chromium_version
+from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META, BrowserContexts, context_name
 from cannaspider.stealth.identity import Identity, IdentityError, IdentityFactory
 from cannaspider.stealth.policy import BlockPolicy
 from cannaspider.stealth.pool import ProxyPool
@@ -45,7 +54,16 @@ logger = logging.getLogger(__name__)
 PROXY_META = "stealth_proxy_id"
 RETRIES_META = "stealth_retries"
 TRIED_META = "stealth_tried"  # ids of the proxies that already failed this request
+TRIED_BROWSERS_META = "stealth_tried_browsers"  # keys of the browser identities that failed this page
 PIN_META = "stealth_pinned_proxy"  # a ProxyRecord: this proxy only, no rotation (`scrapy proxies check`)
+# what a browser attempt leaves in meta that the next attempt must not inherit
+BROWSER_ATTEMPT_META = (
+    "playwright_context",
+    "playwright_context_kwargs",
+    "playwright_page_init_callback",
+    IDENTITY_META,
+    VERSION_META,
+)
 
 
 class ProxyBlocked(IgnoreRequest):
@@ -56,6 +74,7 @@ class ProxyBlocked(IgnoreRequest):
 class Session:
     proxy: ProxyRecord
     identity: Identity
+    browser: BrowserIdentity | None = None  # drawn when the store's first browser page comes
 
 
 def session_key(request: Request) -> object:
@@ -70,9 +89,15 @@ def session_key(request: Request) -> object:
     return ("crawl",)
 
 
+def is_browser_page(request: Request) -> bool:
+    return bool(request.meta.get("playwright"))
+
+
 def applies(request: Request) -> bool:
-    """Dutchie's API: every GraphQL request (and any request that asks with meta `stealth`)."""
-    return "graphql_operation" in request.meta or bool(request.meta.get("stealth"))
+    """Dutchie's API: every GraphQL request; every browser page (a store's own website); and any
+    request that asks with meta `stealth`."""
+    meta = request.meta
+    return "graphql_operation" in meta or bool(meta.get("stealth")) or is_browser_page(request)
 
 
 class StealthProxyMiddleware(RotatingProxyMiddleware):
@@ -85,6 +110,12 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         self.sessions: dict[object, Session] = {}
         self.locales: dict[int, tuple[str | None, str | None]] = {}
         self._identities: IdentityFactory | None = None
+        self._browsers: BrowserIdentityFactory | None = None
+        self._browsers_lock: asyncio.Lock | None = None
+        self.contexts = BrowserContexts()
+        self.context_sessions: dict[str, object] = {}  # browser context name → the session key it serves
+        launch = crawler.settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+        self.browser_path: str = launch.get("executable_path") or crawler.settings.get("CHROMIUM_PATH") or "chromium"
         self.stopped: str | None = None  # why the crawl stopped (the alert), once it did
 
     @classmethod
@@ -99,6 +130,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
 
     def spider_closed(self) -> None:
         self.sessions.clear()
+        self.context_sessions.clear()  # scrapy-playwright closes the contexts with its browser
 
     # -- request -----------------------------------------------------------------------------
     async def process_request(self, request: Request) -> None:
@@ -111,10 +143,15 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         key = session_key(request)
         pinned: ProxyRecord | None = request.meta.get(PIN_META)
         session = self.sessions.get(key)
+        browser = is_browser_page(request)
         if pinned is not None:
             session = Session(pinned, self._draw_identity(*await self._locale(key)))
         elif session is None or not self.pool.is_active(session.proxy.id):
-            session = await self._new_session(request, key, avoid=set(request.meta.get(TRIED_META, ())))
+            avoid = set(request.meta.get(TRIED_META, ()))
+            session = await self._new_session(request, key, avoid=avoid, browser=browser)
+        if browser:
+            await self._browser_page(request, key, session)
+            return None
         request.meta["proxy"] = session.proxy.url
         request.meta[PROXY_META] = session.proxy.id
         request.meta["download_slot"] = f"proxy-{session.proxy.id}"
@@ -131,12 +168,16 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
             request.headers[name] = value
         return None
 
-    async def _new_session(self, request: Request, key: object, avoid: set[int]) -> Session:
+    async def _new_session(self, request: Request, key: object, avoid: set[int], browser: bool = False) -> Session:
         proxy = self.pool.choose(avoid=avoid)
         if proxy is None:
             self._stop("no active proxy left in the proxies table")
             raise ProxyBlocked("no active proxy left")
-        session = Session(proxy, self._draw_identity(*await self._locale(key)))
+        if browser:  # the store's API requests then present the same Chrome as its pages
+            seen = await self._draw_browser(key, frozenset(request.meta.get(TRIED_BROWSERS_META, ())))
+            session = Session(proxy, seen.identity(), seen)
+        else:
+            session = Session(proxy, self._draw_identity(*await self._locale(key)))
         self.sessions[key] = session
         self.stats.inc_value("cannaspider/stealth_sessions")
         who = session.identity
@@ -151,6 +192,52 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         except IdentityError as exc:
             self._stop(f"identity generation failed: {exc}")
             raise ProxyBlocked(f"identity generation failed: {exc}") from None
+
+    async def _draw_browser(self, key: object, avoid: frozenset[str] = frozenset()) -> BrowserIdentity:
+        """A Chrome identity of the launched Chromium's version (read once per crawl)."""
+        try:
+            if self._browsers is None:
+                if self._browsers_lock is None:
+                    self._browsers_lock = asyncio.Lock()
+                async with self._browsers_lock:
+                    if self._browsers is None:
+                        self._browsers = BrowserIdentityFactory(await chromium_version(self.browser_path))
+            return self._browsers.draw(*await self._locale(key), avoid=avoid)
+        except IdentityError as exc:
+            self._stop(f"identity generation failed: {exc}")
+            raise ProxyBlocked(f"identity generation failed: {exc}") from None
+
+    async def _browser_page(self, request: Request, key: object, session: Session) -> None:
+        """The page goes through the session's proxy in a context of its own proxy and identity."""
+        if session.browser is None:  # the store's crawl began with HTTP requests
+            session.browser = await self._draw_browser(key)
+        name = context_name(session.proxy, session.browser)
+        self.context_sessions[name] = key
+        meta = request.meta
+        meta["playwright_context"] = name
+        meta["playwright_context_kwargs"] = session.browser.context_kwargs(session.proxy)
+        meta["playwright_page_init_callback"] = self.contexts.init_page
+        meta[IDENTITY_META] = session.browser
+        meta[PROXY_META] = session.proxy.id
+        meta["download_slot"] = f"proxy-{session.proxy.id}"
+        # the browser talks to the proxy itself: Scrapy's HttpProxyMiddleware must add nothing
+        # (a Proxy-Authorization header would be sent on to the website)
+        meta["proxy"] = None
+        meta.pop("_auth_proxy", None)
+        request.headers.pop(b"Proxy-Authorization", None)
+        for closed in await self.contexts.sweep(self._context_in_use, keep=name):
+            self.context_sessions.pop(closed, None)
+
+    def _context_in_use(self, name: str) -> bool:
+        """A store crawl still has this context: its session is that proxy and identity, and the
+        proxy is in the pool."""
+        session = self.sessions.get(self.context_sessions.get(name))
+        return (
+            session is not None
+            and session.browser is not None
+            and self.pool.is_active(session.proxy.id)
+            and context_name(session.proxy, session.browser) == name
+        )
 
     async def _locale(self, key: object) -> tuple[str | None, str | None]:
         """The store's state and time zone (Accept-Language); the spider's state otherwise."""
@@ -175,6 +262,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         proxy_id = request.meta.get(PROXY_META)
         if proxy_id is None or not applies(request):
             return response
+        self._check_browser(request)
         reason = self.policy.block_reason(request, response)
         if reason is None:
             self.pool.record_success(proxy_id, request.meta.get("download_latency"))
@@ -188,6 +276,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         proxy_id = request.meta.get(PROXY_META)
         if proxy_id is None or not applies(request) or not self.policy.exception_is_ban(request, exception):
             return None
+        self._check_browser(request)
         self.stats.inc_value("cannaspider/stealth_proxy_errors")
         return self._rotate(request, proxy_id, f"{exception.__class__.__name__}: {exception}")
 
@@ -207,10 +296,23 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
             self.stats.inc_value("cannaspider/stealth_gave_up")
             raise ProxyBlocked(f"{reason} (still after {retries} retries with other proxies and identities)")
         logger.info("%s via proxy #%s: rotating proxy and identity (retry %d)", reason, proxy_id, retries + 1)
-        meta = {k: v for k, v in request.meta.items() if k not in (PROXY_META, "download_slot")}
+        meta = {k: v for k, v in request.meta.items() if k not in (PROXY_META, "download_slot", *BROWSER_ATTEMPT_META)}
         meta[RETRIES_META] = retries + 1
         meta[TRIED_META] = (*request.meta.get(TRIED_META, ()), proxy_id)
+        burnt: BrowserIdentity | None = request.meta.get(IDENTITY_META)
+        if burnt is not None:
+            meta[TRIED_BROWSERS_META] = (*request.meta.get(TRIED_BROWSERS_META, ()), burnt.key)
         return request.replace(meta=meta, dont_filter=True)
+
+    def _check_browser(self, request: Request) -> None:
+        """The page was rendered by the browser its identity claims (the launched one's version)."""
+        identity: BrowserIdentity | None = request.meta.get(IDENTITY_META)
+        version: str | None = request.meta.get(VERSION_META)
+        if identity is None or version is None or version.split(".")[0] == str(identity.major):
+            return
+        why = f"identity generation failed: the browser is Chromium {version}, the identity Chrome {identity.major}"
+        self._stop(why)
+        raise ProxyBlocked(why)
 
     def _stop(self, why: str) -> None:
         """failure = alert + stop: no fallback to a direct connection or a default identity."""

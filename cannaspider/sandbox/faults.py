@@ -1,7 +1,9 @@
 """Switchable faults for the sandbox, per store or by rate, set over its control API.
 
 A rule fires when its kind is asked for, its store/operation/page match and a draw under
-`rate` succeeds (a seeded RNG, so runs repeat). `times` limits how often it fires.
+`rate` succeeds (a seeded RNG, so runs repeat). `times` limits how often it fires. Store websites
+(sandbox/websites.py) ask for block403 and challenge503 with the operation "website": a rule
+with operation "*" blocks a proxy's website pages as well as its API requests.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS
 class FaultRule:
     kind: str
     store: str = "*"  # store id, cName, or "*"
-    operation: str = "*"  # GraphQL operationName or "*"
+    operation: str = "*"  # GraphQL operationName, "website" (store websites) or "*"
     proxy: str = "*"  # the name of the sandbox proxy the request came through (x-sandbox-proxy), or "*"
     rate: float = 1.0
     pages: list[int] | None = None

@@ -1,19 +1,35 @@
 """Web pages the sandbox serves: store websites that inject Dutchie's embedded menu with
 JavaScript, Dutchie menu pages, product images (real PNGs made with Pillow) and competitor pages
 for the Firecrawl side (normal, JS-written, challenge, 404, empty, slow, rate-limited).
+
+A store website behaves like one behind Cloudflare: it answers a headless or incoherent browser
+(a "HeadlessChrome" User-Agent, a Chrome one without client hints or whose `sec-ch-ua` names
+another version) with the block page, and takes the transport faults (block403, challenge503) of
+rules whose operation is "website" or "*", per proxy as for the API. What each visit looked like
+(the proxy it came through, its User-Agent and client hints) is kept in VISITS, and counted per
+proxy in the requests counter (`website via:NAME`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import re
+from collections import deque
 from functools import lru_cache
 
 from aiohttp import web
 from PIL import Image, ImageDraw
 
 from cannaspider.sandbox.catalog import Catalog, h
-from cannaspider.sandbox.dutchie_api import DUTCHIE
+from cannaspider.sandbox.dutchie_api import BLOCK_PAGE, CHALLENGE_PAGE, DUTCHIE, _incoherent_identity
+
+WEBSITE_OPERATION = "website"  # the fault rules' `operation` for store website pages
+WEBSITE_FAULTS = ("block403", "challenge503")
+VISIT_HEADERS = ("user-agent", "sec-ch-ua", "sec-ch-ua-mobile", "sec-ch-ua-platform", "accept-language")
+VISITS = web.AppKey("website_visits", deque)
+_UA_MAJOR = re.compile(r"Chrome/(\d+)\.")
+_BRAND_VERSIONS = re.compile(r'"(?:Chromium|Google Chrome|Microsoft Edge)";v="(\d+)"')
 
 
 @lru_cache(maxsize=4096)
@@ -69,11 +85,43 @@ def _page(title: str, body: str, lang: str = "en") -> str:
     )
 
 
+def _not_a_real_browser(request: web.Request) -> bool:
+    """What Cloudflare's bot check sees first: a headless Chrome, or hints that contradict the
+    User-Agent (the API's check, plus the version: `sec-ch-ua` names the User-Agent's major)."""
+    ua = request.headers.get("user-agent", "")
+    if "HeadlessChrome" in ua or _incoherent_identity(request):
+        return True
+    major = _UA_MAJOR.search(ua)
+    brands = _BRAND_VERSIONS.findall(request.headers.get("sec-ch-ua", ""))
+    return bool(major and brands and any(v != major.group(1) for v in brands))
+
+
+def _visit(request: web.Request, store_keys: tuple[str, ...]) -> web.Response | None:
+    """Record the visit; the block or challenge page when the site refuses it."""
+    state = request.app[DUTCHIE]
+    via = request.headers.get("x-sandbox-proxy", "")
+    state.requests[f"website via:{via or '-'}"] += 1
+    request.app[VISITS].append({"path": request.path, "via": via, **{k: request.headers.get(k) for k in VISIT_HEADERS}})
+    if _not_a_real_browser(request):
+        state.requests["website incoherent_identity"] += 1
+        return web.Response(text=BLOCK_PAGE, status=403, content_type="text/html")
+    for rule in state.faults.fire(WEBSITE_FAULTS, WEBSITE_OPERATION, store_keys, None, via):
+        if rule.kind == "block403":
+            return web.Response(text=BLOCK_PAGE, status=403, content_type="text/html")
+        return web.Response(
+            text=CHALLENGE_PAGE, status=503, content_type="text/html", headers={"cf-mitigated": "challenge"}
+        )
+    return None
+
+
 async def store_website(request: web.Request) -> web.Response:
     catalog: Catalog = request.app[DUTCHIE].catalog
     store = catalog.find(request.match_info["cname"])
     if store is None:
         return web.Response(text=_page("Not found", "<h1>No such store</h1>"), status=404, content_type="text/html")
+    refused = _visit(request, (store.id, store.cname))
+    if refused is not None:
+        return refused
     base = f"{request.scheme}://{request.host}"
     # The embed URL only exists in the rendered DOM (assembled by the script), as on real sites
     # whose tag manager injects it: reading the raw HTML finds nothing.
@@ -175,6 +223,7 @@ async def competitor_page(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    app[VISITS] = deque(maxlen=500)
     app.router.add_get("/images/{kind}/{key}.png", product_image)
     app.router.add_get("/sites/{cname}/", store_website)
     app.router.add_get("/api/v2/embedded-menu/{id}.js", embed_script)

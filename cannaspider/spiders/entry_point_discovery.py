@@ -9,6 +9,10 @@ ConsumerDispensaries (cNameOrID). When the menu URL is the store's own website, 
 rendered with scrapy-playwright (the embed is often injected by JavaScript) and we read the
 id from the embedded-menu script or the slug from the iframe. A store we cannot resolve gets a
 recorded reason (dispensaries.resolution_error), not a crash.
+
+The rendered pages go through the proxy pool like the GraphQL requests, in a browser context per
+proxy and identity (middlewares/stealth.py, docs/stealth.md): the browser sends its own headers
+(those of the identity's Chrome), not Scrapy's.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
         super().update_settings(settings)
         handler = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
         settings.set("DOWNLOAD_HANDLERS", {"http": handler, "https": handler}, priority="spider")
+        # Scrapy's headers would replace the browser's on the navigation (scrapy-playwright's
+        # default): its sec-fetch-*, client hints and order would be lost. The identity is the
+        # browser context's (middlewares/stealth.py).
+        settings.set("PLAYWRIGHT_PROCESS_REQUEST_HEADERS", None, priority="spider")
         settings.set(
             "PLAYWRIGHT_LAUNCH_OPTIONS",
             {

@@ -1,5 +1,6 @@
 """StealthProxyMiddleware in-process (get_crawler, no reactor): credentials on retries, identity
-rotation with the proxy, a banned response never handed on."""
+rotation with the proxy, a banned response never handed on; browser pages (scrapy-playwright's
+meta, without a browser here: tests/middlewares/test_stealth_browser.py has the real one)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider import settings as project_settings
 from cannaspider.middlewares.stealth import ProxyBlocked, StealthProxyMiddleware
-from cannaspider.stealth.identity import IdentityError
+from cannaspider.stealth.browser import BrowserIdentityFactory
+from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META
+from cannaspider.stealth.identity import IdentityError, coherence_problems
 from cannaspider.stealth.proxies import ProxyRecord
 
 URL = "http://127.0.0.1:1/api-3/graphql?operationName=FilteredProducts"
@@ -103,3 +106,79 @@ def test_when_no_identity_can_be_generated_the_crawl_stops_with_an_alert(monkeyp
     with pytest.raises(ProxyBlocked, match="not sent"):
         asyncio.run(mw.process_request(later))
     assert "proxy" not in later.meta
+
+
+# --- browser pages ----------------------------------------------------------------------------------
+SITE = "http://127.0.0.1:1/sites/some-store/"
+
+
+def browser_middleware(*records: ProxyRecord, **kwargs) -> StealthProxyMiddleware:
+    mw = middleware(*records, **kwargs)
+    mw._browsers = BrowserIdentityFactory("156.0.8078.114")  # the launched Chromium's (read once per crawl)
+    return mw
+
+
+def page(**meta) -> Request:
+    return Request(SITE, meta={"playwright": True, "point": "store-1", **meta})
+
+
+def test_a_browser_page_goes_through_a_context_of_its_proxy_with_the_credentials_inside_only():
+    mw, proxy_mw = browser_middleware(WITH_AUTH), HttpProxyMiddleware()
+    request = send(mw, proxy_mw, page())
+    meta = request.meta
+    who = meta[IDENTITY_META]
+    assert meta["playwright_context"] == f"stealth-proxy1-{who.key}"
+    kwargs = meta["playwright_context_kwargs"]
+    assert kwargs["proxy"] == {"server": "http://10.0.0.1:3128", "username": "scout", "password": "pa55@w0rd"}
+    assert kwargs["user_agent"] == who.user_agent and "Chrome/156.0.0.0" in who.user_agent
+    assert coherence_problems(who.identity()) == []
+    # the browser talks to the proxy: Scrapy adds no proxy and no Proxy-Authorization to pass on
+    assert meta["proxy"] is None and b"Proxy-Authorization" not in request.headers
+    assert meta["playwright_page_init_callback"] == mw.contexts.init_page
+    # the store's API requests: the same proxy, the same Chrome
+    api = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "ConsumerDispensaries", "point": "store-1"}))
+    assert api.meta["proxy"] == "http://10.0.0.1:3128"
+    assert api.headers[b"User-Agent"].decode() == who.user_agent
+    assert api.headers[b"Sec-Ch-Ua"].decode() == who.client_hints()["sec-ch-ua"]
+    # and the next page of that store: the same context
+    assert send(mw, proxy_mw, page()).meta["playwright_context"] == meta["playwright_context"]
+
+
+def test_a_blocked_browser_page_counts_on_its_proxy_and_retries_with_another_proxy_and_identity():
+    mw, proxy_mw = browser_middleware(WITH_AUTH, NO_AUTH), HttpProxyMiddleware()
+    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
+    first = send(mw, proxy_mw, page())
+    first.meta[VERSION_META] = "156.0.8078.114"  # what the page init callback reports
+    retry = mw.process_response(first, blocked(first))
+    assert isinstance(retry, Request)
+    assert mw.pool.pending[WITH_AUTH.id].failures == 1 and "Cloudflare block page" in mw.pool.pending[1].last_error
+    assert not any(k in retry.meta for k in ("playwright_context", "playwright_context_kwargs", IDENTITY_META))
+    send(mw, proxy_mw, retry)
+    assert retry.meta["playwright_context"].startswith("stealth-proxy2-")
+    assert retry.meta["playwright_context_kwargs"]["proxy"] == {"server": "http://10.0.0.2:3128"}
+    assert retry.meta[IDENTITY_META] != first.meta[IDENTITY_META]  # a new identity with the new proxy
+    ok = HtmlResponse(SITE, status=200, body=b"<html><body>menu</body></html>", request=retry)
+    assert mw.process_response(retry, ok) is ok
+    assert mw.pool.pending[NO_AUTH.id].successes == 1
+
+
+def test_a_proxy_error_on_a_browser_page_rotates_and_a_pool_left_empty_stops_the_crawl(caplog):
+    mw, proxy_mw = browser_middleware(WITH_AUTH, retries=3), HttpProxyMiddleware()
+    mw.pool.max_failures = 1
+    request = send(mw, proxy_mw, page())
+    refused = HtmlResponse(SITE, status=407, body=b"<html></html>", request=request)
+    with pytest.raises(ProxyBlocked, match="HTTP 407.*no active proxy left"):
+        mw.process_response(request, refused)
+    assert any(r.levelname == "CRITICAL" and r.getMessage().startswith("ALERT: every proxy") for r in caplog.records)
+    with pytest.raises(ProxyBlocked, match="not sent"):
+        asyncio.run(mw.process_request(page(point="store-2")))
+
+
+def test_a_page_rendered_by_another_chromium_than_the_identity_claims_stops_the_crawl(caplog):
+    mw, proxy_mw = browser_middleware(WITH_AUTH), HttpProxyMiddleware()
+    request = send(mw, proxy_mw, page())
+    request.meta[VERSION_META] = "150.0.7000.1"
+    ok = HtmlResponse(SITE, status=200, body=b"<html></html>", request=request)
+    with pytest.raises(ProxyBlocked, match="the browser is Chromium 150.0.7000.1, the identity Chrome 156"):
+        mw.process_response(request, ok)
+    assert str(mw.stats.get_value("cannaspider/fatal_error")).startswith("ALERT: identity generation failed")

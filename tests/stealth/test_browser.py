@@ -1,0 +1,108 @@
+"""Identities for browser pages: Chrome of the launched Chromium's version, Chrome's own formats
+(reduced User-Agent, GREASE brand list), coherent with what the HTTP side checks."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+
+from cannaspider.settings import CHROMIUM_PATH
+from cannaspider.stealth.browser import (
+    BrowserIdentityFactory,
+    chrome_brands,
+    chromium_version,
+    parse_version,
+    proxy_settings,
+    sec_ch_ua,
+)
+from cannaspider.stealth.identity import IdentityError, coherence_problems
+from cannaspider.stealth.proxies import ProxyRecord
+
+VERSION = "156.0.8078.114"
+
+
+@pytest.mark.parametrize(
+    ("major", "expected"),
+    [  # what real Chrome sends (120, 124, 131: captured from Chrome; 156: this Chromium's own list + Chrome)
+        (120, '"Not_A Brand";v="8", "Chromium";v="120", "Google Chrome";v="120"'),
+        (124, '"Chromium";v="124", "Google Chrome";v="124", "Not-A.Brand";v="99"'),
+        (131, '"Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"'),
+        (156, '"Not:A-Brand";v="8", "Chromium";v="156", "Google Chrome";v="156"'),
+    ],
+)
+def test_the_brand_list_is_chromes_grease_for_that_version(major, expected):
+    assert sec_ch_ua(chrome_brands(major)) == expected
+
+
+def test_full_version_list_names_the_real_full_version():
+    assert chrome_brands(156, VERSION) == [
+        ("Not:A-Brand", "8.0.0.0"),
+        ("Chromium", VERSION),
+        ("Google Chrome", VERSION),
+    ]
+
+
+def test_every_identity_is_a_coherent_chrome_of_the_browsers_version():
+    factory = BrowserIdentityFactory(f"Chromium {VERSION} built on Debian", random.Random(7))
+    devices: Counter[str] = Counter()
+    for _ in range(3_000):
+        who = factory.draw("AZ", "America/Phoenix")
+        devices[who.device] += 1
+        as_http = who.identity()
+        assert coherence_problems(as_http) == [], who  # the HTTP side's own check
+        assert "Chrome/156.0.0.0 " in who.user_agent and "Headless" not in who.user_agent
+        assert ("Mobile Safari/" in who.user_agent) == (who.device == "mobile")
+        hints = who.client_hints()
+        assert hints["sec-ch-ua"] == '"Not:A-Brand";v="8", "Chromium";v="156", "Google Chrome";v="156"'
+        override = who.user_agent_override()
+        assert override["userAgent"] == who.user_agent
+        assert override["userAgentMetadata"]["mobile"] == (who.device == "mobile")
+        assert f'"{override["userAgentMetadata"]["platform"]}"' == hints["sec-ch-ua-platform"]
+        kwargs = who.context_kwargs(ProxyRecord(1, "http", "127.0.0.1", 8080))
+        assert kwargs["is_mobile"] == (who.device == "mobile")
+        assert kwargs["viewport"]["width"] <= kwargs["screen"]["width"]
+        assert who.timezone == "America/Phoenix" and who.accept_language == "en-US,en;q=0.9"
+        if who.device != "desktop":
+            assert who.os == "android"  # no Safari, no iOS: the engine is Chromium
+    shares = {k: 100 * v / 3_000 for k, v in devices.items()}
+    assert abs(shares["mobile"] - 62) <= 3 and abs(shares["desktop"] - 36) <= 3
+
+
+def test_puerto_rico_speaks_spanish_first_and_a_bad_time_zone_is_not_passed_on():
+    who = BrowserIdentityFactory(VERSION, random.Random(1)).draw("PR", "Not/A_Zone")
+    assert who.accept_language.startswith("es-PR,es;q=0.9") and who.locale == "es-PR"
+    assert who.user_agent_override()["acceptLanguage"] == "es-PR,es,en-US,en"  # Chromium adds the q-values
+    assert who.timezone == "America/New_York"
+
+
+def test_the_proxy_goes_to_the_context_with_its_credentials_apart():
+    with_auth = ProxyRecord(3, "http", "10.0.0.1", 3128, "scout", "pa55@w0rd")
+    assert proxy_settings(with_auth) == {"server": "http://10.0.0.1:3128", "username": "scout", "password": "pa55@w0rd"}
+    assert proxy_settings(ProxyRecord(4, "https", "10.0.0.2", 443)) == {"server": "https://10.0.0.2:443"}
+
+
+def test_no_version_no_identity():
+    with pytest.raises(IdentityError, match="no browser version"):
+        parse_version("command not found")
+    with pytest.raises(IdentityError, match="cannot read the version"):
+        asyncio.run(chromium_version("/nonexistent/chromium"))
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM_PATH) is None, reason=f"no Chromium at {CHROMIUM_PATH}")
+def test_the_version_is_read_from_the_real_browser():
+    out = subprocess.run([CHROMIUM_PATH, "--version"], capture_output=True, text=True, timeout=30).stdout
+    assert asyncio.run(chromium_version(CHROMIUM_PATH)) == out.split()[1]
+
+
+def test_a_rotation_never_draws_the_identity_a_block_just_burnt(monkeypatch):
+    factory = BrowserIdentityFactory(VERSION, random.Random(5))
+    burnt, other = factory.draw(), factory.draw()
+    assert burnt.key != other.key
+    draws = iter([burnt, burnt, other])
+    monkeypatch.setattr(factory, "_draw", lambda *_: next(draws))
+    assert factory.draw(avoid=frozenset({burnt.key})) == other
