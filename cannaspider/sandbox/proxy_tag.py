@@ -18,6 +18,9 @@ class ProxyTagPlugin(HttpProxyBasePlugin):
         return request
 
     def handle_client_request(self, request: HttpParser) -> HttpParser | None:
+        # proxy.py checks the credentials on the connection's first request but relays the header
+        # on the next ones (keep-alive): a real proxy never passes it on to the site
+        request.del_header(b"proxy-authorization")
         name = getattr(self.flags, "sandbox_proxy_name", "")
         if name:
             request.del_header(HEADER)
