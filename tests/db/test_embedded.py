@@ -61,7 +61,7 @@ def test_db_commands_start_status_and_stop_the_embedded_server(tmp_path):
     status = run_scrapy("db", "status", env=env)
     assert "running (pid" in status.stdout
     stopped = run_scrapy("db", "stop", env=env)
-    assert stopped.stdout.strip() == "stopped"
+    assert stopped.stdout.strip() == "stopped", stopped.stderr[-2000:]
     assert "stopped" in run_scrapy("db", "status", env=env).stdout
 
 
