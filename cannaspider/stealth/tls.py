@@ -161,6 +161,7 @@ class CurlImpersonator:
         self.maxsize = settings.getint("DOWNLOAD_MAXSIZE", 0)
         self.verify = settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES", False)
         self.sessions: OrderedDict[str, _Pooled] = OrderedDict()
+        self._closing: set[asyncio.Task] = set()  # evicted idle sessions being closed (kept referenced)
 
     async def download(self, request: Request) -> Response:
         # a copy: CurlOptionsParser pops Proxy-Authorization (into PROXYHEADER, the proxy's only)
@@ -224,7 +225,9 @@ class CurlImpersonator:
                 _, old = self.sessions.popitem(last=False)
                 old.evicted = True
                 if old.active == 0:
-                    asyncio.ensure_future(old.session.close())
+                    task = asyncio.ensure_future(old.session.close())
+                    self._closing.add(task)
+                    task.add_done_callback(self._closing.discard)
         self.sessions.move_to_end(key)
         pooled.active += 1
         return pooled
@@ -241,6 +244,8 @@ class CurlImpersonator:
             pooled.evicted = True
             if pooled.active == 0:
                 await pooled.session.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 class ImpersonatingDownloadHandler(ImpersonateDownloadHandler):

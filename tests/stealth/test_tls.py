@@ -223,6 +223,29 @@ def test_through_the_authenticated_proxy_the_identitys_headers_go_in_its_order(p
         assert not any(n.startswith("sec-ch-ua") for n in wire)
 
 
+def test_a_session_is_kept_per_identity_and_the_least_recently_used_one_closes(proxy, identities):
+    server = Recorder(http_request_complete, lambda _: JSON_OK)
+    curl = CurlImpersonator(Settings({"TLS_IMPERSONATE_MAX_SESSIONS": 2}))
+    url = f"http://127.0.0.1:{server.port}/api-3/graphql"
+
+    async def run() -> list[int]:
+        counts = []
+        try:
+            for browser in ("chrome", "chrome", "firefox", "safari"):
+                response = await curl.download(proxied(url, proxy, identities[browser]))
+                assert response.status == 200
+                counts.append(len(curl.sessions))
+            return counts
+        finally:
+            await curl.close()
+
+    try:
+        assert asyncio.run(run()) == [1, 1, 2, 2]  # Chrome's twice in one session; Safari's evicts it
+    finally:
+        server.close()
+    assert curl.sessions == {}
+
+
 def test_a_clienthello_through_the_proxy_is_the_claimed_browsers_not_scrapys(proxy, identities, tmp_path):
     server = Recorder(tls_record_complete, lambda _: b"")  # record the ClientHello, then hang up
     try:
