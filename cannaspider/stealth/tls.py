@@ -196,13 +196,14 @@ class CurlImpersonator:
         started = time.monotonic()
         try:
             response = await pooled.session.request(**args)
-        except CurlError as exc:
+        except CurlError as exc:  # `from None`: the log shows the masked message, not curl's
             raise scrapy_error(exc, request, timeout) from None
         finally:
             await self._release(pooled)
         request.meta["download_latency"] = time.monotonic() - started
         headers_out = Headers(response.headers.multi_items())
-        headers_out.pop("Content-Encoding", None)  # curl decoded it
+        if encoding:
+            headers_out.pop("Content-Encoding", None)  # curl decoded what it advertised
         body = response.content
         respcls = responsetypes.from_args(headers=headers_out, url=response.url, body=body)
         protocol = {3: "h2", 2: "HTTP/1.1", 1: "HTTP/1.0"}.get(int(response.http_version or 0))
