@@ -106,6 +106,14 @@ STEALTH_PROXY_REFRESH_S = 60.0  # the table is re-read this often during a crawl
 STEALTH_HEALTH_FLUSH_S = 5.0  # proxy health reaches the table in batches this often, and at close
 STEALTH_PROXY_BACKOFF_S = 30.0  # a failed proxy rests a random time up to this, doubled per failure…
 STEALTH_PROXY_BACKOFF_CAP_S = 600.0  # …up to this (it is still used when every proxy is resting)
+# The claimed browser's TLS and HTTP/2 handshake (curl_cffi) for requests whose meta has
+# `impersonate` (every Dutchie request: the stealth middleware sets it from the identity); any
+# other request goes through Scrapy's own HTTP/1.1 handler. See cannaspider/stealth/tls.py.
+DOWNLOAD_HANDLERS = {
+    "http": "cannaspider.stealth.tls.ImpersonatingDownloadHandler",
+    "https": "cannaspider.stealth.tls.ImpersonatingDownloadHandler",
+}
+TLS_IMPERSONATE_MAX_SESSIONS = 64  # kept curl sessions (proxy x identity); the least recently used closes
 
 # --- Browser (scrapy-playwright), for stores whose menu lives on their own website ---------
 CHROMIUM_PATH = "/usr/bin/chromium"

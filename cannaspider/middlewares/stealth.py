@@ -48,6 +48,7 @@ from cannaspider.stealth.identity import Identity, IdentityError, IdentityFactor
 from cannaspider.stealth.policy import BlockPolicy
 from cannaspider.stealth.pool import ProxyPool
 from cannaspider.stealth.proxies import ProxyRecord
+from cannaspider.stealth.tls import impersonate_target
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         request.meta["proxy"] = session.proxy.url
         request.meta[PROXY_META] = session.proxy.id
         request.meta["download_slot"] = f"proxy-{session.proxy.id}"
+        # the identity's browser's TLS/HTTP2 handshake (stealth/tls.py, when it is the http handler)
+        request.meta["impersonate"] = impersonate_target(session.identity)
         # HttpProxyMiddleware derives Proxy-Authorization from this proxy's URL: a header left by
         # another proxy's attempt must not reach this one
         request.meta.pop("_auth_proxy", None)

@@ -48,7 +48,7 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
     @classmethod
     def update_settings(cls, settings) -> None:
         super().update_settings(settings)
-        handler = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+        handler = "cannaspider.stealth.browser_handler.BrowserOrImpersonatingDownloadHandler"
         settings.set("DOWNLOAD_HANDLERS", {"http": handler, "https": handler}, priority="spider")
         # Scrapy's headers would replace the browser's on the navigation (scrapy-playwright's
         # default): its sec-fetch-*, client hints and order would be lost. The identity is the

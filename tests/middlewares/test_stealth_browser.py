@@ -96,6 +96,10 @@ def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_
         assert visit["sec-ch-ua-mobile"] == ("?1" if " Mobile " in ua else "?0")
         assert PLATFORM_IN_UA[visit["sec-ch-ua-platform"]] in ua
         assert visit["accept-language"] == "en-US,en;q=0.9"
+    # the spider's GraphQL lookups (a slug read from a page's iframe) keep their TLS impersonation
+    # beside the browser (stealth/browser_handler.py)
+    lookups = counts.get("ConsumerDispensaries", 0)
+    assert re.search(rf"'cannaspider/tls_impersonated': {lookups}\b", log), (lookups, counts)
     # a browser context per proxy, named by its row id: credentials appear nowhere in the log
     assert re.search(rf"Browser context started: 'stealth-proxy{good}-[0-9a-f]{{10}}'", log)
     for secret in (WRONG_AUTH[1], BLOCKED_AUTH[1], SANDBOX_PROXY_AUTH[1], "pa55%40w0rd", "s3cret%2Fpw"):

@@ -1,0 +1,31 @@
+"""The download handler of spiders that also render pages in a browser (entry_point_discovery):
+scrapy-playwright's handler for `meta["playwright"]` requests, ours for the rest.
+
+scrapy-playwright's handler sends every other request through Scrapy's own HTTP/1.1 handler, so a
+spider that enables it would lose the TLS impersonation of its Dutchie GraphQL requests
+(docs/stealth.md, "TLS"). Browser pages keep the real Chromium's handshake, which is the browser
+their identity claims.
+"""
+
+from __future__ import annotations
+
+from scrapy.crawler import Crawler
+from scrapy.http import Request, Response
+from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
+
+from cannaspider.stealth.tls import ImpersonatingDownloadHandler
+
+
+class BrowserOrImpersonatingDownloadHandler(ScrapyPlaywrightDownloadHandler):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.impersonating = ImpersonatingDownloadHandler(crawler)
+
+    async def download_request(self, request: Request) -> Response:  # type: ignore[override]
+        if request.meta.get("playwright"):
+            return await super().download_request(request)
+        return await self.impersonating.download_request(request)
+
+    async def close(self) -> None:  # type: ignore[override]
+        await self.impersonating.close()
+        await super().close()
