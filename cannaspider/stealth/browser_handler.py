@@ -21,11 +21,11 @@ class BrowserOrImpersonatingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         super().__init__(crawler)
         self.impersonating = ImpersonatingDownloadHandler(crawler)
 
-    async def download_request(self, request: Request) -> Response:  # type: ignore[override]
+    async def download_request(self, request: Request) -> Response:
         if request.meta.get("playwright"):
             return await super().download_request(request)
         return await self.impersonating.download_request(request)
 
-    async def close(self) -> None:  # type: ignore[override]
+    async def close(self) -> None:
         await self.impersonating.close()
         await super().close()
