@@ -131,7 +131,7 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
 
 def reset(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE store_products, store_product_snapshots, crawl_runs")
+        conn.execute("TRUNCATE product_snapshots, store_products, crawl_runs CASCADE")  # snapshots: migration 011
 
 
 def main() -> None:
