@@ -8,7 +8,7 @@ with the same client library, the same settings and the same object names:
     local folder  <folder>/<path>
     s3://b/p      key  p + path, with botocore (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
                   AWS_SESSION_TOKEN, AWS_ENDPOINT_URL, AWS_REGION_NAME, AWS_USE_SSL, AWS_VERIFY)
-    gs://b/p      blob p + path, with google-cloud-storage (GCS_PROJECT_ID)
+    gs://b/p      blob p + path, with google-cloud-storage (GCS_PROJECT_ID; STORAGE_EMULATOR_HOST)
     ftp://h:n/d   file /d/path, with ftplib (FTP_USER / FTP_PASSWORD unless the URI has them,
                   FEED_STORAGE_FTP_ACTIVE)
 
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ftplib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol
@@ -182,8 +184,9 @@ class S3Reader:
 
 
 class GCSReader:
-    """Google Cloud Storage, with google-cloud-storage, as GCSFilesStore. The client is made at the
-    first read (it looks for credentials then, which may need the network)."""
+    """Google Cloud Storage, with google-cloud-storage, as GCSFilesStore (STORAGE_EMULATOR_HOST,
+    which that library honours, points both at an emulator). The client is made at the first read
+    (it looks for credentials then, which may need the network)."""
 
     def __init__(self, uri: str, settings: BaseSettings, *, timeout: float):
         try:
@@ -194,11 +197,17 @@ class GCSReader:
             raise StoreConfigError(
                 "IMAGES_STORE is gs://: /img needs google-cloud-storage (as Scrapy's GCS store does)"
             )
+        from google.cloud.storage.retry import DEFAULT_RETRY  # noqa: PLC0415 (optional dependency)
+
         self.bucket_name, self.prefix = bucket_and_prefix(uri)
         self.identity = f"gs://{self.bucket_name}/{self.prefix}"
         self.project = settings["GCS_PROJECT_ID"]
         self.timeout = timeout
+        # the library retries a store that is down for two minutes by default: a /img request
+        # gives up within its timeout, as the S3 reader does
+        self.retry = DEFAULT_RETRY.with_timeout(timeout)
         self._bucket: Any = None
+        self._bucket_seen = False
         self._lock = threading.Lock()
 
     def key(self, path: str) -> str:
@@ -213,16 +222,44 @@ class GCSReader:
             return self._bucket
 
     def read(self, path: str) -> bytes | None:
+        from google.api_core.exceptions import NotFound  # noqa: PLC0415
+
+        key = self.key(path)
+        with self.answers():
+            try:
+                return self.bucket().blob(key).download_as_bytes(timeout=self.timeout, retry=self.retry)
+            except NotFound:
+                if self.bucket_exists():
+                    return None
+        raise StoreUnavailable(502, f"{self.identity} refused the read (no such bucket)")
+
+    def bucket_exists(self) -> bool:
+        """Whether the bucket is there: GCS answers a read from a bucket that does not exist with
+        the 404 of a missing object. Asked at the first 404; once seen, the bucket is known."""
+        from google.api_core.exceptions import Forbidden  # noqa: PLC0415
+
+        if not self._bucket_seen:
+            try:
+                self._bucket_seen = bool(self.bucket().exists(timeout=self.timeout, retry=self.retry))
+            except Forbidden:  # credentials that may read objects only: the object is missing
+                self._bucket_seen = True
+        return self._bucket_seen
+
+    @contextmanager
+    def answers(self) -> Iterator[None]:
+        """The library's failures as StoreUnavailable: down or busy 503, refused 502."""
         import requests  # noqa: PLC0415 (google-cloud-storage's transport)
         from google.api_core import exceptions as api  # noqa: PLC0415
         from google.auth import exceptions as auth  # noqa: PLC0415
+        from google.cloud.storage.exceptions import DataCorruption  # noqa: PLC0415
 
-        key = self.key(path)
         try:
-            return self.bucket().blob(key).download_as_bytes(timeout=self.timeout)
-        except api.NotFound:
-            return None
-        except (api.ServerError, api.TooManyRequests) as exc:
+            yield
+        except api.RetryError as exc:  # retried until the timeout: the last failure says why
+            cause = exc.cause if isinstance(exc.cause, api.GoogleAPICallError) else None
+            why = f"answered {type(cause).__name__}" if cause else f"cannot be reached ({type(exc.cause).__name__})"
+            raise StoreUnavailable(503, f"{self.identity} {why}") from None
+        except (api.ServerError, api.TooManyRequests, DataCorruption) as exc:
             raise StoreUnavailable(503, f"{self.identity} answered {type(exc).__name__}") from None
         except api.GoogleAPICallError as exc:
             raise StoreUnavailable(502, f"{self.identity} refused the read ({type(exc).__name__})") from None

@@ -1,7 +1,7 @@
 """The store readers of /img, without a server: the object names they read are the ones Scrapy's
 stores write, no path that leaves the store becomes a key, and each answer of a store maps to
 found / not found / 502 / 503 with a reason that holds no credential. (Reads over a real FTP
-server and moto's S3 server: tests/web/test_images_stores.py.)"""
+server, moto's S3 server and a GCS emulator: tests/web/test_images_stores.py.)"""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import pytest
 from botocore.stub import Stubber
 from scrapy.settings import Settings
 
+from cannaspider.images import stores
 from cannaspider.images.paths import brand_logo_path, product_image_path
 from cannaspider.images.stores import (
     FTPReader,
+    GCSReader,
     LocalReader,
     S3Reader,
     StoreConfigError,
@@ -68,6 +70,8 @@ def test_keys_are_scrapys_prefix_plus_path():
     assert object_key("images", PATH) == f"images{PATH}"
     s3 = S3Reader("s3://bucket/shared/", s3_settings(), timeout=1, pool=1)
     assert s3.key(PATH) == f"shared/{PATH}" and s3.identity == "s3://bucket/shared/"
+    gcs = GCSReader("gs://bucket/shared/", Settings({"GCS_PROJECT_ID": "p"}), timeout=1)
+    assert gcs.key(PATH) == f"shared/{PATH}" and gcs.identity == "gs://bucket/shared/" and gcs.project == "p"
     # FTPFilesStore: basedir = the URI's path without its last "/"; file = f"{basedir}/{path}"
     ftp = FTPReader(f"ftp://u:{SECRET}@127.0.0.1:2121/srv/images/", Settings(), timeout=1)
     assert ftp.key(PATH) == f"/srv/images/{PATH}"
@@ -86,19 +90,15 @@ def test_keys_are_scrapys_prefix_plus_path():
 def test_no_key_is_built_for_a_path_out_of_the_store():
     s3 = S3Reader("s3://bucket/images/", s3_settings(), timeout=1, pool=1)
     ftp = FTPReader("ftp://127.0.0.1:9/images/", Settings(), timeout=1)
+    gcs = GCSReader("gs://bucket/images/", Settings(), timeout=1)
     for path in OUTSIDE:
-        for build in (lambda p: object_key("images/", p), s3.read, ftp.read):
+        for build in (lambda p: object_key("images/", p), s3.read, ftp.read, gcs.read):
             with pytest.raises(ValueError, match="not a stored image path"):
                 build(path)
 
 
-def test_gcs_without_its_library_is_a_clear_configuration_error(tmp_path):
-    try:
-        import google.cloud.storage  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("google-cloud-storage is installed here")
+def test_gcs_without_its_library_is_a_clear_configuration_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(stores, "find_spec", lambda name: None)  # a node without google-cloud-storage
     with pytest.raises(StoreConfigError, match="gs://: /img needs google-cloud-storage"):
         open_store("gs://bucket/images/", Settings())
     router = image_router(Settings({"IMAGES_STORE": "gs://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
@@ -173,6 +173,32 @@ def test_ftp_unreachable_is_503():
         FTPReader(f"ftp://u:{SECRET}@127.0.0.1:9/images/", Settings(), timeout=1).read(PATH)
     assert caught.value.status == 503 and SECRET not in caught.value.reason
     assert caught.value.reason == "ftp://127.0.0.1:9/images/ cannot be reached (ConnectionRefusedError)"
+
+
+def _gcs_failures():
+    from google.api_core import exceptions as api
+    from google.auth.exceptions import DefaultCredentialsError
+    from requests import ConnectionError as Unreachable
+
+    return [
+        (api.ServiceUnavailable("busy"), 503, "answered ServiceUnavailable"),
+        (api.TooManyRequests("slow down"), 503, "answered TooManyRequests"),
+        (api.RetryError("gave up", api.InternalServerError("x")), 503, "answered InternalServerError"),
+        (api.RetryError("gave up", Unreachable("refused")), 503, "cannot be reached (ConnectionError)"),
+        (Unreachable("refused"), 503, "cannot be reached (ConnectionError)"),
+        (api.Forbidden("no"), 502, "refused the read (Forbidden)"),
+        (api.Unauthorized("no"), 502, "refused the read (Unauthorized)"),
+        (DefaultCredentialsError("none"), 502, "no usable credentials (DefaultCredentialsError)"),
+    ]
+
+
+@pytest.mark.parametrize(("failure", "status", "why"), _gcs_failures())
+def test_gcs_answers(failure, status, why):
+    reader = GCSReader("gs://bucket/images/", Settings(), timeout=1)
+    with pytest.raises(StoreUnavailable) as caught, reader.answers():
+        raise failure
+    assert caught.value.status == status and caught.value.reason.startswith("gs://bucket/images/")
+    assert caught.value.reason.endswith(why)
 
 
 def test_a_path_object_is_a_local_store(tmp_path: Path):

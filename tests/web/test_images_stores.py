@@ -1,9 +1,9 @@
-"""/img over a shared store: the pipeline writes through Scrapy's own FTPFilesStore and
-S3FilesStore (a real FTP server and moto's S3 server, both on 127.0.0.1) and /img, built from the
-same settings, serves the originals and resized variants from that store; a store that is down or
-refuses us is a 503/502 that names the store and never a credential; paths that leave the store
-never reach it. gs:// has no local server to test against: its key building is tested in
-tests/images/test_stores.py."""
+"""/img over a shared store: the pipeline writes through Scrapy's own FTPFilesStore,
+S3FilesStore and GCSFilesStore (a real FTP server, moto's S3 server and gcp-storage-emulator's GCS
+server, all on 127.0.0.1) and /img, built from the same settings, serves the originals and resized
+variants from that store; a store that is down or refuses us is a 503/502 that names the store and
+never a credential, and what is cached is still served; paths that leave the store never reach
+it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import io
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,19 @@ AWS_KEY, AWS_SECRET = "AKIATESTIMAGES", "aws-s3cret-key-for-tests"
 # --- the stores, on loopback ---------------------------------------------------------------------
 
 
+@dataclass
+class Remote:
+    """A store on loopback: its IMAGES_STORE and the settings the pipeline and /img both take, the
+    bytes stored at a path (read without /img), how to stop it, and what must never be shown."""
+
+    uri: str
+    identity: str
+    settings: dict[str, str]
+    stored: Callable[[str], bytes]
+    stop: Callable[[], None]
+    secrets: tuple[str, ...] = ()
+
+
 class FTPServer:
     def __init__(self, home: Path):
         from pyftpdlib.authorizers import DummyAuthorizer
@@ -47,15 +62,25 @@ class FTPServer:
         logging.getLogger("pyftpdlib").setLevel(logging.WARNING)
         authorizer = DummyAuthorizer()
         authorizer.add_user(FTP_USER, FTP_PASSWORD, str(home), perm="elradfmwMT")
-        handler = type("Handler", (FTPHandler,), {"authorizer": authorizer, "passive_ports": None})
+        # a refused login is answered after auth_failed_timeout (3 s by default): not /img's 3 s timeout
+        attrs = {"authorizer": authorizer, "passive_ports": None, "auth_failed_timeout": 0.2}
+        handler = type("Handler", (FTPHandler,), attrs)
         self.home = home
         self.server = ThreadedFTPServer(("127.0.0.1", 0), handler)
         self.port = self.server.socket.getsockname()[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"timeout": 0.2}, daemon=True)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
-    def stop(self) -> None:
+    def serve(self) -> None:
+        # one poll at a time and the close in this thread: closing the poller from another thread
+        # while it polls is an EBADF in the server's thread
+        while not self.stopping.is_set():
+            self.server.serve_forever(timeout=0.1, blocking=False)
         self.server.close_all()
+
+    def stop(self) -> None:
+        self.stopping.set()
         self.thread.join(10)
 
 
@@ -71,7 +96,7 @@ def ftp(tmp_path):
 
 
 @pytest.fixture
-def s3():
+def s3() -> Iterator[Remote]:
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -86,11 +111,61 @@ def s3():
         "AWS_REGION_NAME": "us-east-1",
     }
     reader = S3Reader("s3://images/shared/", Settings(settings), timeout=5, pool=2)
-    reader.client.create_bucket(Bucket="images")
+    client = reader.client
+    client.create_bucket(Bucket="images")
     try:
-        yield {"settings": settings, "client": reader.client, "server": server, "port": port}
+        yield Remote(
+            "s3://images/shared/",
+            "s3://images/shared/",
+            settings,
+            lambda path: client.get_object(Bucket="images", Key=f"shared/{path}")["Body"].read(),
+            server.stop,
+            (AWS_KEY, AWS_SECRET),
+        )
     finally:
         server.stop()
+
+
+@pytest.fixture
+def gs(monkeypatch) -> Iterator[Remote]:
+    from gcp_storage_emulator.server import create_server
+    from google.cloud import storage
+
+    for name in ("gcp_storage_emulator", "api.bucket", "api.object"):  # a 404 is an error line there
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    server = create_server("127.0.0.1", 0, in_memory=True, default_bucket="images")
+    server.start()
+    port = server._api._httpd.server_address[1]  # the emulator has no public accessor for its port
+    # google-cloud-storage sends every client to the emulator, with anonymous credentials:
+    # Scrapy's GCSFilesStore and /img's reader alike, as a node would be pointed at a real one
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    bucket = storage.Client().bucket("images")
+    try:
+        yield Remote(
+            "gs://images/shared/",
+            "gs://images/shared/",
+            {},
+            lambda path: bucket.blob(f"shared/{path}").download_as_bytes(),
+            server.stop,
+        )
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["ftp", "s3", "gs"])
+def remote(request) -> Remote:
+    """Each shared store in turn."""
+    if request.param != "ftp":
+        return request.getfixturevalue(request.param)
+    server = request.getfixturevalue("ftp")
+    return Remote(
+        ftp_uri(server),
+        f"ftp://127.0.0.1:{server.port}/images/",
+        {},
+        lambda path: (server.home / "images" / path).read_bytes(),
+        server.stop,
+        (FTP_USER, FTP_PASSWORD),
+    )
 
 
 @pytest.fixture
@@ -150,31 +225,80 @@ def webp(body: bytes) -> Image.Image:
     return image
 
 
-# --- ftp:// ----------------------------------------------------------------------------------------
+# --- every store ---------------------------------------------------------------------------------
 
 
-def test_ftp_the_pipeline_writes_and_img_serves_resized_variants(db, shop, ftp, tmp_path):
-    path = crawl_into(db, shop, ftp_uri(ftp))
-    on_server = ftp.home / "images" / path  # where FTPFilesStore put it
-    assert webp(on_server.read_bytes()).size == (320, 320)
+def test_the_pipeline_writes_and_img_serves_resized_variants(db, shop, remote, tmp_path):
+    path = crawl_into(db, shop, remote.uri, **remote.settings)
+    stored = remote.stored(path)  # where Scrapy's store put it
+    assert webp(stored).size == (320, 320)
 
-    proxy = proxy_for(tmp_path, ftp_uri(ftp))
+    proxy = proxy_for(tmp_path, remote.uri, **remote.settings)
     spy = proxy.store = Spy(proxy.store)
     with served(proxy) as (base, _):
         original = http("GET", f"{base}/img/{path}")
-        assert original.status == 200 and original.body == on_server.read_bytes()
+        assert original.status == 200 and original.body == stored
         small = http("GET", f"{base}/img/{path}?w=100&format=webp")
         assert small.status == 200 and webp(small.body).size == (100, 100)
         assert small.headers["cache-control"].endswith("immutable")
-        again = http("GET", f"{base}/img/{path}?w=100&format=webp", headers={"If-None-Match": small.headers["etag"]})
+        etag = small.headers["etag"]
+        again = http("GET", f"{base}/img/{path}?w=100&format=webp", headers={"If-None-Match": etag})
         assert again.status == 304 and again.body == b""
         jpeg = http("GET", f"{base}/img/{path}?w=50&h=20&format=jpeg")
         assert jpeg.status == 200 and Image.open(io.BytesIO(jpeg.body)).size == (50, 20)
+        png = http("GET", f"{base}/img/{path}?w=120&fit=inside&format=png")
+        assert png.status == 200 and png.headers["content-type"] == "image/png"
+        assert Image.open(io.BytesIO(png.body)).size == (120, 120)
+        assert http("GET", f"{base}/img/{path}?w=0").status == 400
         # one read from the store: the original is kept in the local cache folder
         assert spy.paths == [path] and proxy.fetches == 1
         assert http("GET", f"{base}/img/products/az/nothing-here/x/{PID}/image-00000000.webp").status == 404
     assert len(list((tmp_path / "img-cache" / "originals").rglob("*.webp"))) == 1
-    assert len(list((tmp_path / "img-cache" / "variants").rglob("*.*"))) == 2  # w=100 webp, 50x20 jpeg
+    assert len(list((tmp_path / "img-cache" / "variants").rglob("*.*"))) == 3  # w=100 webp, 50x20 jpeg, png
+
+    # a second node: its own cache, the same store, the same ETag
+    other = proxy_for(tmp_path / "node2", remote.uri, **remote.settings)
+    with served(other) as (base, _):
+        assert http("GET", f"{base}/img/{path}?w=100&format=webp").headers["etag"] == etag
+
+
+def test_many_variants_of_one_image_at_once_read_it_once_and_render_each_once(db, shop, remote, tmp_path):
+    path = crawl_into(db, shop, remote.uri, **remote.settings)
+    proxy = proxy_for(tmp_path, remote.uri, **remote.settings)
+    with served(proxy) as (base, _):
+        queries = [f"?w={w}" for w in (40, 41, 42, 43)] * 4
+        with ThreadPoolExecutor(16) as pool:
+            replies = list(pool.map(lambda q: http("GET", f"{base}/img/{path}{q}"), queries))
+    assert {r.status for r in replies} == {200}
+    assert proxy.fetches == 1 and proxy.renders == 4
+
+
+def test_store_down_is_503_without_credentials_and_what_is_cached_is_still_served(db, shop, remote, tmp_path):
+    path = crawl_into(db, shop, remote.uri, **remote.settings)
+    proxy = proxy_for(tmp_path / "a", remote.uri, **remote.settings)
+    proxy.store_retry_s = 0.2
+    with served(proxy) as (base, _):
+        assert http("GET", f"{base}/img/{path}?w=80").status == 200
+        remote.stop()
+        assert http("GET", f"{base}/img/{path}?w=80").status == 200
+        # a new variant while the store is down: its original is in the local cache folder
+        assert http("GET", f"{base}/img/{path}?w=81").status == 200
+    # a process with an empty cache, the store down
+    start = time.monotonic()
+    cold = proxy_for(tmp_path / "b", remote.uri, **remote.settings)
+    with served(cold) as (base, _):
+        reply = http("GET", f"{base}/img/{path}?w=80")
+        assert reply.status == 503, reply.text
+        detail = reply.json()["detail"]
+        assert detail.startswith(f"the image store is unavailable: {remote.identity} cannot be reached"), detail
+        assert not [secret for secret in remote.secrets if secret in reply.text]
+        assert reply.headers["retry-after"]
+        assert http("GET", f"{base}/img/{path}?w=80").status == 503  # still down: at once, no crash
+    assert cold.renders == 0
+    assert time.monotonic() - start < 30
+
+
+# --- ftp:// ----------------------------------------------------------------------------------------
 
 
 def test_ftp_credentials_from_the_settings_as_scrapy_takes_them(db, shop, ftp, tmp_path):
@@ -184,29 +308,6 @@ def test_ftp_credentials_from_the_settings_as_scrapy_takes_them(db, shop, ftp, t
     proxy = proxy_for(tmp_path, uri, **credentials)
     with served(proxy) as (base, _):
         assert webp(http("GET", f"{base}/img/{path}?h=64").body).size == (64, 64)
-
-
-def test_ftp_store_down_is_503_and_a_refused_login_502_without_the_password(db, shop, ftp, tmp_path):
-    path = crawl_into(db, shop, ftp_uri(ftp))
-    proxy = proxy_for(tmp_path / "a", ftp_uri(ftp))
-    proxy.store_retry_s = 0.2
-    with served(proxy) as (base, _):
-        cached = http("GET", f"{base}/img/{path}?w=80")
-        assert cached.status == 200
-        ftp.stop()
-        # a new variant while the store is down: its original is in the local cache folder
-        assert http("GET", f"{base}/img/{path}?w=81").status == 200
-    # a process with an empty cache, the store down
-    cold = proxy_for(tmp_path / "b", ftp_uri(ftp))
-    with served(cold) as (base, _):
-        reply = http("GET", f"{base}/img/{path}?w=80")
-        assert reply.status == 503, reply.text
-        detail = reply.json()["detail"]
-        assert "image store is unavailable" in detail and f"127.0.0.1:{ftp.port}/images/" in detail
-        assert "cannot be reached" in detail and FTP_PASSWORD not in detail and FTP_USER not in detail
-        assert reply.headers["retry-after"]
-        assert http("GET", f"{base}/img/{path}?w=80").status == 503  # still down: at once, no crash
-    assert cold.renders == 0
 
 
 def test_ftp_wrong_password_is_502_and_says_so_without_any_password(db, shop, ftp, tmp_path, caplog):
@@ -247,61 +348,19 @@ def test_ftp_paths_out_of_the_store_never_reach_it(ftp, tmp_path):
     assert spy.paths == []
 
 
-# --- s3:// -----------------------------------------------------------------------------------------
+# --- s3:// and gs:// --------------------------------------------------------------------------------
 
 
-def test_s3_the_pipeline_writes_and_img_serves_resized_variants(db, shop, s3, tmp_path):
-    path = crawl_into(db, shop, "s3://images/shared/", **s3["settings"])
-    stored = s3["client"].get_object(Bucket="images", Key=f"shared/{path}")["Body"].read()
-    assert webp(stored).size == (320, 320)
-
-    proxy = proxy_for(tmp_path, "s3://images/shared/", **s3["settings"])
-    spy = proxy.store = Spy(proxy.store)
-    with served(proxy) as (base, _):
-        assert http("GET", f"{base}/img/{path}").body == stored
-        small = http("GET", f"{base}/img/{path}?w=120&fit=inside&format=png")
-        assert small.status == 200 and small.headers["content-type"] == "image/png"
-        assert Image.open(io.BytesIO(small.body)).size == (120, 120)
-        etag = small.headers["etag"]
-        again = http("GET", f"{base}/img/{path}?w=120&fit=inside&format=png", headers={"If-None-Match": etag})
-        assert again.status == 304
-        assert http("GET", f"{base}/img/products/az/none/x/{PID}/image-00000000.webp").status == 404
-        assert http("GET", f"{base}/img/{path}?w=0").status == 400
-    assert spy.paths.count(path) == 1
-
-    # a second node: its own cache, the same store, the same ETag
-    other = proxy_for(tmp_path / "node2", "s3://images/shared/", **s3["settings"])
-    with served(other) as (base, _):
-        assert http("GET", f"{base}/img/{path}?w=120&fit=inside&format=png").headers["etag"] == etag
-
-
-def test_s3_many_variants_of_one_image_at_once_read_it_once_and_render_each_once(db, shop, s3, tmp_path):
-    path = crawl_into(db, shop, "s3://images/shared/", **s3["settings"])
-    proxy = proxy_for(tmp_path, "s3://images/shared/", **s3["settings"])
-    with served(proxy) as (base, _):
-        queries = [f"?w={w}" for w in (40, 41, 42, 43)] * 4
-        with ThreadPoolExecutor(16) as pool:
-            replies = list(pool.map(lambda q: http("GET", f"{base}/img/{path}{q}"), queries))
-    assert {r.status for r in replies} == {200}
-    assert proxy.fetches == 1 and proxy.renders == 4
-
-
-def test_s3_store_down_is_503_and_a_bad_key_or_bucket_502_without_the_secret(db, shop, s3, tmp_path):
-    path = crawl_into(db, shop, "s3://images/shared/", **s3["settings"])
-    wrong_bucket = proxy_for(tmp_path / "a", "s3://no-such-bucket/shared/", **s3["settings"])
+@pytest.mark.parametrize(("bucket_store", "why"), [("s3", "NoSuchBucket"), ("gs", "no such bucket")])
+def test_a_bucket_that_does_not_exist_is_502(db, shop, bucket_store, why, request, tmp_path):
+    remote = request.getfixturevalue(bucket_store)
+    path = crawl_into(db, shop, remote.uri, **remote.settings)
+    wrong_bucket = proxy_for(tmp_path, f"{bucket_store}://no-such-bucket/shared/", **remote.settings)
     with served(wrong_bucket) as (base, _):
         reply = http("GET", f"{base}/img/{path}?w=10")
-    assert reply.status == 502 and "s3://no-such-bucket/shared/ refused the read (NoSuchBucket)" in reply.text
-
-    s3["server"].stop()
-    start = time.monotonic()
-    down = proxy_for(tmp_path / "b", "s3://images/shared/", **s3["settings"])
-    with served(down) as (base, _):
-        reply = http("GET", f"{base}/img/{path}?w=10")
-    assert reply.status == 503, reply.text
-    assert "s3://images/shared/ cannot be reached" in reply.json()["detail"]
-    assert AWS_SECRET not in reply.text and AWS_KEY not in reply.text
-    assert time.monotonic() - start < 30
+    assert reply.status == 502, reply.text
+    assert f"{bucket_store}://no-such-bucket/shared/ refused the read ({why})" in reply.json()["detail"]
+    assert not [secret for secret in remote.secrets if secret in reply.text]
 
 
 def test_readers_build_the_keys_scrapys_stores_write(ftp):
