@@ -53,7 +53,7 @@ def _call(port: int, path: str, data: dict | None = None, files: dict | None = N
     elif data is not None:
         body = urllib.parse.urlencode(data).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/{path}", data=body, headers=headers)
-    with urllib.request.urlopen(req, timeout=30) as resp:
+    with urllib.request.urlopen(req, timeout=90) as resp:  # a first schedule.json runs `scrapy list`
         return json.loads(resp.read())
 
 

@@ -28,6 +28,10 @@ from cannaspider.tasks import roles
 
 PROJECT = "cannaspider"
 TIMEOUT_S = 15.0
+# schedule.json lists the project's spiders first: on a node that has not yet done so for this
+# egg version, Scrapyd runs `scrapy list` in a subprocess (the whole project imported), which took
+# over 15 s on a loaded 2-core machine
+SCHEDULE_TIMEOUT_S = 90.0
 
 PENDING = """
 SELECT role, count(*) FROM worker_tasks
@@ -46,7 +50,7 @@ class ScrapydNode:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
 
-    def _call(self, path: str, data: dict | None = None) -> dict:
+    def _call(self, path: str, data: dict | None = None, timeout: float = TIMEOUT_S) -> dict:
         headers = {}
         if self.username is not None:
             token = base64.b64encode(f"{self.username}:{self.password or ''}".encode()).decode()
@@ -54,7 +58,7 @@ class ScrapydNode:
         body = urllib.parse.urlencode(data).encode() if data is not None else None
         request = urllib.request.Request(self.url.rstrip("/") + "/" + path, data=body, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
                 answer = json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             raise ScrapydError(f"{self.node_label}: {path} answered HTTP {exc.code}") from None
@@ -77,7 +81,8 @@ class ScrapydNode:
         return {job["spider"] for key in ("pending", "running") for job in jobs.get(key, [])}
 
     def schedule(self, spider: str, project: str = PROJECT, **args: str) -> str:
-        return self._call("schedule.json", {"project": project, "spider": spider, **args})["jobid"]
+        data = {"project": project, "spider": spider, **args}
+        return self._call("schedule.json", data, timeout=SCHEDULE_TIMEOUT_S)["jobid"]
 
 
 def parse_nodes(value: str, username: str | None, password: str | None) -> list[ScrapydNode]:
