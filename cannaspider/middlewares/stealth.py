@@ -155,7 +155,9 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
             return None
         request.meta["proxy"] = session.proxy.url
         request.meta[PROXY_META] = session.proxy.id
-        request.meta["download_slot"] = f"proxy-{session.proxy.id}"
+        # one slot per proxy (its concurrency); a kind of request may ask for its own (images)
+        slot = request.meta.get("stealth_slot")
+        request.meta["download_slot"] = f"{slot}-proxy-{session.proxy.id}" if slot else f"proxy-{session.proxy.id}"
         # the identity's browser's TLS/HTTP2 handshake (stealth/tls.py, when it is the http handler)
         request.meta["impersonate"] = impersonate_target(session.identity)
         # HttpProxyMiddleware derives Proxy-Authorization from this proxy's URL: a header left by

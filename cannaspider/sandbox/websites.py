@@ -73,6 +73,7 @@ IMAGE_FAULTS = {
 async def product_image(request: web.Request) -> web.Response:
     key = request.match_info["key"]
     request.app[DUTCHIE].requests[f"image:{request.match_info['kind']}/{key}"] += 1
+    request.app[DUTCHIE].requests[f"image via:{request.headers.get('x-sandbox-proxy') or '-'}"] += 1
     if key.startswith("broken-") and (fault := IMAGE_FAULTS.get(key.split("-")[1])):
         return fault(key)
     return web.Response(body=product_png(key), content_type="image/png")

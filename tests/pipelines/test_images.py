@@ -391,6 +391,9 @@ def test_a_crawl_stores_every_image_once_and_the_next_crawl_downloads_none(db, s
     assert len(products) == len(rows) and set(products.values()) == {1}
     assert logos and set(logos.values()) == {1}  # each brand's logo once, however many products
     assert len(list((store_dir / "brands").rglob("logo-*.webp"))) == len(logos)
+    # every image came through the store's proxy (its stealth session), none directly
+    counts = sandbox.requests()
+    assert counts.get("image via:sandbox") == len(products) + len(logos) and "image via:-" not in counts
     second = crawl("product_resync", dispensary_id=d)
     assert second.returncode == 0, second.stderr[-3000:]
     assert image_requests(sandbox) == downloads  # not one image fetched again
