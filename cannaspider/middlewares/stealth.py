@@ -101,6 +101,13 @@ def applies(request: Request) -> bool:
     return "graphql_operation" in meta or bool(meta.get("stealth")) or is_browser_page(request)
 
 
+def counts_on_proxy(request: Request) -> bool:
+    """Whether the answer judges the proxy (health, blocks, rotation). Images say no (meta
+    `proxy_health` False): an image CDN that serves a proxy says nothing of its standing with the
+    API, and its successes would reset the consecutive failures that deactivate a blocked proxy."""
+    return request.meta.get("proxy_health", True) is not False
+
+
 class StealthProxyMiddleware(RotatingProxyMiddleware):
     def __init__(self, crawler: Crawler, *, max_retries: int):  # noqa: D107 - the base's needs a proxy list
         self.crawler = crawler
@@ -265,7 +272,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
     # -- outcome -----------------------------------------------------------------------------
     def process_response(self, request: Request, response: Response) -> Request | Response:
         proxy_id = request.meta.get(PROXY_META)
-        if proxy_id is None or not applies(request):
+        if proxy_id is None or not applies(request) or not counts_on_proxy(request):
             return response
         self._check_browser(request)
         reason = self.policy.block_reason(request, response)
@@ -279,7 +286,12 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
 
     def process_exception(self, request: Request, exception: BaseException) -> Request | None:
         proxy_id = request.meta.get(PROXY_META)
-        if proxy_id is None or not applies(request) or not self.policy.exception_is_ban(request, exception):
+        if (
+            proxy_id is None
+            or not applies(request)
+            or not counts_on_proxy(request)
+            or not self.policy.exception_is_ban(request, exception)
+        ):
             return None
         self._check_browser(request)
         self.stats.inc_value("cannaspider/stealth_proxy_errors")

@@ -312,8 +312,15 @@ class ProductImagesPipeline(ImagesPipeline):
     async def _fetch(self, job: ImageJob) -> None:
         stats = self.crawler.stats
         # through the store's stealth session (its proxy, identity and TLS: docs/stealth.md), in a
-        # download slot of their own so images never take the API pages' turns at that proxy
-        meta = {"image_path": job.path, "stealth": True, "dispensary_id": job.dispensary_id, "stealth_slot": "images"}
+        # download slot of their own so images never take the API pages' turns at that proxy, and
+        # without judging the proxy (a failed image is skipped, not rotated)
+        meta = {
+            "image_path": job.path,
+            "stealth": True,
+            "dispensary_id": job.dispensary_id,
+            "stealth_slot": "images",
+            "proxy_health": False,
+        }
         request = Request(job.url, callback=NO_CALLBACK, meta=meta)
         if self.handle_httpstatus_list:  # MEDIA_ALLOW_REDIRECTS: let the redirect middleware follow them
             request.meta["handle_httpstatus_list"] = self.handle_httpstatus_list

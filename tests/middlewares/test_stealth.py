@@ -76,9 +76,11 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
         run = runs_of(db, d)[-1]
         assert run[0] == "complete" and run[4] == 0  # nothing marked missing
         pages += run[6]
+    # (images go through their store's session too, but do not judge the proxy: not counted)
     assert good[1] == pages and good[4] is not None and good[5] is not None
     seen = sandbox.requests()
     assert seen["via:sandbox"] == pages and seen.get("via:blocked", 0) >= 3
+    assert "image via:-" not in seen  # images: through a proxy of the pool, never direct
     assert "incoherent_identity" not in seen  # every identity passed the sandbox's coherence check
     assert f"proxy #{blocked_id} http://other:***@" in result.stderr  # the deactivation, masked
     assert f"'cannaspider/proxy/{blocked_id}/blocked': " in result.stderr  # blocks per proxy (crawl health)

@@ -318,8 +318,9 @@ def test_a_product_crawl_goes_through_the_authenticated_proxy_impersonated(crawl
     pages = runs_of(db, d)[-1][6]
     assert runs_of(db, d)[-1][0] == "complete" and pages >= 1
     assert set(products_of(db, d)) == set(sandbox.menu(store["id"], 0))
-    assert stat(result.stderr, "cannaspider/tls_impersonated") == pages
     seen = sandbox.requests()
+    # every GraphQL page and every image (in the store's session) impersonated
+    assert stat(result.stderr, "cannaspider/tls_impersonated") == pages + seen.get("image via:sandbox", 0)
     assert seen["via:sandbox"] == pages and "incoherent_identity" not in seen
     assert SANDBOX_PROXY_AUTH[1] not in result.stderr and "pa55%40w0rd" not in result.stderr
 
