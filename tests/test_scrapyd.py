@@ -33,6 +33,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def scrapyd_env(db: str, tmp_path: Path, **extra: str) -> dict:
+    """The environment of a Scrapyd node (or a `scrapy schedule` beside it) on the test database."""
+    return {
+        **os.environ,
+        "DATABASE_URL": db,
+        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
+        "SCRAPYD_USERNAME": "ops",
+        "SCRAPYD_PASSWORD": "s3cret",
+        **extra,
+    }
+
+
 def _call(port: int, path: str, data: dict | None = None, files: dict | None = None) -> dict:
     headers = {"Authorization": "Basic " + base64.b64encode(b"ops:s3cret").decode()}
     body = None
@@ -72,14 +84,7 @@ def test_schedule_json_runs_a_crawl_from_the_deployed_egg(tmp_path, db, sandbox,
     (work / "scrapyd.conf").write_text(
         (ROOT / "scrapyd.conf").read_text().replace("http_port    = 6800", f"http_port    = {port}")
     )
-    env = {
-        **os.environ,
-        "DATABASE_URL": db,
-        "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql,
-        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
-        "SCRAPYD_USERNAME": "ops",
-        "SCRAPYD_PASSWORD": "s3cret",
-    }
+    env = scrapyd_env(db, tmp_path, DUTCHIE_GRAPHQL_URL=sandbox.urls.graphql)
     server = subprocess.Popen(
         [str(BIN / "scrapyd")], cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -194,14 +199,7 @@ def egg(tmp_path_factory) -> bytes:
 @pytest.fixture
 def nodes(tmp_path, egg, db, sandbox, sandbox_proxy):
     started: list[Node] = []
-    env = {
-        **os.environ,
-        "DATABASE_URL": db,
-        "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql,
-        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
-        "SCRAPYD_USERNAME": "ops",
-        "SCRAPYD_PASSWORD": "s3cret",
-    }
+    env = scrapyd_env(db, tmp_path, DUTCHIE_GRAPHQL_URL=sandbox.urls.graphql)
 
     def start(n: int) -> list[Node]:
         started.extend(Node(tmp_path, egg, env, f"node{len(started) + i}") for i in range(n))
@@ -273,13 +271,7 @@ def test_scrapy_schedule_starts_draining_jobs_without_piling_them_up(nodes, db, 
     slow = _enqueue(db, dispensary_id=add_store(db, store))
     sandbox.faults({"kind": "slow", "store": store["id"], "delay": 60.0})
     a, b = nodes(2)
-    env = {
-        **os.environ,
-        "DATABASE_URL": db,
-        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
-        "SCRAPYD_USERNAME": "ops",
-        "SCRAPYD_PASSWORD": "s3cret",
-    }
+    env = scrapyd_env(db, tmp_path)
     urls = f"{a.url},{b.url}"
     first = run_scrapy("schedule", "--once", "--scrapyd", urls, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
