@@ -86,11 +86,14 @@ class Sandbox:
         return self.urls
 
     async def stop_async(self) -> None:
+        # the proxy first: a runner's cleanup waits for open keep-alive connections (up to a
+        # minute), and a caller that gives up waiting (Sandbox.stop, a test session's end) would
+        # otherwise leave the proxy, a process of its own, running
+        if self.proxy:
+            self.proxy.stop()
         for runner in self.runners:
             await runner.cleanup()
         self.runners = []
-        if self.proxy:
-            self.proxy.stop()
 
     def start(self) -> SandboxURLs:
         """Run on a background thread; returns once every server listens."""
