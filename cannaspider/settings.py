@@ -131,6 +131,20 @@ FIRECRAWL_PAGE_TIMEOUT_MS = 30000
 FIRECRAWL_REQUEST_TIMEOUT_S = 60.0  # one Firecrawl API call; retried once on a network timeout
 FIRECRAWL_BATCH_MAX_URLS = 25  # a batch's answer carries every page's HTML (capped near 10 MiB)
 ONPAGE_MIN_WORDS = 1  # a rendered page with fewer main-text words is `empty`
+# The corpus of each `ok` page (docs/onpage.md, "Corpus"): bounded so that one huge page costs a
+# bounded time and row. A page is parsed on its first ONPAGE_MAX_HTML_CHARS characters of HTML
+# (a 20 MB page is cut, not parsed whole); at most ONPAGE_CORPUS_MAX_CHARS of main text are kept
+# (and as much serialized JSON-LD), at most ONPAGE_CORPUS_MAX_ITEMS headings, alt texts, anchors
+# and JSON-LD blocks, each heading/alt/anchor text cut at ONPAGE_CORPUS_MAX_ITEM_CHARS.
+ONPAGE_MAX_HTML_CHARS = 5_000_000
+ONPAGE_CORPUS_MAX_CHARS = 200_000
+ONPAGE_CORPUS_MAX_ITEMS = 500
+ONPAGE_CORPUS_MAX_ITEM_CHARS = 500
+# The semantic profile of a keyword × locale (docs/onpage.md, "Semantic profile"): a term must be
+# used by this many competitor pages (or all of them, if fewer answered) to be listed; the
+# heaviest PROFILE_MAX_TERMS are kept.
+PROFILE_MIN_PAGES = 2
+PROFILE_MAX_TERMS = 200
 
 # --- Pipelines and feeds --------------------------------------------------------------------
 # Every pipeline sees every item, and each step costs a few microseconds per item whether it

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from parsel import Selector
 
-from cannaspider.firecrawl import onpage
+from cannaspider.firecrawl import corpus, onpage
 from cannaspider.firecrawl.batch import PageOutcome
-from cannaspider.firecrawl.items import OnpageFields
+from cannaspider.firecrawl.items import OnpageFields, PageCorpus
 
 OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR = "ok", "blocked", "timeout", "empty", "fetch_error"
 STATUSES = (OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR)
@@ -68,12 +68,16 @@ class Verdict:
     http_status: int | None
     error: str | None = None
     onpage: OnpageFields | None = None
+    corpus: PageCorpus | None = None  # ok pages only
 
 
 ERROR_STATUS = {"SCRAPE_TIMEOUT": TIMEOUT}  # anything else Firecrawl reports is a fetch_error
 
 
-def classify(page: PageOutcome, *, min_words: int = 1) -> Verdict:
+def classify(page: PageOutcome, *, min_words: int = 1, limits: corpus.CorpusLimits | None = None) -> Verdict:
+    """The page's verdict; an `ok` page's corpus with it. Its HTML is parsed once, on at most
+    `limits.max_html_chars` characters (a 20 MB page is cut, docs/onpage.md)."""
+    limits = limits or corpus.CorpusLimits()
     if page.invalid:
         return Verdict(FETCH_ERROR, None, "Firecrawl refused the URL as invalid")
     if page.doc is None:
@@ -89,8 +93,10 @@ def classify(page: PageOutcome, *, min_words: int = 1) -> Verdict:
     meta: dict = page.doc["metadata"] if isinstance(page.doc.get("metadata"), dict) else {}
     raw_status = meta.get("statusCode")
     http = raw_status if isinstance(raw_status, int) else None
-    html: str = page.doc["rawHtml"] if isinstance(page.doc.get("rawHtml"), str) else ""
-    vendor = detect_challenge(Selector(text=html)) if html.strip() else None
+    raw_html: str = page.doc["rawHtml"] if isinstance(page.doc.get("rawHtml"), str) else ""
+    html, html_cut = corpus.cut_html(raw_html, limits)
+    sel = onpage.selector(html)
+    vendor = detect_challenge(sel) if html.strip() else None
     if http in BLOCKING_HTTP or vendor:
         reason = f"{vendor} challenge page" if vendor else f"HTTP {http} {meta.get('error') or ''}".strip()
         if vendor and http in BLOCKING_HTTP:
@@ -98,7 +104,16 @@ def classify(page: PageOutcome, *, min_words: int = 1) -> Verdict:
         return Verdict(BLOCKED, http, reason)
     if http is not None and http >= 400:
         return Verdict(FETCH_ERROR, http, f"HTTP {http} {meta.get('error') or ''}".strip())
-    fields = onpage.parse(html, page.url)
+    fields = onpage.parse(html, page.url, sel)
     if fields.word_count < min_words:
         return Verdict(EMPTY, http, "no usable text on the rendered page", fields)
-    return Verdict(OK, http, None, fields)
+    text = corpus.extract(
+        sel,
+        page.url,
+        fields,
+        firecrawl_language=meta.get("language"),
+        html_chars=len(raw_html),
+        html_truncated=html_cut,
+        limits=limits,
+    )
+    return Verdict(OK, http, None, fields, text)

@@ -58,6 +58,46 @@ class OnpageFields:
 
 
 @dataclass
+class Anchor:
+    text: str
+    href: str  # absolute
+
+
+@dataclass
+class PageCorpus:
+    """What a page that answered `ok` says (corpus.extract), stored in onpage_corpora."""
+
+    url: str
+    lang: str | None  # ISO 639-1: <html lang>, else Firecrawl's metadata.language, else guessed from the text
+    title: str | None
+    text: str  # the main text (trafilatura), one block a line, at most ONPAGE_CORPUS_MAX_CHARS
+    headings: list[Heading] = field(default_factory=list)  # h1–h6 in document order
+    alt_texts: list[str] = field(default_factory=list)  # non-empty alts of the body's images, once each
+    anchors: list[Anchor] = field(default_factory=list)  # the body's links to web pages, once per (text, href)
+    json_ld: list[object] = field(default_factory=list)  # the decoded ld+json blocks themselves
+    json_ld_invalid: int = 0
+    words: int = 0  # tokens of the main text (terms.tokens)
+    html_chars: int = 0  # size of the rendered HTML Firecrawl returned
+    truncated: bool = False  # something was cut to the ONPAGE_* limits
+
+    def to_json(self) -> dict:
+        return {
+            "url": self.url,
+            "lang": self.lang,
+            "title": self.title,
+            "text": self.text,
+            "headings": [{"level": h.level, "text": h.text} for h in self.headings],
+            "altTexts": list(self.alt_texts),
+            "anchors": [{"text": a.text, "href": a.href} for a in self.anchors],
+            "jsonLd": list(self.json_ld),
+            "jsonLdInvalid": self.json_ld_invalid,
+            "words": self.words,
+            "htmlChars": self.html_chars,
+            "truncated": self.truncated,
+        }
+
+
+@dataclass
 class CompetitorPage:
     """One competitor of one keyword's SERP in one locale, as this crawl saw it."""
 

@@ -22,11 +22,12 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from cannaspider.db.errors import first_line
-from cannaspider.firecrawl import classify, merge
+from cannaspider.firecrawl import classify, merge, store
 from cannaspider.firecrawl.api import FirecrawlError
 from cannaspider.firecrawl.batch import BatchOutcome, run_batch
 from cannaspider.firecrawl.client import FirecrawlClient
-from cannaspider.firecrawl.items import CompetitorPage
+from cannaspider.firecrawl.corpus import CorpusLimits
+from cannaspider.firecrawl.items import CompetitorPage, PageCorpus
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,9 @@ class OnpageConfig:
     request_timeout_s: float = 60.0
     batch_max_urls: int = 25
     min_words: int = 1
+    corpus: CorpusLimits = CorpusLimits()
+    profile_min_pages: int = 2
+    profile_max_terms: int = 200
 
     @classmethod
     def from_settings(cls, settings) -> OnpageConfig:
@@ -64,6 +68,9 @@ class OnpageConfig:
             request_timeout_s=settings.getfloat("FIRECRAWL_REQUEST_TIMEOUT_S", 60.0),
             batch_max_urls=settings.getint("FIRECRAWL_BATCH_MAX_URLS", 25),
             min_words=settings.getint("ONPAGE_MIN_WORDS", 1),
+            corpus=CorpusLimits.from_settings(settings),
+            profile_min_pages=settings.getint("PROFILE_MIN_PAGES"),
+            profile_max_terms=settings.getint("PROFILE_MAX_TERMS"),
         )
 
     def __repr__(self) -> str:  # the key must never reach a log through a repr
@@ -205,10 +212,13 @@ class OnpageJobs:
         for c in competitors:
             positions.setdefault(c["url"], c.get("position") if isinstance(c.get("position"), int) else None)
         counts: Counter = Counter()
+        corpora: dict[str, tuple[PageCorpus, str]] = {}
         for batch in batches:
             for url, page in batch.pages.items():
-                verdict = classify.classify(page, min_words=self.config.min_words)
+                verdict = classify.classify(page, min_words=self.config.min_words, limits=self.config.corpus)
                 crawled_at = _iso(page.seen_at or ended)
+                if verdict.corpus is not None:
+                    corpora[url] = (verdict.corpus, crawled_at)
                 updates[url] = merge.crawl_fields(
                     verdict.status,
                     verdict.http_status,
@@ -233,9 +243,31 @@ class OnpageJobs:
                     )
                 )
         pool: AsyncConnectionPool = await self.pool()
-        async with pool.connection() as conn:
+        async with pool.connection() as conn, conn.transaction():
+            # corpora, their ids in the competitors, stale corpora dropped and the profile, at once
+            for url, corpus_id in (await store.save_corpora(conn, keyword_id, locale, corpora)).items():
+                updates[url]["corpusId"] = corpus_id
             if not await merge.merge_locale(conn, keyword_id, locale, updates):
                 logger.warning("%s: the keyword or its locale was removed during the crawl: nothing merged", label)
+            await store.drop_unreferenced(conn, keyword_id, locale)
+            profile = await store.refresh_profile(
+                conn,
+                keyword_id,
+                locale,
+                datetime.fromtimestamp(ended, UTC),
+                min_pages=self.config.profile_min_pages,
+                max_terms=self.config.profile_max_terms,
+            )
+        if profile is not None:
+            done = profile["completeness"]
+            logger.info(
+                "%s: semantic profile of %d term(s) from %d of %d page(s)%s",
+                label,
+                len(profile["terms"]),
+                done["ok"],
+                done["competitors"],
+                f" ({len(done['blocked'])} blocked: to retry through a proxy)" if done["blocked"] else "",
+            )
         for item in pages:
             self.emit(item)
         return counts

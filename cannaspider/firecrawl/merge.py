@@ -17,7 +17,8 @@ import json
 from psycopg import AsyncConnection
 
 # the fields a crawl owns in a competitor object
-CRAWL_FIELDS = ("crawlStatus", "crawlHttpStatus", "crawledAt", "crawlError", "onpage")
+# (corpusId: the page's row in onpage_corpora, for `ok` pages; store.py)
+CRAWL_FIELDS = ("crawlStatus", "crawlHttpStatus", "crawledAt", "crawlError", "onpage", "corpusId")
 
 MERGE_LOCALE = """
 UPDATE keywords AS k

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from urllib.parse import urljoin, urlsplit
 
 from parsel import Selector
@@ -23,12 +24,12 @@ MAIN_CANDIDATES = ("//main", "//*[@role='main']", "//article")
 NOT_LINKS = ("javascript:", "mailto:", "tel:", "data:", "#")
 
 
-def _text_xpath(excluded: tuple[str, ...]) -> str:
+def text_xpath(excluded: tuple[str, ...]) -> str:
     cond = " or ".join(f"ancestor::{tag}" for tag in excluded)
     return f".//text()[not({cond})]"
 
 
-def _clean(value: str | None) -> str | None:
+def clean(value: str | None) -> str | None:
     if value is None:
         return None
     text = " ".join(value.split())
@@ -36,7 +37,7 @@ def _clean(value: str | None) -> str | None:
 
 
 def words(node: Selector, excluded: tuple[str, ...] = NOT_TEXT) -> int:
-    return sum(len(WORD.findall(t)) for t in node.xpath(_text_xpath(excluded)).getall())
+    return sum(len(WORD.findall(t)) for t in node.xpath(text_xpath(excluded)).getall())
 
 
 def main_text_words(sel: Selector) -> int:
@@ -51,9 +52,29 @@ def main_text_words(sel: Selector) -> int:
     return words(body[0], NOT_TEXT + FRAME) if body else 0
 
 
-def _json_ld_types(sel: Selector) -> tuple[list[str], int]:
-    types: list[str] = []
+def json_ld_blocks(sel: Selector) -> tuple[list[object], int]:
+    """The decoded <script type="application/ld+json"> blocks, in document order, and the
+    number of blocks that are not JSON."""
+    blocks: list[object] = []
     invalid = 0
+    for raw in sel.xpath("//script[@type='application/ld+json']/text()").getall():
+        text = raw.strip()
+        # some CMSs wrap the block in an HTML comment or CDATA
+        for wrapper in (("<!--", "-->"), ("<![CDATA[", "]]>"), ("//<![CDATA[", "//]]>")):
+            if text.startswith(wrapper[0]) and text.endswith(wrapper[1]):
+                text = text[len(wrapper[0]) : -len(wrapper[1])].strip()
+        if not text:
+            continue
+        try:
+            blocks.append(json.loads(text))
+        except ValueError:
+            invalid += 1
+    return blocks, invalid
+
+
+def json_ld_types(blocks: list[object]) -> list[str]:
+    """Every @type of the blocks (lists and @graph included), in order, once each."""
+    types: list[str] = []
 
     def walk(node: object) -> None:
         if isinstance(node, list):
@@ -67,19 +88,8 @@ def _json_ld_types(sel: Selector) -> tuple[list[str], int]:
             if "@graph" in node:
                 walk(node["@graph"])
 
-    for raw in sel.xpath("//script[@type='application/ld+json']/text()").getall():
-        text = raw.strip()
-        # some CMSs wrap the block in an HTML comment or CDATA
-        for wrapper in (("<!--", "-->"), ("<![CDATA[", "]]>"), ("//<![CDATA[", "//]]>")):
-            if text.startswith(wrapper[0]) and text.endswith(wrapper[1]):
-                text = text[len(wrapper[0]) : -len(wrapper[1])].strip()
-        if not text:
-            continue
-        try:
-            walk(json.loads(text))
-        except ValueError:
-            invalid += 1
-    return types, invalid
+    walk(blocks)
+    return types
 
 
 def _rel(value: str) -> str:
@@ -96,52 +106,70 @@ def _host(url: str) -> str:
     return host.removeprefix("www.")
 
 
-def parse(html: str, url: str) -> OnpageFields:
-    sel = Selector(text=html or "<html></html>")
+def selector(html: str) -> Selector:
+    return Selector(text=html or "<html></html>")
+
+
+def base_url(sel: Selector, url: str) -> str:
+    """What relative links resolve against: <base href>, else the page's URL."""
     base = sel.xpath("//base/@href").get()
-    base_url = urljoin(url, base.strip()) if base else url
+    return urljoin(url, base.strip()) if base else url
+
+
+def body_links(sel: Selector, base: str) -> Iterator[tuple[Selector, str]]:
+    """Each <a> of the body that leads to a web page, with its absolute http(s) target
+    (fragments, mailto:, tel:, javascript: and data: are not links to a page)."""
+    for node in sel.xpath("//body//a[@href]"):
+        href = (node.attrib.get("href") or "").strip()
+        if not href or href.lower().startswith(NOT_LINKS):
+            continue
+        target = urljoin(base, href)
+        if target.startswith(("http://", "https://")):
+            yield node, target
+
+
+def parse(html: str, url: str, sel: Selector | None = None) -> OnpageFields:
+    """`sel`: the page already parsed (classify parses it once for every reader)."""
+    if sel is None:
+        sel = selector(html)
+    base = base_url(sel, url)
 
     def meta(name: str) -> str | None:
         lowered = "translate(@name,'ABCDEFGHIJKLMNOPQRSTUVWXYZ','abcdefghijklmnopqrstuvwxyz')"
-        return _clean(sel.xpath(f"//meta[{lowered}='{name}']/@content").get())
+        return clean(sel.xpath(f"//meta[{lowered}='{name}']/@content").get())
 
     def absolute(href: str | None) -> str | None:
-        href = _clean(href)
-        return urljoin(base_url, href) if href else None
+        href = clean(href)
+        return urljoin(base, href) if href else None
 
     fields = OnpageFields(
-        title=_clean(" ".join(sel.xpath("//title[1]//text()").getall())),
+        title=clean(" ".join(sel.xpath("//title[1]//text()").getall())),
         meta_description=meta("description"),
         canonical=absolute(sel.xpath(f"//link[{_rel('canonical')}]/@href").get()),
         robots=meta("robots"),
-        lang=_clean(sel.xpath("/html/@lang").get()),
+        lang=clean(sel.xpath("/html/@lang").get()),
     )
     for link in sel.xpath(f"//link[@hreflang][{_rel('alternate')}]"):
-        lang, href = _clean(link.attrib.get("hreflang")), absolute(link.attrib.get("href"))
+        lang, href = clean(link.attrib.get("hreflang")), absolute(link.attrib.get("href"))
         if lang and href:
             fields.hreflang.append(Hreflang(lang, href))
     for node in sel.xpath("//meta[starts-with(@property,'og:')]"):
-        prop, content = node.attrib.get("property", "").strip(), _clean(node.attrib.get("content"))
+        prop, content = node.attrib.get("property", "").strip(), clean(node.attrib.get("content"))
         if content is not None and prop not in fields.open_graph:
             fields.open_graph[prop] = content
     for node in sel.xpath("//body//*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6]"):
-        text = _clean(" ".join(node.xpath(_text_xpath(NOT_TEXT)).getall()))
+        text = clean(" ".join(node.xpath(text_xpath(NOT_TEXT)).getall()))
         if text:
             fields.headings.append(Heading(int(node.root.tag[1]), text))
     fields.word_count = main_text_words(sel)
-    fields.json_ld_types, fields.json_ld_invalid = _json_ld_types(sel)
+    blocks, fields.json_ld_invalid = json_ld_blocks(sel)
+    fields.json_ld_types = json_ld_types(blocks)
     images = sel.xpath("//body//img")
     fields.image_count = len(images)
     fields.images_with_alt = sum(1 for img in images if (img.attrib.get("alt") or "").strip())
     fields.alt_coverage = round(fields.images_with_alt / fields.image_count, 4) if fields.image_count else None
     own = _host(url)
-    for href in sel.xpath("//body//a/@href").getall():
-        href = href.strip()
-        if not href or href.lower().startswith(NOT_LINKS):
-            continue
-        target = urljoin(base_url, href)
-        if not target.startswith(("http://", "https://")):
-            continue
+    for _, target in body_links(sel, base):
         if _host(target) == own:
             fields.internal_links += 1
         else:

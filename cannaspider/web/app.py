@@ -27,7 +27,7 @@ from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.roles import TaskInputError
-from cannaspider.web import dashboard, dashboard_api
+from cannaspider.web import dashboard, dashboard_api, keyword_profile
 from cannaspider.web.auth import require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
@@ -72,6 +72,9 @@ def create_app(
     app.state.reports_dir = reports_dir or env.data_dir() / "reports"
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)
+    # GET /api/keywords/{id}/profile and its dashboard pages (docs/onpage.md)
+    app.include_router(keyword_profile.api_router)
+    app.include_router(keyword_profile.page_router)
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
 

@@ -1,0 +1,160 @@
+"""A competitor page's corpus: what it says, for the semantic profile (docs/onpage.md, "Corpus").
+
+The main text is trafilatura's (navigation, footers, cookie banners and other boilerplate
+removed by its extractor, with `favor_precision`: on a short page its recall mode keeps the
+menu). trafilatura runs offline on the tree we already parsed (it copies it); nothing here
+fetches anything. Beside the text: the headings in document order (the on-page parser's), the
+alt texts, the link anchor texts and the JSON-LD objects themselves, and the page's language.
+
+Everything is bounded (CorpusLimits): the HTML read, the text kept, the number of entries of each
+list and the size of the JSON-LD kept; `truncated` says a page was cut. Strings are made
+storable in PostgreSQL (no NUL character), JSON-LD numbers too (no NaN or Infinity).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+
+import trafilatura
+from parsel import Selector
+
+from cannaspider.firecrawl import onpage, stopwords, terms
+from cannaspider.firecrawl.items import Anchor, Heading, OnpageFields, PageCorpus
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CorpusLimits:
+    max_html_chars: int = 5_000_000  # ONPAGE_MAX_HTML_CHARS: a page is parsed on this much of its HTML
+    max_text_chars: int = 200_000  # ONPAGE_CORPUS_MAX_CHARS: main text kept (and JSON-LD, serialized)
+    max_items: int = 500  # ONPAGE_CORPUS_MAX_ITEMS: headings, alt texts, anchors, JSON-LD objects
+    max_item_chars: int = 500  # one heading, alt text or anchor text
+
+    @classmethod
+    def from_settings(cls, settings) -> CorpusLimits:
+        return cls(
+            max_html_chars=settings.getint("ONPAGE_MAX_HTML_CHARS"),
+            max_text_chars=settings.getint("ONPAGE_CORPUS_MAX_CHARS"),
+            max_items=settings.getint("ONPAGE_CORPUS_MAX_ITEMS"),
+            max_item_chars=settings.getint("ONPAGE_CORPUS_MAX_ITEM_CHARS"),
+        )
+
+
+def storable(value: object) -> object:
+    """The value with NUL characters dropped from its strings and non-finite numbers nulled:
+    PostgreSQL text and jsonb refuse both, and one bad page must not lose a locale's merge."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    return value
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    """At most `limit` characters, cut at a space when there is one near the end."""
+    if len(text) <= limit:
+        return text, False
+    head = text[:limit]
+    space = head.rfind(" ", max(0, limit - 100))
+    return (head[:space] if space > 0 else head).rstrip(), True
+
+
+def main_text(sel: Selector, url: str) -> str:
+    """trafilatura's main text of the page, one block a line ("" when it finds none)."""
+    try:
+        text = trafilatura.extract(
+            sel.root,
+            url=url,
+            favor_precision=True,
+            include_comments=False,
+            include_tables=True,
+            deduplicate=False,
+            with_metadata=False,
+        )
+    except Exception as exc:  # its failure on one odd page is that page's empty text, not the job's end
+        logger.warning("trafilatura could not read %s: %s: %s", url, type(exc).__name__, exc)
+        return ""
+    return text or ""
+
+
+def _items(values: list[str], limits: CorpusLimits) -> tuple[list[str], bool]:
+    kept = [v[: limits.max_item_chars] for v in dict.fromkeys(values)]  # once each, in order
+    return kept[: limits.max_items], len(kept) > limits.max_items
+
+
+def cut_html(html: str, limits: CorpusLimits) -> tuple[str, bool]:
+    """The part of the HTML every parser reads: a 20 MB page is cut, not parsed whole."""
+    if len(html) <= limits.max_html_chars:
+        return html, False
+    return html[: limits.max_html_chars], True
+
+
+def extract(
+    sel: Selector,
+    url: str,
+    fields: OnpageFields,
+    *,
+    firecrawl_language: object = None,
+    html_chars: int = 0,
+    html_truncated: bool = False,
+    limits: CorpusLimits | None = None,
+) -> PageCorpus:
+    """The corpus of a parsed page (`fields`: the on-page parser's reading of the same tree)."""
+    limits = limits or CorpusLimits()
+    text, truncated = _cut(str(storable(main_text(sel, url))), limits.max_text_chars)
+    alts, cut_alts = _items([a for a in (onpage.clean(v) for v in sel.xpath("//body//img/@alt").getall()) if a], limits)
+    base = onpage.base_url(sel, url)
+    anchors: list[Anchor] = []
+    seen: set[tuple[str, str]] = set()
+    for node, target in onpage.body_links(sel, base):
+        label = onpage.clean(" ".join(node.xpath(onpage.text_xpath(onpage.NOT_TEXT)).getall()))
+        if not label or (label, target) in seen:
+            continue
+        seen.add((label, target))
+        anchors.append(Anchor(label[: limits.max_item_chars], target))
+    cut_anchors = len(anchors) > limits.max_items
+    blocks, invalid = onpage.json_ld_blocks(sel)
+    json_ld: list[object] = []
+    budget = limits.max_text_chars
+    for block in blocks[: limits.max_items]:
+        clean = storable(block)
+        size = len(json.dumps(clean, ensure_ascii=False))
+        if size > budget:
+            truncated = True
+            continue
+        budget -= size
+        json_ld.append(clean)
+    words = terms.tokens(text)
+    lang = (
+        stopwords.language_code(fields.lang)
+        or stopwords.language_code(firecrawl_language)
+        or stopwords.guess_language(words)
+    )
+    headings = fields.headings[: limits.max_items]
+    return PageCorpus(
+        url=url,
+        lang=lang,
+        title=str(storable(fields.title or ""))[: limits.max_item_chars] or None,
+        text=text,
+        headings=[Heading(h.level, str(storable(h.text))[: limits.max_item_chars]) for h in headings],
+        alt_texts=[str(storable(a)) for a in alts],
+        anchors=[Anchor(str(storable(a.text)), str(storable(a.href))) for a in anchors[: limits.max_items]],
+        json_ld=json_ld,
+        json_ld_invalid=invalid,
+        words=len(words),
+        html_chars=html_chars,
+        truncated=truncated
+        or html_truncated
+        or cut_alts
+        or cut_anchors
+        or len(fields.headings) > limits.max_items
+        or len(blocks) > limits.max_items,
+    )

@@ -1,0 +1,149 @@
+"""A keyword's semantic profile in one locale: the words and phrases its ranking pages share,
+weighted by TF-IDF over the SERP, with their coverage and the profile's completeness.
+
+The formula (docs/onpage.md, "Semantic profile"), over the N competitors of the locale whose
+corpus exists (`ok` pages), each page d read as its title plus its main text:
+
+    n(t, d)  occurrences of term t (terms.py: a word, a 2- or 3-word phrase) in d
+    L(d)     number of tokens of d (stop words included)
+    tf(t, d) = n(t, d) / L(d)
+    df(t)    number of pages that use t in their title, a heading or their main text
+    idf(t)   = ln((1 + N) / (1 + df(t))) + 1
+    weight(t) = idf(t) × (1/N) × Σ_d tf(t, d)       (the mean TF-IDF of t over the SERP)
+
+A term is kept when at least min(PROFILE_MIN_PAGES, N) pages use it (a term of one page is not
+shared), and the PROFILE_MAX_TERMS heaviest are listed, heaviest first (ties: more pages, then
+alphabetical). Weights are rounded to 6 decimals. Each page is read with the stop words of its
+own language, falling back to the locale's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from cannaspider.firecrawl import stopwords, terms
+
+FORMULA = "tfidf-serp: weight = idf × mean(tf); tf = n/L over title + main text; idf = ln((1+N)/(1+df)) + 1"
+RETRY_THROUGH_PROXY = "to retry through a proxy"
+
+
+@dataclass
+class ProfilePage:
+    """A corpus as the profile reads it."""
+
+    url: str
+    lang: str | None
+    title: str | None
+    text: str
+    headings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Reading:
+    counts: Counter  # n(t, d) over title + main text
+    length: int  # L(d)
+    in_title: set[str]
+    in_headings: set[str]
+    in_body: set[str]
+
+    @property
+    def used(self) -> set[str]:
+        return self.in_title | self.in_headings | self.in_body
+
+
+def _read(page: ProfilePage, locale_lang: str | None) -> _Reading:
+    stops = stopwords.stop_words_for(page.lang) or stopwords.stop_words_for(locale_lang)
+    title, title_len = terms.count_terms(page.title or "", stops)
+    body, body_len = terms.count_terms(page.text, stops)
+    return _Reading(title + body, title_len + body_len, set(title), terms.terms_in(page.headings, stops), set(body))
+
+
+def compute(
+    locale: str,
+    competitors: list[dict],
+    pages: dict[str, ProfilePage],
+    *,
+    min_pages: int = 2,
+    max_terms: int = 200,
+) -> dict:
+    """The profile. `competitors`: the locale's competitor objects as merged (url, position,
+    crawlStatus…); `pages`: the corpora of those that have one, by URL."""
+    locale_lang = stopwords.language_code(locale)
+    urls = list(dict.fromkeys(c["url"] for c in competitors if isinstance(c.get("url"), str)))
+    by_url = {c["url"]: c for c in reversed(competitors) if isinstance(c.get("url"), str)}
+    ranked = [u for u in urls if u in pages]
+    readings = {u: _read(pages[u], locale_lang) for u in ranked}
+    n_pages = len(readings)
+    df: Counter = Counter()
+    tf_sum: dict[str, float] = {}
+    title_cov: Counter = Counter()
+    headings_cov: Counter = Counter()
+    body_cov: Counter = Counter()
+    occurrences: Counter = Counter()
+    for r in readings.values():
+        df.update(r.used)
+        title_cov.update(r.in_title)
+        headings_cov.update(r.in_headings)
+        body_cov.update(r.in_body)
+        occurrences.update(r.counts)
+        if r.length:
+            for t, n in r.counts.items():
+                tf_sum[t] = tf_sum.get(t, 0.0) + n / r.length
+    threshold = max(1, min(min_pages, n_pages))
+    scored = []
+    for t, d in df.items():
+        if d < threshold:
+            continue
+        idf = math.log((1 + n_pages) / (1 + d)) + 1
+        weight = round(idf * tf_sum.get(t, 0.0) / n_pages, 6)
+        scored.append((weight, d, t))
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    statuses = Counter(str(by_url[u].get("crawlStatus") or "not_crawled") for u in urls)
+    blocked = [
+        {"url": u, "httpStatus": by_url[u].get("crawlHttpStatus"), "action": RETRY_THROUGH_PROXY}
+        for u in urls
+        if by_url[u].get("crawlStatus") == "blocked"
+    ]
+    missing = [
+        {"url": u, "status": by_url[u].get("crawlStatus") or "not_crawled", "error": by_url[u].get("crawlError")}
+        for u in urls
+        if u not in pages and by_url[u].get("crawlStatus") != "blocked"
+    ]
+    return {
+        "locale": locale,
+        "language": locale_lang,
+        "formula": FORMULA,
+        "completeness": {
+            "competitors": len(urls),
+            "ok": n_pages,
+            "share": round(n_pages / len(urls), 4) if urls else None,
+            "statuses": dict(sorted(statuses.items())),
+            "blocked": blocked,
+            "missing": missing,
+        },
+        "pages": [
+            {
+                "url": u,
+                "position": by_url[u].get("position"),
+                "lang": pages[u].lang,
+                "tokens": readings[u].length,
+                "terms": len(readings[u].used),
+            }
+            for u in ranked
+        ],
+        "terms": [
+            {
+                "term": t,
+                "words": t.count(" ") + 1,
+                "weight": w,
+                "pages": d,
+                "inTitle": title_cov[t],
+                "inHeadings": headings_cov[t],
+                "inBody": body_cov[t],
+                "occurrences": occurrences[t],
+            }
+            for w, d, t in scored[:max_terms]
+        ],
+    }

@@ -1,0 +1,143 @@
+"""Corpora and semantic profiles in the database (migrations/015_onpage_corpora.sql).
+
+A locale's crawl ends with one transaction (job.py): its `ok` pages' corpora upserted by
+(keyword, locale, URL), their ids merged into the competitors as `corpusId` (merge.py), the rows
+of that keyword and locale that no competitor points to any more deleted (a page now blocked,
+or no longer in the snapshot), and the locale's profile recomputed from the corpora its
+competitors point to. Other locales' rows and profiles are never read or written.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from psycopg import AsyncConnection
+
+from cannaspider.firecrawl import profile
+from cannaspider.firecrawl.items import PageCorpus
+
+UPSERT_CORPORA = """
+INSERT INTO onpage_corpora AS o (keyword_id, locale, url, crawled_at, lang, title, main_text, headings, alt_texts,
+                                 anchors, json_ld, json_ld_invalid, words, html_chars, truncated)
+SELECT %(keyword_id)s, %(locale)s, r.url, r."crawledAt", r.lang, r.title, r.text, r.headings, r."altTexts",
+       r.anchors, r."jsonLd", r."jsonLdInvalid", r.words, r."htmlChars", r.truncated
+  FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(url text, "crawledAt" timestamptz, lang text, title text, text text,
+       headings jsonb, "altTexts" jsonb, anchors jsonb, "jsonLd" jsonb, "jsonLdInvalid" int, words int,
+       "htmlChars" int, truncated boolean)
+ON CONFLICT (keyword_id, locale, url) DO UPDATE SET
+       crawled_at = EXCLUDED.crawled_at, lang = EXCLUDED.lang, title = EXCLUDED.title,
+       main_text = EXCLUDED.main_text, headings = EXCLUDED.headings, alt_texts = EXCLUDED.alt_texts,
+       anchors = EXCLUDED.anchors, json_ld = EXCLUDED.json_ld, json_ld_invalid = EXCLUDED.json_ld_invalid,
+       words = EXCLUDED.words, html_chars = EXCLUDED.html_chars, truncated = EXCLUDED.truncated
+RETURNING o.url, o.id
+"""
+
+# the competitors' corpusIds, read from the row as it is now (after the merge)
+REFERENCED = """
+SELECT (c.value ->> 'corpusId')::bigint
+  FROM keywords k, jsonb_array_elements(
+           CASE WHEN jsonb_typeof(k.serp -> %(locale)s -> 'competitors') = 'array'
+                THEN k.serp -> %(locale)s -> 'competitors' ELSE '[]'::jsonb END) AS c(value)
+ WHERE k.id = %(keyword_id)s AND jsonb_typeof(c.value) = 'object'
+   AND c.value ->> 'crawlStatus' = 'ok' AND jsonb_typeof(c.value -> 'corpusId') = 'number'
+"""
+
+DROP_UNREFERENCED = f"""
+DELETE FROM onpage_corpora
+ WHERE keyword_id = %(keyword_id)s AND locale = %(locale)s AND id <> ALL (ARRAY({REFERENCED})::bigint[])
+"""
+
+LOCALE_STATE = f"""
+SELECT k.keyword, k.serp -> %(locale)s -> 'competitors',
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('url', o.url, 'lang', o.lang, 'title', o.title,
+                                                     'text', o.main_text, 'headings', o.headings)), '[]')
+          FROM onpage_corpora o
+         WHERE o.keyword_id = k.id AND o.locale = %(locale)s AND o.id = ANY (ARRAY({REFERENCED})::bigint[]))
+  FROM keywords k WHERE k.id = %(keyword_id)s
+"""
+
+UPSERT_PROFILE = """
+INSERT INTO keyword_profiles (keyword_id, locale, computed_at, profile)
+VALUES (%(keyword_id)s, %(locale)s, %(computed_at)s, %(profile)s::jsonb)
+ON CONFLICT (keyword_id, locale) DO UPDATE SET computed_at = EXCLUDED.computed_at, profile = EXCLUDED.profile
+"""
+
+
+async def save_corpora(
+    conn: AsyncConnection, keyword_id: int, locale: str, corpora: dict[str, tuple[PageCorpus, str]]
+) -> dict[str, int]:
+    """Upsert {url: (corpus, crawledAt)}; {url: corpus id}."""
+    if not corpora:
+        return {}
+    rows = [{**c.to_json(), "url": url, "crawledAt": at} for url, (c, at) in corpora.items()]
+    cur = await conn.execute(
+        UPSERT_CORPORA, {"keyword_id": keyword_id, "locale": locale, "rows": json.dumps(rows, ensure_ascii=False)}
+    )
+    return {url: cid for url, cid in await cur.fetchall()}
+
+
+async def drop_unreferenced(conn: AsyncConnection, keyword_id: int, locale: str) -> int:
+    cur = await conn.execute(DROP_UNREFERENCED, {"keyword_id": keyword_id, "locale": locale})
+    return cur.rowcount
+
+
+async def refresh_profile(
+    conn: AsyncConnection,
+    keyword_id: int,
+    locale: str,
+    computed_at: datetime,
+    *,
+    min_pages: int,
+    max_terms: int,
+) -> dict | None:
+    """Recompute and store the locale's profile from the row as it is now; None (and no
+    profile) when the keyword or its locale is gone."""
+    row = await (await conn.execute(LOCALE_STATE, {"keyword_id": keyword_id, "locale": locale})).fetchone()
+    if row is None or not isinstance(row[1], list):
+        await conn.execute("DELETE FROM keyword_profiles WHERE keyword_id = %s AND locale = %s", (keyword_id, locale))
+        return None
+    keyword, competitors, corpora = row
+    pages = {
+        c["url"]: profile.ProfilePage(
+            c["url"],
+            c["lang"],
+            c["title"],
+            c["text"],
+            [h.get("text", "") for h in c["headings"] if isinstance(h, dict)],
+        )
+        for c in corpora
+    }
+    computed = profile.compute(
+        locale, [c for c in competitors if isinstance(c, dict)], pages, min_pages=min_pages, max_terms=max_terms
+    )
+    value = {"keywordId": keyword_id, "keyword": keyword, "computedAt": computed_at.isoformat(), **computed}
+    await conn.execute(
+        UPSERT_PROFILE,
+        {
+            "keyword_id": keyword_id,
+            "locale": locale,
+            "computed_at": computed_at,
+            "profile": json.dumps(value, ensure_ascii=False),
+        },
+    )
+    return value
+
+
+async def get_profile(conn: AsyncConnection, keyword_id: int, locale: str) -> dict | None:
+    row = await (
+        await conn.execute(
+            "SELECT profile FROM keyword_profiles WHERE keyword_id = %s AND locale = %s", (keyword_id, locale)
+        )
+    ).fetchone()
+    return row[0] if row else None
+
+
+async def keyword_locales(conn: AsyncConnection, keyword_id: int) -> list[str] | None:
+    """The locales of a keyword's SERP (None: no such keyword)."""
+    row = await (
+        await conn.execute(
+            "SELECT ARRAY(SELECT jsonb_object_keys(serp) ORDER BY 1) FROM keywords WHERE id = %s", (keyword_id,)
+        )
+    ).fetchone()
+    return list(row[0]) if row else None

@@ -1,0 +1,136 @@
+"""A keyword's semantic profile per locale (docs/onpage.md, "Semantic profile"), as JSON and as a
+dashboard page:
+
+GET /api/keywords/{id}/profile?locale=fr-FR          the profile the last crawl_onpage computed
+GET /dashboard/keywords                              the keywords, their locales and profiles
+GET /dashboard/keywords/{id}/profile?locale=fr-FR    the same profile, as a page
+
+A malformed locale is a 422, an unknown keyword, a locale the keyword has no SERP in, or a
+profile not computed yet a 404; each `detail` says which.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
+
+from cannaspider.firecrawl import store
+from cannaspider.firecrawl.keywords_file import normalize_locale
+from cannaspider.web.dashboard import templates
+
+api_router = APIRouter(prefix="/api", tags=["keywords"])
+page_router = APIRouter(prefix="/dashboard", include_in_schema=False)
+
+KEYWORDS = """
+SELECT k.id, k.keyword, ARRAY(SELECT jsonb_object_keys(k.serp) ORDER BY 1) AS locales,
+       coalesce((SELECT jsonb_object_agg(p.locale, jsonb_build_object(
+                     'computedAt', p.computed_at, 'ok', p.profile -> 'completeness' -> 'ok',
+                     'competitors', p.profile -> 'completeness' -> 'competitors'))
+                   FROM keyword_profiles p WHERE p.keyword_id = k.id), '{}') AS profiles
+  FROM keywords k ORDER BY lower(k.keyword), k.id LIMIT %s
+"""
+KEYWORDS_SHOWN = 500
+
+
+class BlockedPageOut(BaseModel):
+    url: str
+    httpStatus: int | None = None
+    action: str = Field(description='always "to retry through a proxy"')
+
+
+class MissingPageOut(BaseModel):
+    url: str
+    status: str = Field(description="timeout, empty, fetch_error, or not_crawled")
+    error: str | None = None
+
+
+class CompletenessOut(BaseModel):
+    competitors: int = Field(description="unique competitor URLs of the locale's SERP snapshot")
+    ok: int = Field(description="pages with a corpus (crawlStatus ok): the profile's documents")
+    share: float | None = Field(description="ok / competitors")
+    statuses: dict[str, int]
+    blocked: list[BlockedPageOut]
+    missing: list[MissingPageOut]
+
+
+class ProfilePageOut(BaseModel):
+    url: str
+    position: int | None = None
+    lang: str | None = None
+    tokens: int = Field(description="L(d): tokens of its title and main text")
+    terms: int = Field(description="distinct terms it uses")
+
+
+class TermOut(BaseModel):
+    term: str
+    words: int = Field(description="1, 2 or 3")
+    weight: float = Field(description="idf × mean tf over the SERP (docs/onpage.md)")
+    pages: int = Field(description="competitor pages that use it (df)")
+    inTitle: int
+    inHeadings: int
+    inBody: int
+    occurrences: int = Field(description="in titles and main texts, all pages together")
+
+
+class ProfileOut(BaseModel):
+    keywordId: int
+    keyword: str
+    locale: str
+    language: str | None
+    computedAt: str
+    formula: str
+    completeness: CompletenessOut
+    pages: list[ProfilePageOut]
+    terms: list[TermOut]
+
+
+async def load_profile(request: Request, keyword_id: int, locale: str) -> dict:
+    """The stored profile, or an HTTPException saying why there is none."""
+    wanted = normalize_locale(locale)
+    if wanted is None:
+        raise HTTPException(422, f"locale must look like 'fr-FR', 'en-US' or 'fr', got {locale!r}")
+    async with request.app.state.pool.connection() as conn:
+        locales = await store.keyword_locales(conn, keyword_id)
+        if locales is None:
+            raise HTTPException(404, f"keyword {keyword_id} does not exist")
+        if wanted not in locales:
+            known = ", ".join(locales) or "none"
+            raise HTTPException(404, f"keyword {keyword_id} has no SERP in locale {wanted} (its locales: {known})")
+        found = await store.get_profile(conn, keyword_id, wanted)
+    if found is None:
+        raise HTTPException(
+            404, f"keyword {keyword_id} has no semantic profile in {wanted} yet: crawl_onpage computes it"
+        )
+    return found
+
+
+@api_router.get(
+    "/keywords/{keyword_id}/profile",
+    response_model=ProfileOut,
+    responses={404: {"description": "unknown keyword, locale not in its SERP, or no profile yet"}},
+)
+async def get_keyword_profile(
+    request: Request,
+    keyword_id: int = Path(ge=1),
+    locale: str = Query(max_length=20, description="the SERP locale, e.g. fr-FR"),
+) -> dict:
+    """The semantic profile of a keyword in one locale, as the last `crawl_onpage` computed it:
+    shared terms and phrases weighted by TF-IDF over the SERP, their coverage, and completeness."""
+    return await load_profile(request, keyword_id, locale)
+
+
+@page_router.get("/keywords", response_class=HTMLResponse)
+async def keywords_page(request: Request) -> HTMLResponse:
+    async with request.app.state.pool.connection() as conn:
+        rows = await (await conn.execute(KEYWORDS, (KEYWORDS_SHOWN,))).fetchall()
+    keywords = [{"id": r[0], "keyword": r[1], "locales": r[2], "profiles": r[3]} for r in rows]
+    return templates.TemplateResponse(request, "keywords.html", {"keywords": keywords, "nav": "keywords"})
+
+
+@page_router.get("/keywords/{keyword_id}/profile", response_class=HTMLResponse)
+async def profile_page(
+    request: Request, keyword_id: int = Path(ge=1), locale: str = Query(max_length=20)
+) -> HTMLResponse:
+    found = await load_profile(request, keyword_id, locale)
+    return templates.TemplateResponse(request, "profile.html", {"p": found, "nav": "keywords"})
