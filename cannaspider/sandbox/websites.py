@@ -158,6 +158,77 @@ async def menu_page(request: web.Request) -> web.Response:
     )
 
 
+ARTICLES = {
+    "fr": {
+        "menu": ("Accueil", "Boutique", "Blog", "Contact"),
+        "cookies": "Ce site utilise des cookies pour mesurer son audience. Accepter ou refuser les cookies.",
+        "h1": "Huile de CBD : le guide complet",
+        "sections": (
+            (
+                "Qu'est-ce que l'huile de CBD ?",
+                "L'huile de CBD est extraite du chanvre. Elle contient du cannabidiol, une molécule naturelle "
+                "qui ne provoque pas d'effet psychotrope. L'huile de CBD se prend sous la langue, goutte à goutte.",
+            ),
+            (
+                "Les bienfaits de l'huile de CBD",
+                "Beaucoup de consommateurs utilisent l'huile de CBD pour le sommeil et contre le stress. "
+                "Les études sur le chanvre et le cannabidiol restent encore limitées, mais prometteuses.",
+            ),
+            (
+                "Quel dosage choisir ?",
+                "Commencez par un dosage faible d'huile de CBD, puis augmentez progressivement selon vos besoins. "
+                "Une huile de CBD à 10 % convient à la plupart des débutants.",
+            ),
+        ),
+        "alt": "Flacon d'huile de CBD",
+        "footer": "Mentions légales · Plan du site · © 2026 Chanvre & Co",
+    },
+    "en": {
+        "menu": ("Home", "Shop", "Blog", "Contact"),
+        "cookies": "We use cookies to measure our audience. Accept or reject cookies.",
+        "h1": "CBD oil: the complete guide",
+        "sections": (
+            (
+                "What is CBD oil?",
+                "CBD oil is extracted from hemp. It contains cannabidiol, a natural molecule that does not "
+                "make you high. CBD oil is taken under the tongue, drop by drop.",
+            ),
+            (
+                "The benefits of CBD oil",
+                "Many people take CBD oil for sleep and against stress. Research on hemp and cannabidiol is "
+                "still limited, but promising.",
+            ),
+            (
+                "Which dosage to choose?",
+                "Start with a low dosage of CBD oil, then raise it slowly as you need. A 10 % CBD oil suits "
+                "most beginners.",
+            ),
+        ),
+        "alt": "A bottle of CBD oil",
+        "footer": "Legal notice · Sitemap · © 2026 Hemp & Co",
+    },
+}
+
+
+def _article(lang: str) -> str:
+    a = ARTICLES[lang]
+    menu = "".join(f'<li><a href="/{m.lower()}">{m}</a></li>' for m in a["menu"])
+    sections = "".join(f"<h2>{h}</h2><p>{t}</p>" for h, t in a["sections"])
+    json_ld = (
+        '{"@context":"https://schema.org","@graph":[{"@type":"Article","headline":"' + a["h1"] + '",'
+        '"inLanguage":"' + lang + '","author":{"@type":"Organization","name":"Hemp & Co"}},'
+        '{"@type":"BreadcrumbList","itemListElement":[{"@type":"ListItem","position":1,"name":"Blog"}]}]}'
+    )
+    return (
+        f'<header><nav><ul>{menu}</ul></nav></header><div id="cookie-banner" class="cookie-consent">'
+        f"<p>{a['cookies']}</p><button>OK</button></div>"
+        f'<main><article><h1>{a["h1"]}</h1><img src="/img/bottle.jpg" alt="{a["alt"]}">{sections}'
+        f'<p>Source : <a href="https://example.org/study">{a["sections"][1][0]}</a></p></article></main>'
+        f'<script type="application/ld+json">{json_ld}</script>'
+        f"<footer><p>{a['footer']}</p></footer>"
+    )
+
+
 # --- competitor pages (targets for the Firecrawl sandbox) -------------------------------------
 COMPETITOR_PAGES: dict[str, tuple[int, str]] = {
     "page-a.html": (
@@ -204,6 +275,10 @@ COMPETITOR_PAGES: dict[str, tuple[int, str]] = {
             "Request unsuccessful. Incapsula incident ID: 0-123</iframe>",
         ),
     ),
+    # article pages with a site frame (menu, cookie banner, footer), images and JSON-LD: the
+    # semantic corpus's targets (docs/onpage.md, "Corpus")
+    "fr-guide.html": (200, _page("Huile de CBD : le guide complet", _article("fr"), "fr-FR")),
+    "en-guide.html": (200, _page("CBD oil: the complete guide", _article("en"))),
     "ratelimited.html": (429, "<html><head></head><body><h1>Too Many Requests</h1></body></html>"),
     "missing.html": (404, _page("404 Not Found", "<h1>Not Found</h1>")),
     "error.html": (500, _page("500", "<h1>Internal Server Error</h1>")),

@@ -215,3 +215,100 @@ def test_a_database_failure_fails_the_job_with_one_line(firecrawl):
         asyncio.run(jobs.crawl_keyword(1))
     assert str(exc.value) == "DatabaseSetupError: cannot connect to PostgreSQL at postgresql://u:***@h/db: refused"
     assert exc.value.retryable
+
+
+# -- the corpus and the semantic profile --------------------------------------------------------------------------
+def _json_ld_of(name: str) -> list:
+    """The page's JSON-LD as its source writes it, read without our parser."""
+    import json
+    import re
+
+    from cannaspider.sandbox.websites import COMPETITOR_PAGES
+
+    html = COMPETITOR_PAGES[name][1]
+    return [json.loads(m) for m in re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)]
+
+
+def test_ok_pages_get_a_corpus_row_the_snapshot_points_to_and_a_profile(db, firecrawl, sql):
+    en = competitors(
+        firecrawl.page("en-guide.html"),
+        firecrawl.page("en-guide.html?copy=1"),
+        firecrawl.page("page-a.html"),
+        firecrawl.page("blocked.html"),
+    )
+    k = add_keyword(db, "cbd oil", {"en-US": en, "fr-FR": competitors(firecrawl.page("fr-guide.html"))})
+    results, _, _ = run_jobs(db, firecrawl.url, [k])
+    assert results[k] == {"crawled": 4, "blocked": 1, "failed": 0}
+    serp = serp_of(db, k)
+    rows = {
+        (loc, url.rsplit("/", 1)[-1]): (cid, lang, text, json_ld)
+        for cid, loc, url, lang, text, json_ld in sql(
+            "SELECT id, locale, url, lang, main_text, json_ld FROM onpage_corpora WHERE keyword_id = %s", (k,)
+        )
+    }
+    assert set(rows) == {
+        ("en-US", "en-guide.html"),
+        ("en-US", "en-guide.html?copy=1"),
+        ("en-US", "page-a.html"),
+        ("fr-FR", "fr-guide.html"),
+    }
+    pointers = {c["url"].rsplit("/", 1)[-1]: c.get("corpusId") for c in serp["en-US"]["competitors"]}
+    assert pointers["blocked.html"] is None
+    assert pointers["en-guide.html"] == rows[("en-US", "en-guide.html")][0]
+    assert serp["fr-FR"]["competitors"][0]["corpusId"] == rows[("fr-FR", "fr-guide.html")][0]
+    _, lang, text, json_ld = rows[("en-US", "en-guide.html")]
+    assert lang == "en" and text.startswith("CBD oil: the complete guide\n")
+    assert "Legal notice" not in text and "cookies" not in text and "Shop" not in text  # footer, banner, menu
+    assert json_ld == _json_ld_of("en-guide.html")  # the objects themselves, through jsonb
+    assert rows[("fr-FR", "fr-guide.html")][1] == "fr"
+    assert "Footer A" not in rows[("en-US", "page-a.html")][2]
+
+    profiles = dict(sql("SELECT locale, profile FROM keyword_profiles WHERE keyword_id = %s", (k,)))
+    en_profile, fr_profile = profiles["en-US"], profiles["fr-FR"]
+    assert en_profile["keyword"] == "cbd oil" and en_profile["keywordId"] == k
+    assert en_profile["completeness"]["competitors"] == 4 and en_profile["completeness"]["ok"] == 3
+    assert [b["url"] for b in en_profile["completeness"]["blocked"]] == [firecrawl.page("blocked.html")]
+    cbd_oil = next(t for t in en_profile["terms"] if t["term"] == "cbd oil")
+    assert cbd_oil["pages"] == 2 and cbd_oil["inTitle"] == 2 and cbd_oil["inHeadings"] == 2
+    assert "widgets" not in {t["term"] for t in en_profile["terms"]}  # page A's alone: not shared
+    assert {"huile de cbd", "chanvre"} <= {t["term"] for t in fr_profile["terms"]}  # one page: all its terms
+    assert fr_profile["language"] == "fr" and "de" not in {t["term"] for t in fr_profile["terms"]}
+
+
+def test_a_page_no_longer_ok_loses_its_corpus_and_other_locales_keep_theirs(db, firecrawl, sql):
+    k = add_keyword(
+        db,
+        "cbd oil",
+        {
+            "en-US": competitors(firecrawl.page("en-guide.html"), firecrawl.page("page-a.html")),
+            "fr-FR": competitors(firecrawl.page("fr-guide.html")),
+            "de-DE": {"competitors": [{"position": 1, "title": "no URL: not crawled"}]},
+        },
+    )
+    run_jobs(db, firecrawl.url, [k])
+    # another locale's rows, written by someone else: a crawl of en-US and fr-FR never touches them
+    sql(
+        "INSERT INTO onpage_corpora (keyword_id, locale, url, crawled_at, main_text)"
+        " VALUES (%s, 'de-DE', 'x', now(), 't')",
+        (k,),
+    )
+    sql("INSERT INTO keyword_profiles (keyword_id, locale, profile) VALUES (%s, 'de-DE', '{\"mine\": 1}')", (k,))
+    before = dict(sql("SELECT url, id FROM onpage_corpora WHERE keyword_id = %s", (k,)))
+    # page A now answers 403 (the snapshot re-imported with the blocked page at its place)
+    sql(
+        "UPDATE keywords SET serp = jsonb_set(serp, '{en-US,competitors,1,url}', to_jsonb(%s::text)) WHERE id = %s",
+        (firecrawl.page("blocked.html"), k),
+    )
+    fr_profile_before = sql("SELECT computed_at FROM keyword_profiles WHERE keyword_id = %s AND locale = 'fr-FR'", (k,))
+    run_jobs(db, firecrawl.url, [k])
+    after = dict(sql("SELECT url, id FROM onpage_corpora WHERE keyword_id = %s", (k,)))
+    assert firecrawl.page("page-a.html") not in after  # nothing points to it any more
+    assert after[firecrawl.page("en-guide.html")] == before[firecrawl.page("en-guide.html")]  # same row, updated
+    assert after[firecrawl.page("fr-guide.html")] == before[firecrawl.page("fr-guide.html")]
+    [(en_profile,)] = sql("SELECT profile FROM keyword_profiles WHERE keyword_id = %s AND locale = 'en-US'", (k,))
+    assert en_profile["completeness"]["ok"] == 1 and len(en_profile["completeness"]["blocked"]) == 1
+    assert fr_profile_before and len(sql("SELECT 1 FROM keyword_profiles WHERE keyword_id = %s", (k,))) == 3
+    assert sql("SELECT profile FROM keyword_profiles WHERE keyword_id = %s AND locale = 'de-DE'", (k,)) == [
+        ({"mine": 1},)
+    ]
+    assert after["x"] == before["x"]
