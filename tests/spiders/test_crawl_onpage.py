@@ -54,6 +54,34 @@ def test_crawl_writes_the_merge_and_the_feed(scrapy_env, db, sandbox, tmp_path):
     assert len(feeds) == 1 and len(feeds[0].read_text().splitlines()) == 3
 
 
+def test_crawl_stores_corpora_and_a_semantic_profile(scrapy_env, db, sandbox, sql):
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True)
+    k = add_keyword(
+        db,
+        "huile de cbd",
+        {
+            "fr-FR": competitors(fc.page("fr-guide.html"), fc.page("fr-guide.html?v=2"), fc.page("blocked.html")),
+            "en-US": competitors(fc.page("en-guide.html")),
+        },
+    )
+    result = crawl_onpage(onpage_env(scrapy_env, sandbox), "-a", f"keyword_id={k}")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"keyword {k} fr-FR: semantic profile of " in result.stderr
+    assert "from 2 of 3 page(s) (1 blocked: to retry through a proxy)" in result.stderr
+    corpora = sql("SELECT locale, lang, main_text FROM onpage_corpora WHERE keyword_id = %s ORDER BY url", (k,))
+    assert [(loc, lang) for loc, lang, _ in corpora] == [("en-US", "en"), ("fr-FR", "fr"), ("fr-FR", "fr")]
+    assert all("Mentions légales" not in text and "Accueil" not in text for _, _, text in corpora)
+    profiles = dict(sql("SELECT locale, profile FROM keyword_profiles WHERE keyword_id = %s", (k,)))
+    fr = profiles["fr-FR"]
+    assert fr["completeness"]["ok"] == 2 and fr["completeness"]["blocked"][0]["url"] == fc.page("blocked.html")
+    top = {t["term"]: t for t in fr["terms"]}
+    assert top["huile de cbd"]["pages"] == 2 and top["huile de cbd"]["inTitle"] == 2
+    assert fr["terms"][0]["weight"] >= top["huile de cbd"]["weight"] > 0
+    serp = serp_of(db, k)
+    assert [bool(c.get("corpusId")) for c in serp["fr-FR"]["competitors"]] == [True, True, False]
+
+
 def test_missing_url_is_one_line_and_a_non_zero_exit(scrapy_env, db):
     env = {k: v for k, v in scrapy_env.items() if k != "FIRECRAWL_API_URL"}
     k = add_keyword(db, "nourl", {"en-US": competitors("https://example.com/")})
