@@ -10,6 +10,15 @@ The figures are the crawls' own durations (Scrapy's elapsed_time_seconds, start-
 The sandbox's Firecrawl, like a real worker process, renders 8 pages at a time: past 4 keywords
 the floor is Firecrawl's queue (ceil(2N / 8) × slow: two slow pages a keyword), not the spider.
 With a 3 s poll, a batch is seen done up to 3 s after it is: compare with --poll 0.5.
+
+Before the crawls, the cost of reading the pages, in this process: a SERP of ten rendered pages
+(the captured Firecrawl documents, the sandbox's article pages and full-size article pages with
+a site frame: menus, cookie banner, sidebar, footer, scripts, JSON-LD, up to 130 KB of HTML),
+classified the way the job did before the corpus (challenge check + on-page parser: the baseline)
+and the way it does now (plus the corpus and the locale's semantic profile). It prints the time
+added per page; --parse-only stops there.
+
+    python benchmarks/onpage_concurrency.py --parse-only
 """
 
 from __future__ import annotations
@@ -19,8 +28,10 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -30,8 +41,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import bench_database  # noqa: E402
+from cannaspider.firecrawl import classify, onpage, profile  # noqa: E402
+from cannaspider.firecrawl.batch import PageOutcome  # noqa: E402
 from cannaspider.sandbox.catalog import CatalogConfig  # noqa: E402
 from cannaspider.sandbox.server import Sandbox  # noqa: E402
+from cannaspider.sandbox.websites import ARTICLES, COMPETITOR_PAGES  # noqa: E402
 
 PAGES = ("page-a.html", "page-b.html", "blocked.html", "incapsula.html")
 
@@ -90,12 +104,87 @@ def crawl(env: dict, ids: list[int], poll: float) -> float:
     return float(re.search(r"'elapsed_time_seconds': ([0-9.]+)", result.stderr).group(1))
 
 
+def full_size_page(lang: str, seed: int) -> str:
+    """A competitor article as big as real ones: the site frame around ~2,000 words of text."""
+    a = ARTICLES[lang]
+    menu = "".join(f'<li><a href="/c/{i}">{a["menu"][i % 4]} {i}</a></li>' for i in range(150))
+    body = []
+    for i in range(40):
+        heading, text = a["sections"][(i + seed) % 3]
+        body.append(f"<h{2 + i % 2}>{heading} ({i})</h{2 + i % 2}><p>{text} {text}</p>")
+        body.append(
+            f'<figure><img src="/img/{i}.jpg" alt="{a["alt"]} {i}"><figcaption>{a["alt"]}</figcaption></figure>'
+        )
+    footer = "".join(f'<a href="/f/{i}">{a["footer"][:20]} {i}</a> ' for i in range(80))
+    script = "<script>" + "var x=1;" * 6000 + "</script>"
+    return (
+        f'<!DOCTYPE html><html lang="{lang}"><head><title>{a["h1"]} #{seed}</title>{script}</head><body>'
+        f'<header><nav><ul>{menu}</ul></nav></header><div class="cookie-banner"><p>{a["cookies"]}</p></div>'
+        f"<main><article><h1>{a['h1']}</h1>{''.join(body)}</article></main>"
+        f"<aside><h3>Related</h3><ul>{menu[:3000]}</ul></aside>{COMPETITOR_PAGES[f'{lang}-guide.html'][1][-600:]}"
+        f"<footer>{footer}</footer>{script}</body></html>"
+    )
+
+
+def serp_pages() -> list[PageOutcome]:
+    captured = json.loads((ROOT / "tests" / "fixtures" / "firecrawl-v2" / "03_get_completed.json").read_text())
+    docs = [(d["metadata"]["sourceURL"], d["rawHtml"]) for d in captured["data"]]
+    docs += [(f"https://guide.example/{n}", COMPETITOR_PAGES[n][1]) for n in ("fr-guide.html", "en-guide.html")]
+    docs += [(f"https://big{i}.example/", full_size_page("fr" if i % 2 else "en", i)) for i in range(6)]
+    return [PageOutcome(url, doc={"rawHtml": html, "metadata": {"statusCode": 200}}) for url, html in docs]
+
+
+def baseline(page: PageOutcome) -> None:
+    """What the job did with a rendered page before the corpus: challenge check + on-page parser."""
+    assert page.doc is not None
+    html = page.doc["rawHtml"]
+    sel = onpage.selector(html)
+    classify.detect_challenge(sel)
+    onpage.parse(html, page.url, sel)
+
+
+def with_corpus(pages: list[PageOutcome]) -> None:
+    verdicts = {p.url: classify.classify(p) for p in pages}
+    corpora = {
+        u: profile.ProfilePage(u, v.corpus.lang, v.corpus.title, v.corpus.text, [h.text for h in v.corpus.headings])
+        for u, v in verdicts.items()
+        if v.corpus is not None
+    }
+    competitors = [{"url": p.url, "crawlStatus": "ok"} for p in pages]
+    profile.compute("en-US", competitors, corpora)
+
+
+def parse_cost(repeats: int) -> None:
+    pages = serp_pages()
+    with_corpus(pages)  # first use: trafilatura's and the stop lists' one-time loading
+    base, full = [], []
+    for _ in range(repeats):  # interleaved, so that both see the same machine load
+        t = time.perf_counter()
+        for p in pages:
+            baseline(p)
+        base.append((time.perf_counter() - t) / len(pages))
+        t = time.perf_counter()
+        with_corpus(pages)
+        full.append((time.perf_counter() - t) / len(pages))
+    b, f = statistics.median(base) * 1000, statistics.median(full) * 1000
+    sizes = sorted(len(p.doc["rawHtml"]) // 1000 for p in pages if p.doc)
+    print(f"parsing a SERP of {len(pages)} rendered pages ({sizes[0]}-{sizes[-1]} KB of HTML), median of {repeats}:")
+    print(f"  baseline (challenge check + on-page parser): {b:6.1f} ms per page")
+    print(f"  with the corpus and the semantic profile:    {f:6.1f} ms per page ({f / b:4.2f}x)")
+    print(f"  added by the corpus and the profile:         {f - b:6.1f} ms per page (budget 50 ms)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keywords", type=int, nargs="+", default=[3])
     parser.add_argument("--slow", type=float, default=3.0, help="seconds the slow competitor takes")
     parser.add_argument("--poll", type=float, default=3.0, help="FIRECRAWL_POLL_INTERVAL_S")
+    parser.add_argument("--parse-repeats", type=int, default=15, help="rounds of the parsing measurement")
+    parser.add_argument("--parse-only", action="store_true", help="measure the parsing cost only")
     args = parser.parse_args()
+    parse_cost(args.parse_repeats)
+    if args.parse_only:
+        return
     db_url = bench_database()
     with Sandbox(CatalogConfig(), proxy=False) as sandbox:
         urls = sandbox.urls
