@@ -136,3 +136,35 @@ def test_only_ok_pages_get_a_corpus():
     empty = {"rawHtml": COMPETITOR_PAGES["no-text.html"][1], "metadata": {"statusCode": 200}}
     assert classify.classify(PageOutcome("https://a.example/", doc=blocked)).corpus is None
     assert classify.classify(PageOutcome("https://b.example/", doc=empty)).corpus is None
+
+
+OFFLINE = """
+import socket
+def no_network(*args, **kwargs):
+    raise AssertionError("network used")
+socket.socket.connect = socket.socket.connect_ex = socket.create_connection = socket.getaddrinfo = no_network
+from cannaspider.firecrawl import corpus, onpage, profile, stopwords  # trafilatura, stop-words imported here
+from cannaspider.sandbox.websites import COMPETITOR_PAGES
+html = COMPETITOR_PAGES["fr-guide.html"][1]
+sel = onpage.selector(html)
+c = corpus.extract(sel, "https://fr.example/", onpage.parse(html, "https://fr.example/", sel))
+page = profile.ProfilePage(c.url, c.lang, c.title, c.text, [h.text for h in c.headings])
+p = profile.compute("fr-FR", [{"url": c.url, "crawlStatus": "ok"}], {c.url: page})
+assert c.lang == "fr" and "chanvre" in {t["term"] for t in p["terms"]}, p
+assert stopwords.stop_words_for("en") and stopwords.stop_words_for("fr")
+print("offline ok")
+"""
+
+
+def test_extraction_and_profile_need_no_network(tmp_path):
+    """trafilatura and the stop-word lists run on what their packages ship: with every socket
+    refused (from before their import), a page still gives its corpus and profile."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", OFFLINE], cwd=root, capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin"}
+    )
+    assert result.returncode == 0 and "offline ok" in result.stdout, result.stderr[-2000:]
