@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass
 
 import trafilatura
@@ -26,6 +27,7 @@ from cannaspider.firecrawl import onpage, stopwords, terms
 from cannaspider.firecrawl.items import Anchor, Heading, OnpageFields, PageCorpus
 
 logger = logging.getLogger(__name__)
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -93,10 +95,17 @@ def _items(values: list[str], limits: CorpusLimits) -> tuple[list[str], bool]:
 
 
 def cut_html(html: str, limits: CorpusLimits) -> tuple[str, bool]:
-    """The part of the HTML every parser reads: a 20 MB page is cut, not parsed whole."""
-    if len(html) <= limits.max_html_chars:
-        return html, False
-    return html[: limits.max_html_chars], True
+    """The part of the HTML every parser reads: a 20 MB page is cut, not parsed whole. A lone
+    surrogate (Firecrawl's JSON may escape one, `\\ud800`) becomes U+FFFD: lxml cannot encode
+    it, and one such character would otherwise fail the whole locale's crawl."""
+    cut = len(html) > limits.max_html_chars
+    if cut:
+        html = html[: limits.max_html_chars]
+    try:
+        html.encode("utf-8")
+    except UnicodeEncodeError:
+        html = LONE_SURROGATE.sub("\ufffd", html)  # a str holds pairs combined: what is left is lone
+    return html, cut
 
 
 def extract(

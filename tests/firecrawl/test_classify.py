@@ -109,3 +109,21 @@ def test_empty_rendered_page_and_threshold():
     empty = classify(page("<html><body><script>var a = 'not text';</script></body></html>"))
     assert (empty.status, empty.error) == ("empty", "no usable text on the rendered page")
     assert empty.onpage is not None  # the analyst still sees its title, meta, etc.
+
+
+def test_a_lone_surrogate_in_the_rendered_html_is_replaced_not_a_crash():
+    """Firecrawl's JSON can carry a lone surrogate escape (\\ud800) that lxml cannot encode: the
+    page used to raise out of classify and fail its whole locale."""
+    import json
+
+    from cannaspider.firecrawl.batch import PageOutcome
+    from cannaspider.firecrawl.classify import classify
+
+    doc = json.loads(
+        '{"rawHtml": "<html lang=\\"en\\"><body><main><h1>Hemp \\ud800 oil</h1><p>Hemp oil guide.</p></main>'
+        '</body></html>", "metadata": {"statusCode": 200}}'
+    )
+    verdict = classify(PageOutcome("https://s.example/", doc=doc))
+    assert verdict.status == "ok" and verdict.corpus is not None
+    assert verdict.onpage is not None and verdict.onpage.headings[0].text == "Hemp \ufffd oil"
+    json.dumps(verdict.corpus.to_json(), ensure_ascii=False).encode("utf-8")  # storable as UTF-8
