@@ -39,12 +39,27 @@ class CorpusLimits:
 
     @classmethod
     def from_settings(cls, settings) -> CorpusLimits:
-        return cls(
-            max_html_chars=settings.getint("ONPAGE_MAX_HTML_CHARS"),
-            max_text_chars=settings.getint("ONPAGE_CORPUS_MAX_CHARS"),
-            max_items=settings.getint("ONPAGE_CORPUS_MAX_ITEMS"),
-            max_item_chars=settings.getint("ONPAGE_CORPUS_MAX_ITEM_CHARS"),
-        )
+        """ValueError naming the setting when one is not a positive integer (a 0 would keep
+        nothing of every page, silently)."""
+        values = {}
+        for attr, name in (
+            ("max_html_chars", "ONPAGE_MAX_HTML_CHARS"),
+            ("max_text_chars", "ONPAGE_CORPUS_MAX_CHARS"),
+            ("max_items", "ONPAGE_CORPUS_MAX_ITEMS"),
+            ("max_item_chars", "ONPAGE_CORPUS_MAX_ITEM_CHARS"),
+        ):
+            values[attr] = positive_setting(settings, name)
+        return cls(**values)
+
+
+def positive_setting(settings, name: str) -> int:
+    try:
+        value = settings.getint(name)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {settings.get(name)!r}")
+    return value
 
 
 def storable(value: object) -> object:

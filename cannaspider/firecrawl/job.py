@@ -26,7 +26,7 @@ from cannaspider.firecrawl import classify, merge, store
 from cannaspider.firecrawl.api import FirecrawlError
 from cannaspider.firecrawl.batch import BatchOutcome, run_batch
 from cannaspider.firecrawl.client import FirecrawlClient
-from cannaspider.firecrawl.corpus import CorpusLimits
+from cannaspider.firecrawl.corpus import CorpusLimits, positive_setting
 from cannaspider.firecrawl.items import CompetitorPage, PageCorpus
 
 logger = logging.getLogger(__name__)
@@ -69,8 +69,8 @@ class OnpageConfig:
             batch_max_urls=settings.getint("FIRECRAWL_BATCH_MAX_URLS", 25),
             min_words=settings.getint("ONPAGE_MIN_WORDS", 1),
             corpus=CorpusLimits.from_settings(settings),
-            profile_min_pages=settings.getint("PROFILE_MIN_PAGES"),
-            profile_max_terms=settings.getint("PROFILE_MAX_TERMS"),
+            profile_min_pages=positive_setting(settings, "PROFILE_MIN_PAGES"),
+            profile_max_terms=positive_setting(settings, "PROFILE_MAX_TERMS"),
         )
 
     def __repr__(self) -> str:  # the key must never reach a log through a repr

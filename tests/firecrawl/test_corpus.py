@@ -168,3 +168,23 @@ def test_extraction_and_profile_need_no_network(tmp_path):
         [sys.executable, "-c", OFFLINE], cwd=root, capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin"}
     )
     assert result.returncode == 0 and "offline ok" in result.stdout, result.stderr[-2000:]
+
+
+def test_limits_come_from_the_settings_and_refuse_zero():
+    import pytest
+    from scrapy.settings import Settings
+
+    from cannaspider.firecrawl.job import OnpageConfig
+
+    settings = Settings()
+    settings.setmodule("cannaspider.settings")
+    config = OnpageConfig.from_settings(settings)
+    assert config.corpus == corpus.CorpusLimits(5_000_000, 200_000, 500, 500)
+    assert (config.profile_min_pages, config.profile_max_terms) == (2, 200)
+    settings.set("ONPAGE_CORPUS_MAX_CHARS", 0)
+    with pytest.raises(ValueError, match="ONPAGE_CORPUS_MAX_CHARS must be a positive integer, got 0"):
+        OnpageConfig.from_settings(settings)
+    settings.set("ONPAGE_CORPUS_MAX_CHARS", 1000)
+    settings.set("PROFILE_MAX_TERMS", "many")
+    with pytest.raises(ValueError, match="PROFILE_MAX_TERMS must be a positive integer, got 'many'"):
+        OnpageConfig.from_settings(settings)
