@@ -107,20 +107,18 @@ def crawl(env: dict, ids: list[int], poll: float) -> float:
 def full_size_page(lang: str, seed: int) -> str:
     """A competitor article as big as real ones: the site frame around ~2,000 words of text."""
     a = ARTICLES[lang]
-    menu = "".join(f'<li><a href="/c/{i}">{a["menu"][i % 4]} {i}</a></li>' for i in range(150))
+    menu = "".join(f'<li><a href="/c/{i}">{a.menu[i % 4]} {i}</a></li>' for i in range(150))
     body = []
     for i in range(40):
-        heading, text = a["sections"][(i + seed) % 3]
+        heading, text = a.sections[(i + seed) % 3]
         body.append(f"<h{2 + i % 2}>{heading} ({i})</h{2 + i % 2}><p>{text} {text}</p>")
-        body.append(
-            f'<figure><img src="/img/{i}.jpg" alt="{a["alt"]} {i}"><figcaption>{a["alt"]}</figcaption></figure>'
-        )
-    footer = "".join(f'<a href="/f/{i}">{a["footer"][:20]} {i}</a> ' for i in range(80))
+        body.append(f'<figure><img src="/img/{i}.jpg" alt="{a.alt} {i}"><figcaption>{a.alt}</figcaption></figure>')
+    footer = "".join(f'<a href="/f/{i}">{a.footer[:20]} {i}</a> ' for i in range(80))
     script = "<script>" + "var x=1;" * 6000 + "</script>"
     return (
-        f'<!DOCTYPE html><html lang="{lang}"><head><title>{a["h1"]} #{seed}</title>{script}</head><body>'
-        f'<header><nav><ul>{menu}</ul></nav></header><div class="cookie-banner"><p>{a["cookies"]}</p></div>'
-        f"<main><article><h1>{a['h1']}</h1>{''.join(body)}</article></main>"
+        f'<!DOCTYPE html><html lang="{lang}"><head><title>{a.h1} #{seed}</title>{script}</head><body>'
+        f'<header><nav><ul>{menu}</ul></nav></header><div class="cookie-banner"><p>{a.cookies}</p></div>'
+        f"<main><article><h1>{a.h1}</h1>{''.join(body)}</article></main>"
         f"<aside><h3>Related</h3><ul>{menu[:3000]}</ul></aside>{COMPETITOR_PAGES[f'{lang}-guide.html'][1][-600:]}"
         f"<footer>{footer}</footer>{script}</body></html>"
     )

@@ -111,3 +111,4 @@ class CompetitorPage:
     crawled_at: str  # ISO 8601, UTC
     error: str | None = None  # why it is not ok (Firecrawl's code, a challenge vendor, an HTTP reason)
     onpage: OnpageFields | None = None  # parsed fields (ok and empty pages)
+    corpus_id: int | None = None  # its row in onpage_corpora (ok pages)

@@ -245,7 +245,8 @@ class OnpageJobs:
         pool: AsyncConnectionPool = await self.pool()
         async with pool.connection() as conn, conn.transaction():
             # corpora, their ids in the competitors, stale corpora dropped and the profile, at once
-            for url, corpus_id in (await store.save_corpora(conn, keyword_id, locale, corpora)).items():
+            corpus_ids = await store.save_corpora(conn, keyword_id, locale, corpora)
+            for url, corpus_id in corpus_ids.items():
                 updates[url]["corpusId"] = corpus_id
             if not await merge.merge_locale(conn, keyword_id, locale, updates):
                 logger.warning("%s: the keyword or its locale was removed during the crawl: nothing merged", label)
@@ -269,5 +270,6 @@ class OnpageJobs:
                 f" ({len(done['blocked'])} blocked: to retry through a proxy)" if done["blocked"] else "",
             )
         for item in pages:
+            item.corpus_id = corpus_ids.get(item.url)
             self.emit(item)
         return counts

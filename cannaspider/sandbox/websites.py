@@ -16,6 +16,7 @@ import asyncio
 import io
 import re
 from collections import deque
+from dataclasses import dataclass
 from functools import lru_cache
 
 from aiohttp import web
@@ -158,12 +159,24 @@ async def menu_page(request: web.Request) -> web.Response:
     )
 
 
+@dataclass(frozen=True)
+class Article:
+    """An article page's words, in one language (the corpus's sandbox targets)."""
+
+    menu: tuple[str, ...]
+    cookies: str
+    h1: str
+    sections: tuple[tuple[str, str], ...]  # (h2, paragraph)
+    alt: str
+    footer: str
+
+
 ARTICLES = {
-    "fr": {
-        "menu": ("Accueil", "Boutique", "Blog", "Contact"),
-        "cookies": "Ce site utilise des cookies pour mesurer son audience. Accepter ou refuser les cookies.",
-        "h1": "Huile de CBD : le guide complet",
-        "sections": (
+    "fr": Article(
+        menu=("Accueil", "Boutique", "Blog", "Contact"),
+        cookies="Ce site utilise des cookies pour mesurer son audience. Accepter ou refuser les cookies.",
+        h1="Huile de CBD : le guide complet",
+        sections=(
             (
                 "Qu'est-ce que l'huile de CBD ?",
                 "L'huile de CBD est extraite du chanvre. Elle contient du cannabidiol, une molécule naturelle "
@@ -180,14 +193,14 @@ ARTICLES = {
                 "Une huile de CBD à 10 % convient à la plupart des débutants.",
             ),
         ),
-        "alt": "Flacon d'huile de CBD",
-        "footer": "Mentions légales · Plan du site · © 2026 Chanvre & Co",
-    },
-    "en": {
-        "menu": ("Home", "Shop", "Blog", "Contact"),
-        "cookies": "We use cookies to measure our audience. Accept or reject cookies.",
-        "h1": "CBD oil: the complete guide",
-        "sections": (
+        alt="Flacon d'huile de CBD",
+        footer="Mentions légales · Plan du site · © 2026 Chanvre & Co",
+    ),
+    "en": Article(
+        menu=("Home", "Shop", "Blog", "Contact"),
+        cookies="We use cookies to measure our audience. Accept or reject cookies.",
+        h1="CBD oil: the complete guide",
+        sections=(
             (
                 "What is CBD oil?",
                 "CBD oil is extracted from hemp. It contains cannabidiol, a natural molecule that does not "
@@ -204,28 +217,28 @@ ARTICLES = {
                 "most beginners.",
             ),
         ),
-        "alt": "A bottle of CBD oil",
-        "footer": "Legal notice · Sitemap · © 2026 Hemp & Co",
-    },
+        alt="A bottle of CBD oil",
+        footer="Legal notice · Sitemap · © 2026 Hemp & Co",
+    ),
 }
 
 
 def _article(lang: str) -> str:
     a = ARTICLES[lang]
-    menu = "".join(f'<li><a href="/{m.lower()}">{m}</a></li>' for m in a["menu"])
-    sections = "".join(f"<h2>{h}</h2><p>{t}</p>" for h, t in a["sections"])
+    menu = "".join(f'<li><a href="/{m.lower()}">{m}</a></li>' for m in a.menu)
+    sections = "".join(f"<h2>{h}</h2><p>{t}</p>" for h, t in a.sections)
     json_ld = (
-        '{"@context":"https://schema.org","@graph":[{"@type":"Article","headline":"' + a["h1"] + '",'
+        '{"@context":"https://schema.org","@graph":[{"@type":"Article","headline":"' + a.h1 + '",'
         '"inLanguage":"' + lang + '","author":{"@type":"Organization","name":"Hemp & Co"}},'
         '{"@type":"BreadcrumbList","itemListElement":[{"@type":"ListItem","position":1,"name":"Blog"}]}]}'
     )
     return (
         f'<header><nav><ul>{menu}</ul></nav></header><div id="cookie-banner" class="cookie-consent">'
-        f"<p>{a['cookies']}</p><button>OK</button></div>"
-        f'<main><article><h1>{a["h1"]}</h1><img src="/img/bottle.jpg" alt="{a["alt"]}">{sections}'
-        f'<p>Source : <a href="https://example.org/study">{a["sections"][1][0]}</a></p></article></main>'
+        f"<p>{a.cookies}</p><button>OK</button></div>"
+        f'<main><article><h1>{a.h1}</h1><img src="/img/bottle.jpg" alt="{a.alt}">{sections}'
+        f'<p>Source : <a href="https://example.org/study">{a.sections[1][0]}</a></p></article></main>'
         f'<script type="application/ld+json">{json_ld}</script>'
-        f"<footer><p>{a['footer']}</p></footer>"
+        f"<footer><p>{a.footer}</p></footer>"
     )
 
 

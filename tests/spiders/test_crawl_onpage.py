@@ -42,6 +42,7 @@ def test_crawl_writes_the_merge_and_the_feed(scrapy_env, db, sandbox, tmp_path):
     page_b = next(i for i in items if i["url"].endswith("page-b.html"))
     assert page_b["keyword"] == "widgets" and page_b["keyword_id"] == k and page_b["http_status"] == 200
     assert page_b["onpage"]["title"] == "Competitor B - Widget Guide"
+    assert page_b["corpus_id"] == serp_of(db, k)["fr-FR"]["competitors"][0]["corpusId"] is not None
     assert page_b["onpage"]["headings"] == [{"level": 1, "text": "Widget Guide"}]
     serp = serp_of(db, k)
     assert [c["crawlStatus"] for c in serp["en-US"]["competitors"]] == ["ok", "blocked"]
