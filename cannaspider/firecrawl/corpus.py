@@ -141,7 +141,7 @@ def extract(
     anchors: list[Anchor] = []
     seen: set[tuple[str, str]] = set()
     for node, target in onpage.body_links(sel, base):
-        label = onpage.clean(node.root.text_content())
+        label = onpage.clean(node.text_content())
         if not label or (label, target) in seen:
             continue
         seen.add((label, target))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from urllib.parse import urljoin, urlsplit
 
+from lxml.html import HtmlElement
 from parsel import Selector
 
 from cannaspider.firecrawl.items import Heading, Hreflang, OnpageFields
@@ -116,14 +118,19 @@ def base_url(sel: Selector, url: str) -> str:
     return urljoin(url, base.strip()) if base else url
 
 
-def body_links(sel: Selector, base: str) -> Iterator[tuple[Selector, str]]:
-    """Each <a> of the body that leads to a web page, with its absolute http(s) target
-    (fragments, mailto:, tel:, javascript: and data: are not links to a page)."""
-    for node in sel.xpath("//body//a[@href]"):
-        href = (node.attrib.get("href") or "").strip()
+# a page's links resolved twice (its counts here, its anchors in corpus.py) and often alike
+_resolve = lru_cache(maxsize=8192)(urljoin)
+
+
+def body_links(sel: Selector, base: str) -> Iterator[tuple[HtmlElement, str]]:
+    """Each <a> of the body that leads to a web page (its lxml element, read directly: a parsel
+    Selector per link costs more than the rest), with its absolute http(s) target (fragments,
+    mailto:, tel:, javascript: and data: are not links to a page)."""
+    for node in sel.root.xpath("//body//a[@href]"):
+        href = (node.get("href") or "").strip()
         if not href or href.lower().startswith(NOT_LINKS):
             continue
-        target = urljoin(base, href)
+        target = _resolve(base, href)
         if target.startswith(("http://", "https://")):
             yield node, target
 
