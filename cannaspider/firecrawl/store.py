@@ -17,12 +17,15 @@ from psycopg import AsyncConnection
 from cannaspider.firecrawl import profile
 from cannaspider.firecrawl.items import PageCorpus
 
+# The keyword's row locked first (the merge that follows updates it anyway): a keyword deleted
+# during the crawl gets no corpus (rather than a foreign-key error failing the locale).
 UPSERT_CORPORA = """
+WITH k AS (SELECT id FROM keywords WHERE id = %(keyword_id)s FOR UPDATE)
 INSERT INTO onpage_corpora AS o (keyword_id, locale, url, crawled_at, lang, title, main_text, headings, alt_texts,
                                  anchors, json_ld, json_ld_invalid, words, html_chars, truncated)
-SELECT %(keyword_id)s, %(locale)s, r.url, r."crawledAt", r.lang, r.title, r.text, r.headings, r."altTexts",
+SELECT k.id, %(locale)s, r.url, r."crawledAt", r.lang, r.title, r.text, r.headings, r."altTexts",
        r.anchors, r."jsonLd", r."jsonLdInvalid", r.words, r."htmlChars", r.truncated
-  FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(url text, "crawledAt" timestamptz, lang text, title text, text text,
+  FROM k, jsonb_to_recordset(%(rows)s::jsonb) AS r(url text, "crawledAt" timestamptz, lang text, title text, text text,
        headings jsonb, "altTexts" jsonb, anchors jsonb, "jsonLd" jsonb, "jsonLdInvalid" int, words int,
        "htmlChars" int, truncated boolean)
 ON CONFLICT (keyword_id, locale, url) DO UPDATE SET

@@ -312,3 +312,27 @@ def test_a_page_no_longer_ok_loses_its_corpus_and_other_locales_keep_theirs(db, 
         ({"mine": 1},)
     ]
     assert after["x"] == before["x"]
+
+
+def test_a_keyword_deleted_during_the_crawl_ends_its_job_quietly(db, firecrawl, sql, caplog):
+    """Its corpora used to hit the foreign key and fail the keyword's job."""
+    import psycopg
+
+    from tests.firecrawl.conftest import aiohttp_download
+
+    k = add_keyword(db, "gone", {"en-US": competitors(firecrawl.page("en-guide.html"))})
+
+    async def delete_on_first_poll(request):
+        if request.method == "GET" and "/v2/batch/scrape/" in request.url:
+            with psycopg.connect(db, autocommit=True) as conn:
+                conn.execute("DELETE FROM keywords WHERE id = %s", (k,))
+        return await aiohttp_download(request)
+
+    with caplog.at_level(logging.WARNING):
+        results, items, _ = run_jobs(db, firecrawl.url, [k], download=delete_on_first_poll)
+    assert results[k] == {"crawled": 1, "blocked": 0, "failed": 0}
+    assert "the keyword or its locale was removed during the crawl" in caplog.text
+    assert sql("SELECT count(*) FROM onpage_corpora") == [(0,)] and sql("SELECT count(*) FROM keyword_profiles") == [
+        (0,)
+    ]
+    assert items[0].corpus_id is None
