@@ -31,6 +31,7 @@ SELECT k.id, k.keyword, ARRAY(SELECT jsonb_object_keys(k.serp) ORDER BY 1) AS lo
   FROM keywords k ORDER BY lower(k.keyword), k.id LIMIT %s
 """
 KEYWORDS_SHOWN = 500
+MAX_ID = 2**63 - 1  # keywords.id is a bigint: a larger id is a 422, not a database error
 
 
 class BlockedPageOut(BaseModel):
@@ -112,7 +113,7 @@ async def load_profile(request: Request, keyword_id: int, locale: str) -> dict:
 )
 async def get_keyword_profile(
     request: Request,
-    keyword_id: int = Path(ge=1),
+    keyword_id: int = Path(ge=1, le=MAX_ID),
     locale: str = Query(max_length=20, description="the SERP locale, e.g. fr-FR"),
 ) -> dict:
     """The semantic profile of a keyword in one locale, as the last `crawl_onpage` computed it:
@@ -130,7 +131,7 @@ async def keywords_page(request: Request) -> HTMLResponse:
 
 @page_router.get("/keywords/{keyword_id}/profile", response_class=HTMLResponse)
 async def profile_page(
-    request: Request, keyword_id: int = Path(ge=1), locale: str = Query(max_length=20)
+    request: Request, keyword_id: int = Path(ge=1, le=MAX_ID), locale: str = Query(max_length=20)
 ) -> HTMLResponse:
     found = await load_profile(request, keyword_id, locale)
     return templates.TemplateResponse(request, "profile.html", {"p": found, "nav": "keywords"})

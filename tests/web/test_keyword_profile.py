@@ -70,6 +70,7 @@ def test_bad_requests_say_why(api, keyword, path, status, detail):
 def test_invalid_id_or_missing_locale_is_a_422(api, keyword):
     assert http("GET", f"{api.base}/api/keywords/0/profile?locale=fr-FR").status == 422
     assert http("GET", f"{api.base}/api/keywords/abc/profile?locale=fr-FR").status == 422
+    assert http("GET", f"{api.base}/api/keywords/{2**63}/profile?locale=fr-FR").status == 422  # beyond bigint
     missing = http("GET", f"{api.base}/api/keywords/{keyword[0]}/profile")
     assert missing.status == 422 and "locale" in missing.text
 
