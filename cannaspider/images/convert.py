@@ -33,7 +33,7 @@ def to_webp(body: bytes, *, quality: int = 90, max_pixels: int = DEFAULT_MAX_PIX
         raise UnusableImage(f"not an image ({describe(body)})")
     try:
         # the header only: the size is known before any pixel is decoded
-        image = pyvips.Image.new_from_buffer(body, "", access="sequential", fail_on="error")
+        image = pyvips.Image.new_from_buffer(body, "", fail_on="error")
         width, height = image.width, image.height
         if width * height > max_pixels:
             raise UnusableImage(f"{width}x{height} is more than {max_pixels} pixels (a decompression bomb?)")
