@@ -35,6 +35,7 @@ import hashlib
 import logging
 import os
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -56,6 +57,8 @@ FITS = ("cover", "contain", "fill", "inside", "outside")
 MEDIA_TYPES = {"webp": "image/webp", "jpeg": "image/jpeg", "png": "image/png", "avif": "image/avif"}
 PARAMETERS = ("w", "h", "q", "fit", "blur", "gray", "format")
 AVIF = vips.avif_encoder()
+LOCATE_TTL_S = 1.0  # how long a local file found stays found without a new lookup
+LOCATE_CACHE_ENTRIES = 10_000  # paths kept (a few MB at most)
 DEFAULT_CACHE_BYTES = 2 * 1024**3  # each of the two disk caches (variants; remote originals)
 
 
@@ -143,6 +146,7 @@ class ImageProxy:
         # slow store never holds up renders of what is cached
         self.store_pool = ThreadPoolExecutor(max_workers=store_threads, thread_name_prefix="img-store")
         self.inflight: dict[str, asyncio.Task[bytes]] = {}
+        self.located: OrderedDict[str, tuple[float, tuple[Path, int, int]]] = OrderedDict()
         self.fetching: dict[str, asyncio.Task[bytes]] = {}
         self.renders = 0  # variants rendered since start (the tests count them)
         self.fetches = 0  # originals read from a remote store since start
@@ -193,7 +197,7 @@ class ImageProxy:
             return JSONResponse({"detail": "no such image"}, status_code=404)
         source: Path | None = None
         if self.local is not None:
-            found = self.local.locate(path)
+            found = self._locate(path)
             if found is None:
                 return JSONResponse({"detail": "no such image"}, status_code=404)
             source, size, mtime_ns = found
@@ -228,6 +232,23 @@ class ImageProxy:
         if matches:  # a remote file not seen before: it exists, and the client has this variant
             return Response(status_code=304, headers=headers)
         return Response(body, media_type=MEDIA_TYPES[variant.format], headers=headers)
+
+    def _locate(self, path: str) -> tuple[Path, int, int] | None:
+        """The local store's locate(), its answers for files found kept LOCATE_TTL_S: resolving a
+        path (an lstat per folder, for symlinks out) cost more than the rest of a cached answer.
+        A file stored meanwhile is seen at once (misses are not kept); one replaced, within the TTL."""
+        now = time.monotonic()
+        hit = self.located.get(path)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        assert self.local is not None
+        found = self.local.locate(path)
+        if found is not None:
+            self.located[path] = (now + LOCATE_TTL_S, found)
+            self.located.move_to_end(path)
+            while len(self.located) > LOCATE_CACHE_ENTRIES:
+                self.located.popitem(last=False)
+        return found
 
     def _known(self, key: str, path: str, variant: Variant, source: Path | None) -> bool:
         """Whether the file is known to exist without asking the store: a 304 is never the

@@ -219,6 +219,17 @@ def test_a_stored_webp_declaring_too_many_pixels_is_refused_from_its_header(site
     assert huge.status == 502 and "not a readable webp" in huge.json()["detail"], huge.text
 
 
+def test_a_file_stored_meanwhile_is_served_at_once_and_a_replaced_one_within_the_ttl(site):
+    late = site["store"] / "products" / "az" / "late.webp"
+    assert get(site, "?w=10", path="products/az/late.webp").status == 404
+    Image.new("RGB", (40, 20)).save(late, "WEBP")
+    assert image(get(site, "?w=10", path="products/az/late.webp")).size == (10, 5)  # misses are not kept
+    Image.new("RGB", (40, 40)).save(late, "WEBP")
+    os.utime(late, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))  # a new mtime, whatever the clock's grain
+    time.sleep(1.1)  # LOCATE_TTL_S
+    assert image(get(site, "?w=10", path="products/az/late.webp")).size == (10, 10)
+
+
 def test_etag_and_304(site):
     first = get(site, "?w=120")
     etag = first.headers["etag"]
