@@ -1,6 +1,8 @@
 """Ingest benchmark: the product crawl against the sandbox, with every pipeline on, with
 pipelines off (the crawl ceiling) and with a per-row INSERT … ON CONFLICT pipeline (the
-baseline), all measured in this one run; plus peak RSS for two store counts.
+baseline), all measured in this one run; plus peak RSS for two store counts. The full pipeline
+is also measured with the images' webp conversion by Pillow (benchmarks/pillow_convert.py, the
+code libvips replaced) instead of libvips, in the same run.
 
     ./dev bench                          # 50 stores × 300 products, each measurement 2 crawls, 5 repeats
     python benchmarks/ingest.py --stores 80 --products 300 --repeats 5
@@ -17,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from cannaspider.db import database_url, migrations  # noqa: E402
 FULL = None  # the project's ITEM_PIPELINES
 OFF = {}
 NORMALIZE_ONLY = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200}
+PILLOW_CONVERSION = ("-s", "IMAGES_CONVERTER=benchmarks.pillow_convert.to_webp")
 PER_ROW = {
     "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
     "benchmarks.perrow_pipeline.PerRowUpsertPipeline": 300,
@@ -96,7 +100,7 @@ def seed(url: str, base: str) -> list[int]:
         ]
 
 
-def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
+def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], extra: tuple[str, ...] = ()) -> dict:
     args = [
         sys.executable,
         "-m",
@@ -109,6 +113,7 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
         "FEEDS={}",
         "-s",
         "LOG_LEVEL=INFO",
+        *extra,
     ]
     if pipelines is not None:
         args += ["-s", "ITEM_PIPELINES=" + json.dumps(pipelines)]
@@ -123,6 +128,7 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
         "item_dropped_count",
         "cannaspider/stores_complete",
         "cannaspider/stores_incomplete",
+        "cannaspider/images_stored",
     ):
         m = re.search(rf"'{re.escape(key)}': ([0-9.]+)", result.stderr)
         stats[key] = float(m.group(1)) if m else 0.0
@@ -160,18 +166,23 @@ def main() -> None:
         }
         products = len(ids) * args.products
         crawl(env, OFF, ids[:2])  # warm the sandbox's page cache and the OS file cache
-        variants = (
-            ("ceiling (pipelines off)", OFF),
-            ("full pipeline", FULL),
-            ("per-row upsert baseline", PER_ROW),
-            ("normalize only", NORMALIZE_ONLY),
+        variants: tuple[tuple[str, dict | None, tuple[str, ...]], ...] = (
+            ("ceiling (pipelines off)", OFF, ()),
+            ("full pipeline", FULL, ()),
+            ("full, Pillow conversion", FULL, PILLOW_CONVERSION),
+            ("per-row upsert baseline", PER_ROW, ()),
+            ("normalize only", NORMALIZE_ONLY, ()),
         )
-        measured: dict[str, list[dict]] = {name: [] for name, _ in variants}
+        measured: dict[str, list[dict]] = {name: [] for name, _, _ in variants}
         for repeat in range(args.repeats):
             # interleaved and rotated, so drift in a shared machine's speed hits every variant alike
-            for name, pipelines in variants[repeat % len(variants) :] + variants[: repeat % len(variants)]:
+            for name, pipelines, extra in variants[repeat % len(variants) :] + variants[: repeat % len(variants)]:
                 reset(url)
-                runs = [crawl(env, pipelines, ids) for _ in range(args.crawls)]
+                # a store of images of its own: the first crawl downloads and converts every image
+                # (a store left by an earlier measurement would have them all already)
+                with tempfile.TemporaryDirectory(prefix="ingest-images-") as images:
+                    store = ("-s", f"IMAGES_STORE={images}")
+                    runs = [crawl(env, pipelines, ids, extra + store) for _ in range(args.crawls)]
                 if pipelines is FULL and any(r["cannaspider/stores_complete"] != len(ids) for r in runs):
                     raise SystemExit(f"the full pipeline did not complete every store: {runs}")
                 seconds = sum(r["elapsed_time_seconds"] for r in runs)
@@ -180,6 +191,7 @@ def main() -> None:
                         "products_per_s": products * args.crawls / seconds,
                         "seconds": seconds,
                         "peak_rss_mb": max(r["memusage/max"] for r in runs) / 2**20,
+                        "images": sum(r["cannaspider/images_stored"] for r in runs),
                     }
                 )
         results = {name: sorted(ms, key=lambda m: m["products_per_s"])[len(ms) // 2] for name, ms in measured.items()}
@@ -199,10 +211,13 @@ def main() -> None:
     for name, r in results.items():
         spread = ", ".join(f"{m['products_per_s']:.0f}" for m in measured[name])
         print(
-            f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; all: {spread})"
+            f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; "
+            f"images stored {r['images']:.0f}; all: {spread})"
         )
     print(f"  full / ceiling             {full / ceiling:9.2f}   (target >= 0.60)")
     print(f"  full / per-row baseline    {full / per_row:9.2f}   (target >= 3.00)")
+    pillow = results["full, Pillow conversion"]["products_per_s"]
+    print(f"  full / ceiling, Pillow     {pillow / ceiling:9.2f}   (the conversion before libvips)")
     normalized = results["normalize only"]["products_per_s"]
     print(
         f"  full / normalize only      {full / normalized:9.2f}   (information: the writers' share, if "

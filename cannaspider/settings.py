@@ -177,7 +177,10 @@ FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
 IMAGES_STORE = None
 IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCURRENT_REQUESTS)
 IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
-IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb)
+IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb); /img too
+# The download → stored webp conversion (libvips). The benchmarks swap in Pillow's, the baseline
+# it replaced (benchmarks/pillow_convert.py), to measure both in one run.
+IMAGES_CONVERTER = "cannaspider.images.convert.to_webp"
 MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
 # /img (cannaspider/web/images.py): rendered variants are cached under IMG_CACHE_DIR (None:
 # CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S. With a remote
@@ -193,6 +196,15 @@ IMG_MAX_AGE_S = 31_536_000
 IMG_MAX_PIXELS = 16_000_000  # the largest variant /img renders (w × h)
 IMG_RENDER_THREADS = 0  # 0: one per core
 IMG_MEMORY_CACHE_BYTES = 64 * 1024 * 1024  # recently served variants kept in memory
+# libvips (/img and the pipeline's conversion; cannaspider/images/vips.py), process-wide. Its
+# operation cache would keep decoded pixels of recent renders beside /img's own caches of the
+# encoded variants: off by default, bounded when on. VIPS_CONCURRENCY is libvips' worker threads
+# per image: /img already renders IMG_RENDER_THREADS images at a time, so one each keeps every
+# core busy without oversubscribing (measured: benchmarks/images.py).
+VIPS_CACHE_MAX_OPERATIONS = 0
+VIPS_CACHE_MAX_BYTES = 32 * 1024 * 1024
+VIPS_CACHE_MAX_FILES = 0  # files the cache keeps open
+VIPS_CONCURRENCY = 1
 
 # --- Contracts (`scrapy check`) -------------------------------------------------------------
 SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}

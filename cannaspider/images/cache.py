@@ -1,4 +1,5 @@
-"""A local folder of cached files bounded by their total size (docs/images.md, "The image proxy").
+"""Bounded caches for /img (docs/images.md, "The image proxy"): `DiskCache`, a local folder of
+cached files bounded by their total size, and `MemoryCache`, recently served variants in memory.
 
 /img keeps rendered variants here, and, when IMAGES_STORE is remote, the originals it fetched: a
 folder that never grows past its bound however many variants are asked for. The least recently
@@ -95,3 +96,28 @@ class DiskCache:
             self.size -= size
             with contextlib.suppress(OSError):
                 self._path(name).unlink()
+
+
+class MemoryCache:
+    """Recently served variants in memory, bounded by their total size (flat memory under load);
+    a variant over an eighth of the bound is not kept, so a few large ones cannot flush the rest."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.items: OrderedDict[str, bytes] = OrderedDict()
+
+    def get(self, key: str) -> bytes | None:
+        body = self.items.get(key)
+        if body is not None:
+            self.items.move_to_end(key)
+        return body
+
+    def put(self, key: str, body: bytes) -> None:
+        if len(body) > self.max_bytes // 8 or key in self.items:
+            return
+        self.items[key] = body
+        self.size += len(body)
+        while self.size > self.max_bytes:
+            _, dropped = self.items.popitem(last=False)
+            self.size -= len(dropped)

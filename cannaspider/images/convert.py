@@ -1,20 +1,23 @@
-"""A downloaded body → the webp we store, or a one-line reason it is unusable.
+"""A downloaded body → the webp we store, or a one-line reason it is unusable (libvips:
+cannaspider/images/vips.py; docs/images.md, "What is skipped").
 
-Only the formats product photos come in are decoded (JPEG, PNG, WebP, GIF, AVIF): a body that
-claims to be something else (HTML from a CDN error page, a PostScript file Pillow would hand to
-Ghostscript) is refused before any decoder runs. The pixel count is checked from the header,
-before decoding, so a decompression bomb costs nothing. EXIF orientation is applied (the stored
-pixels are upright; the tag is not kept), the ICC profile is kept, transparency is kept.
+Only the formats product photos come in are decoded (JPEG, PNG, WebP, GIF, AVIF): libvips sniffs
+the first bytes, and a body it takes for anything else (HTML from a CDN error page, SVG, TIFF,
+PostScript) is refused before any loader runs. The pixel count is read from the header, before
+any pixel is decoded, so a decompression bomb costs nothing. EXIF orientation is applied (the
+stored pixels are upright; the tag is not kept), the ICC profile is kept, transparency is kept;
+CMYK and grey become sRGB. A truncated or corrupt body fails (libvips `fail_on="error"`) instead
+of being stored half grey.
 """
 
 from __future__ import annotations
 
-import io
+import pyvips
 
-from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
+from cannaspider.images.vips import KEEP_ICC, loader_of, reason
 
-ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "AVIF")
 DEFAULT_MAX_PIXELS = 50_000_000  # 7000 × 7000: above any product photo, far below a bomb
+WEBP_EFFORT = 4  # libwebp's method 4
 
 
 class UnusableImage(ValueError):
@@ -25,59 +28,41 @@ def to_webp(body: bytes, *, quality: int = 90, max_pixels: int = DEFAULT_MAX_PIX
     """The webp bytes and (width, height) of the upright image."""
     if not body:
         raise UnusableImage("empty body")
-    image: Image.Image
+    kind = loader_of(body)
+    if kind is None:
+        raise UnusableImage(f"not an image ({describe(body)})")
     try:
         # the header only: the size is known before any pixel is decoded
-        image = Image.open(io.BytesIO(body), formats=ACCEPTED_FORMATS)
-        width, height = image.size
+        image = pyvips.Image.new_from_buffer(body, "", fail_on="error")
+        width, height = image.width, image.height
         if width * height > max_pixels:
             raise UnusableImage(f"{width}x{height} is more than {max_pixels} pixels (a decompression bomb?)")
-        image.load()
-        icc = image.info.get("icc_profile")
-        image = ImageOps.exif_transpose(image) or image
-    except UnusableImage:
-        raise
-    except UnidentifiedImageError:
-        raise UnusableImage(f"not an image ({_sniff(body)})") from None
-    except Image.DecompressionBombError as exc:  # Pillow's own limit (MAX_IMAGE_PIXELS), if lower
-        raise UnusableImage(f"decompression bomb: {exc}") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:  # Pillow's ways of saying truncated/corrupt
-        raise UnusableImage(f"broken {image_format(body)} image: {exc}") from None
-    image, icc = _webp_mode(image, icc)
-    out = io.BytesIO()
-    image.save(out, "WEBP", quality=quality, method=4, icc_profile=icc or None, exif=b"")
-    return out.getvalue(), image.size
+        if image.get_typeof("orientation") and image.get("orientation") > 1:
+            # turning needs the whole image, not a stream of lines
+            image = pyvips.Image.new_from_buffer(body, "", access="random", fail_on="error").autorot()
+        image = _srgb(image)
+        webp = image.webpsave_buffer(Q=quality, effort=WEBP_EFFORT, keep=KEEP_ICC)
+    except pyvips.Error as exc:  # libvips' ways of saying truncated/corrupt
+        raise UnusableImage(f"broken {kind} image: {reason(exc)}") from None
+    return webp, (image.width, image.height)
 
 
-def _webp_mode(image: Image.Image, icc: bytes | None) -> tuple[Image.Image, bytes | None]:
-    """RGB, or RGBA where the source has any transparency (palette, LA, tRNS)."""
-    if image.mode == "CMYK":
-        # webp has no CMYK: convert through the embedded profile to sRGB when there is one
-        if icc:
-            try:
-                source = ImageCms.ImageCmsProfile(io.BytesIO(icc))
-                converted = ImageCms.profileToProfile(image, source, ImageCms.createProfile("sRGB"), outputMode="RGB")
-                if converted is not None:
-                    return converted, None
-            except (ImageCms.PyCMSError, OSError):
-                pass
-        return image.convert("RGB"), None
-    has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
-    if image.mode in ("RGB", "RGBA"):
-        return image, icc
-    if image.mode not in ("P", "PA"):  # a grey (or 16-bit) profile does not describe RGB pixels
-        icc = None
-    return image.convert("RGBA" if has_alpha else "RGB"), icc
+def _srgb(image: pyvips.Image) -> pyvips.Image:
+    """8-bit sRGB, with alpha where the source has any (palette tRNS is an alpha band already)."""
+    if image.interpretation == "cmyk":
+        # webp has no CMYK: through the embedded profile when there is one, else a generic CMYK one
+        return image.icc_transform("srgb", input_profile="cmyk", embedded=True).copy(interpretation="srgb")
+    if image.interpretation in ("srgb", "rgb") and image.format == "uchar":
+        return image
+    if image.interpretation in ("b-w", "grey16"):  # a grey profile does not describe RGB pixels
+        image = image.copy()
+        if image.get_typeof("icc-profile-data"):
+            image.remove("icc-profile-data")
+    return image.colourspace("srgb").cast("uchar")
 
 
-def image_format(body: bytes) -> str:
-    for magic, name in ((b"\xff\xd8", "JPEG"), (b"\x89PNG", "PNG"), (b"RIFF", "WebP"), (b"GIF8", "GIF")):
-        if body.startswith(magic):
-            return name
-    return "image"
-
-
-def _sniff(body: bytes) -> str:
+def describe(body: bytes) -> str:
+    """What a body that is not an image looks like, for the reason line."""
     head = body[:256].lstrip().lower()
     if head.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or b"<html" in head:
         return "HTML"

@@ -47,11 +47,13 @@ from scrapy.pipelines.files import FSFilesStore, StatInfo
 from scrapy.pipelines.images import ImageException, ImagesPipeline
 from scrapy.pipelines.media import FileInfo, MediaPipeline
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
-from cannaspider.images.convert import UnusableImage, to_webp
+from cannaspider.images import vips
+from cannaspider.images.convert import UnusableImage
 from cannaspider.images.paths import brand_logo_path, product_image_path
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS, batch_document, encode_row
@@ -210,6 +212,8 @@ class ProductImagesPipeline(ImagesPipeline):
         self.db = CrawlStore.for_crawler(crawler)
         self.paths = ImagePathWriter(crawler, self.db)
         self.quality = settings.getint("IMAGES_WEBP_QUALITY", 90)
+        vips.configure(settings)
+        self.convert = load_object(settings["IMAGES_CONVERTER"])  # (body, quality=, max_pixels=) -> (webp, size)
         self.max_pixels = settings.getint("IMAGES_MAX_PIXELS", 50_000_000)
         self.concurrency = max(1, settings.getint("IMAGES_CONCURRENCY", 8))
         self.stores: dict[int, StoreImages] = {}
@@ -394,7 +398,7 @@ class ProductImagesPipeline(ImagesPipeline):
         try:
             # decoding and encoding hold a core for tens of milliseconds: never on the event loop
             webp, (width, height) = await asyncio.to_thread(
-                to_webp, response.body, quality=self.quality, max_pixels=self.max_pixels
+                self.convert, response.body, quality=self.quality, max_pixels=self.max_pixels
             )
         except UnusableImage as exc:
             raise _unusable(_reason(str(exc)), str(exc)) from None

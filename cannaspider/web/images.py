@@ -16,7 +16,8 @@ from the store once. A remote store that does not answer is a 503 (Retry-After; 
 IMG_STORE_RETRY_S seconds further reads are not even tried), one that refuses us a 502; both say
 which store, never with its credentials. What is already cached is still served.
 
-Rendering is Pillow in a thread pool (never on the event loop); a variant is rendered once (a
+Rendering is libvips (cannaspider/images/render.py) in a thread pool (never on the event loop); a
+stored file that is corrupt or declares too many pixels is a 502 saying so. A variant is rendered once (a
 second request for it while it renders waits for the same result), written to the bounded cache
 folder IMG_CACHE_DIR/variants and kept in a bounded memory cache. Its ETag is derived from the
 source (a local file: path, size, mtime; a remote one: path and store, as a stored file never
@@ -31,23 +32,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import logging
 import os
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from PIL import Image, ImageFilter, UnidentifiedImageError, features
 from scrapy.settings import BaseSettings
 
-from cannaspider.images.cache import DiskCache
+from cannaspider.images import vips
+from cannaspider.images.cache import DiskCache, MemoryCache
 from cannaspider.images.convert import DEFAULT_MAX_PIXELS
 from cannaspider.images.paths import is_stored_path_shape
+from cannaspider.images.render import BadParameter, StoredImageError, Variant, render
 from cannaspider.images.stores import LocalReader, StoreConfigError, StoreReader, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
@@ -56,39 +56,10 @@ MAX_SIDE = 4000
 FITS = ("cover", "contain", "fill", "inside", "outside")
 MEDIA_TYPES = {"webp": "image/webp", "jpeg": "image/jpeg", "png": "image/png", "avif": "image/avif"}
 PARAMETERS = ("w", "h", "q", "fit", "blur", "gray", "format")
-RESAMPLE = Image.Resampling.LANCZOS
+AVIF = vips.avif_encoder()
+LOCATE_TTL_S = 1.0  # how long a local file found stays found without a new lookup
+LOCATE_CACHE_ENTRIES = 10_000  # paths kept (a few MB at most)
 DEFAULT_CACHE_BYTES = 2 * 1024**3  # each of the two disk caches (variants; remote originals)
-
-
-class BadParameter(ValueError):
-    """A 400: the message says which parameter and why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    w: int | None = None
-    h: int | None = None
-    q: int = 80
-    fit: str = "cover"
-    blur: float | None = None
-    gray: bool = False
-    format: str = "webp"
-    q_given: bool = False
-
-    @property
-    def is_original(self) -> bool:
-        """Nothing to do: the stored webp itself is the answer."""
-        return (
-            self.w is None
-            and self.h is None
-            and self.blur is None
-            and not self.gray
-            and self.format == "webp"
-            and not self.q_given
-        )
-
-    def canonical(self) -> str:
-        return f"w={self.w}&h={self.h}&q={self.q}&fit={self.fit}&blur={self.blur}&gray={int(self.gray)}&f={self.format}"
 
 
 def parse_variant(items: list[tuple[str, str]]) -> Variant:
@@ -121,8 +92,8 @@ def parse_variant(items: list[tuple[str, str]]) -> Variant:
         fmt = "jpeg"
     if fmt not in MEDIA_TYPES:
         raise BadParameter(f"format must be one of {', '.join(MEDIA_TYPES)}, got {seen['format']!r}")
-    if fmt == "avif" and not features.check("avif"):
-        raise BadParameter("format=avif: this server's Pillow was built without AVIF support")
+    if fmt == "avif" and not AVIF:
+        raise BadParameter("format=avif: this server's libvips was built without an AVIF encoder")
     return Variant(w, h, 80 if q is None else q, fit, blur, gray_raw in ("1", "true"), fmt, q is not None)
 
 
@@ -138,104 +109,6 @@ def _int(seen: dict[str, str], name: str, low: int, high: int) -> int | None:
     return value
 
 
-def target_size(source: tuple[int, int], v: Variant) -> tuple[int, int]:
-    """The output size, as sharp sizes it: one side given keeps the aspect ratio; both sides given
-    follow `fit` (cover/contain/fill: exactly w × h; inside: within; outside: at least)."""
-    sw, sh = source
-    if v.w is None and v.h is None:
-        return sw, sh
-    if v.w is None or v.h is None:
-        scale = v.w / sw if v.w is not None else v.h / sh  # type: ignore[operator]
-        return max(1, round(sw * scale)), max(1, round(sh * scale))
-    if v.fit in ("cover", "contain", "fill"):
-        return v.w, v.h
-    pick = min if v.fit == "inside" else max
-    scale = pick(v.w / sw, v.h / sh)
-    return max(1, round(sw * scale)), max(1, round(sh * scale))
-
-
-def render(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels: int = DEFAULT_MAX_PIXELS) -> bytes:
-    """The variant's bytes (runs in a worker thread)."""
-    with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source, formats=["WEBP"]) as image:
-        sw, sh = image.size
-        if sw * sh > source_max_pixels:
-            raise BadParameter(f"the stored image is {sw}x{sh}: too large to render")
-        size = target_size((sw, sh), v)
-        if size[0] * size[1] > max_pixels:
-            raise BadParameter(f"{size[0]}x{size[1]} is more than the {max_pixels} pixels this server renders")
-        icc = image.info.get("icc_profile")
-        image.load()
-        out = _resize(image, size, v)
-    if v.blur is not None:
-        out = out.filter(ImageFilter.GaussianBlur(v.blur))
-    if v.gray:
-        out = out.convert("LA" if "A" in out.mode else "L")
-    return encode(out, v.format, v.q, icc)
-
-
-def _resize(image: Image.Image, size: tuple[int, int], v: Variant) -> Image.Image:
-    if size == image.size:
-        return image
-    both = v.w is not None and v.h is not None
-    if both and v.fit == "cover":
-        # crop the source to the target's aspect ratio (centred), scaled in the same pass
-        sw, sh = image.size
-        scale = max(size[0] / sw, size[1] / sh)
-        cw, ch = size[0] / scale, size[1] / scale
-        box = ((sw - cw) / 2, (sh - ch) / 2, (sw + cw) / 2, (sh + ch) / 2)
-        return image.resize(size, RESAMPLE, box=box, reducing_gap=3.0)
-    if both and v.fit == "contain":
-        inner = target_size(image.size, Variant(v.w, v.h, fit="inside"))
-        resized = image.resize(inner, RESAMPLE, reducing_gap=3.0)
-        canvas = Image.new("RGBA", size, (0, 0, 0, 0))  # letterboxed on transparent (white in a JPEG)
-        canvas.paste(resized.convert("RGBA"), ((size[0] - inner[0]) // 2, (size[1] - inner[1]) // 2))
-        return canvas
-    return image.resize(size, RESAMPLE, reducing_gap=3.0)
-
-
-def encode(image: Image.Image, fmt: str, quality: int, icc: bytes | None = None) -> bytes:
-    buf = io.BytesIO()
-    extra: dict = {"icc_profile": icc} if icc and image.mode not in ("L", "LA") else {}
-    if fmt == "jpeg":
-        if image.mode in ("RGBA", "LA", "P"):
-            background = Image.new("RGB", image.size, (255, 255, 255))
-            rgba = image.convert("RGBA")
-            background.paste(rgba, mask=rgba.getchannel("A"))
-            image = background
-        image.save(buf, "JPEG", quality=quality, **extra)
-    elif fmt == "png":
-        image.save(buf, "PNG", compress_level=6, **extra)
-    elif fmt == "avif":
-        image.save(buf, "AVIF", quality=quality, speed=8, **extra)
-    else:
-        image.save(buf, "WEBP", quality=quality, method=4, **extra)
-    return buf.getvalue()
-
-
-class VariantCache:
-    """Recently served variants in memory, bounded by their total size (flat memory under load)."""
-
-    def __init__(self, max_bytes: int):
-        self.max_bytes = max_bytes
-        self.size = 0
-        self.items: OrderedDict[str, bytes] = OrderedDict()
-
-    def get(self, key: str) -> bytes | None:
-        body = self.items.get(key)
-        if body is not None:
-            self.items.move_to_end(key)
-        return body
-
-    def put(self, key: str, body: bytes) -> None:
-        if len(body) > self.max_bytes // 8 or key in self.items:
-            return
-        self.items[key] = body
-        self.size += len(body)
-        while self.size > self.max_bytes:
-            _, dropped = self.items.popitem(last=False)
-            self.size -= len(dropped)
-
-
 class ImageNotFound(LookupError):
     """A 404: the store has no such file."""
 
@@ -248,6 +121,7 @@ class ImageProxy:
         *,
         max_age: int = 31_536_000,
         max_pixels: int = 16_000_000,
+        source_max_pixels: int = DEFAULT_MAX_PIXELS,
         threads: int | None = None,
         memory_bytes: int = 64 * 1024 * 1024,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
@@ -262,8 +136,9 @@ class ImageProxy:
         self.cache_dir = cache_dir
         self.max_age = max_age
         self.max_pixels = max_pixels
+        self.source_max_pixels = source_max_pixels  # the pipeline's cap: it stores nothing larger
         self.pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 2, thread_name_prefix="img")
-        self.memory = VariantCache(memory_bytes)
+        self.memory = MemoryCache(memory_bytes)
         self.variants = DiskCache(cache_dir / "variants", cache_bytes)
         # originals fetched from a remote store (a local store is read in place)
         self.originals = DiskCache(cache_dir / "originals", originals_bytes) if self.local is None else None
@@ -271,6 +146,7 @@ class ImageProxy:
         # slow store never holds up renders of what is cached
         self.store_pool = ThreadPoolExecutor(max_workers=store_threads, thread_name_prefix="img-store")
         self.inflight: dict[str, asyncio.Task[bytes]] = {}
+        self.located: OrderedDict[str, tuple[float, tuple[Path, int, int]]] = OrderedDict()
         self.fetching: dict[str, asyncio.Task[bytes]] = {}
         self.renders = 0  # variants rendered since start (the tests count them)
         self.fetches = 0  # originals read from a remote store since start
@@ -283,6 +159,7 @@ class ImageProxy:
     def from_settings(cls, settings: BaseSettings) -> ImageProxy:
         from cannaspider.pipelines.images import images_store_uri  # noqa: PLC0415 (Scrapy's pipeline stack)
 
+        vips.configure(settings)
         data_dir = Path(settings.get("CANNASPIDER_DATA_DIR") or ".data")
         uri = images_store_uri(settings)
         store_threads = max(1, settings.getint("IMG_STORE_THREADS", 8))
@@ -299,6 +176,7 @@ class ImageProxy:
             Path(settings.get("IMG_CACHE_DIR") or data_dir / "image-cache"),
             max_age=settings.getint("IMG_MAX_AGE_S", 31_536_000),
             max_pixels=settings.getint("IMG_MAX_PIXELS", 16_000_000),
+            source_max_pixels=settings.getint("IMAGES_MAX_PIXELS", DEFAULT_MAX_PIXELS),
             threads=settings.getint("IMG_RENDER_THREADS") or None,
             memory_bytes=settings.getint("IMG_MEMORY_CACHE_BYTES", 64 * 1024 * 1024),
             cache_bytes=settings.getint("IMG_CACHE_MAX_BYTES", DEFAULT_CACHE_BYTES),
@@ -319,7 +197,7 @@ class ImageProxy:
             return JSONResponse({"detail": "no such image"}, status_code=404)
         source: Path | None = None
         if self.local is not None:
-            found = self.local.locate(path)
+            found = self._locate(path)
             if found is None:
                 return JSONResponse({"detail": "no such image"}, status_code=404)
             source, size, mtime_ns = found
@@ -345,12 +223,32 @@ class ImageProxy:
             return JSONResponse(
                 {"detail": f"the image store is unavailable: {exc.reason}"}, status_code=exc.status, headers=retry
             )
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        except StoredImageError as exc:  # what the store holds is not an image we render: its fault, not the client's
+            logger.warning("/img %s: the stored image cannot be rendered: %s", path, exc)
+            return JSONResponse({"detail": f"the stored image cannot be rendered: {exc}"}, status_code=502)
+        except OSError as exc:  # the local store's disk (permissions, I/O): logged with its path, not answered with it
             logger.warning("/img %s: the stored file cannot be read: %s", path, exc)
-            return JSONResponse({"detail": "the stored image cannot be read"}, status_code=404)
+            return JSONResponse({"detail": f"the stored image cannot be read ({type(exc).__name__})"}, status_code=500)
         if matches:  # a remote file not seen before: it exists, and the client has this variant
             return Response(status_code=304, headers=headers)
         return Response(body, media_type=MEDIA_TYPES[variant.format], headers=headers)
+
+    def _locate(self, path: str) -> tuple[Path, int, int] | None:
+        """The local store's locate(), its answers for files found kept LOCATE_TTL_S: resolving a
+        path (an lstat per folder, for symlinks out) cost more than the rest of a cached answer.
+        A file stored meanwhile is seen at once (misses are not kept); one replaced, within the TTL."""
+        now = time.monotonic()
+        hit = self.located.get(path)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        assert self.local is not None
+        found = self.local.locate(path)
+        if found is not None:
+            self.located[path] = (now + LOCATE_TTL_S, found)
+            self.located.move_to_end(path)
+            while len(self.located) > LOCATE_CACHE_ENTRIES:
+                self.located.popitem(last=False)
+        return found
 
     def _known(self, key: str, path: str, variant: Variant, source: Path | None) -> bool:
         """Whether the file is known to exist without asking the store: a 304 is never the
@@ -395,7 +293,7 @@ class ImageProxy:
         return body
 
     def _render_and_keep(self, name: str, original: Path | bytes, variant: Variant) -> bytes:
-        body = render(original, variant, self.max_pixels)
+        body = render(original, variant, self.max_pixels, self.source_max_pixels)
         self.renders += 1
         self.variants.put(name, body)
         return body

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import pyvips
 from PIL import Image, ImageCms
 from scrapy.exceptions import DontCloseSpider
 from scrapy.settings import BaseSettings
@@ -24,6 +25,7 @@ from cannaspider.pipelines.images import ProductImagesPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.spiders.products import ProductSpider
 from tests.helpers import add_store, fetch
+from tests.images.bombs import webp_declaring
 
 PID = "6913e3cd444eac3935e928b9"
 
@@ -141,6 +143,51 @@ def test_a_decompression_bomb_is_refused_from_its_header():
         to_webp(_bomb_png())
     with pytest.raises(UnusableImage, match="more than 100 pixels"):
         to_webp(_encode(Image.new("RGB", (20, 20)), "PNG"), max_pixels=100)
+
+
+def test_a_100_byte_file_declaring_30000_squared_is_refused_before_decoding():
+    from cannaspider.sandbox.websites import _bomb_png
+
+    bomb = _bomb_png(30_000)
+    assert len(bomb) <= 100
+    with pytest.raises(UnusableImage, match="30000x30000 is more than 50000000 pixels"):
+        to_webp(bomb)
+    # 38 bytes that really decode to 268 M pixels (a gigabyte) if anything decodes them
+    with pytest.raises(UnusableImage, match="16383x16383 is more than"):
+        to_webp(webp_declaring(16383))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>',
+        _encode(Image.new("RGB", (8, 8)), "TIFF"),
+    ],
+)
+def test_formats_libvips_could_read_but_photos_never_come_in_are_not_images(body):
+    with pytest.raises(UnusableImage, match="not an image"):
+        to_webp(body)
+
+
+@pytest.mark.parametrize(("mode", "params"), [("L", {}), ("I;16", {}), ("LA", {}), ("RGB", {"bits": 16})])
+def test_grey_and_16_bit_sources_become_8_bit_srgb(mode, params):
+    if params:  # a 16-bit RGB PNG (Pillow writes none itself): libvips writes it
+        source = pyvips.Image.black(6, 4, bands=3).copy(interpretation="rgb16").cast("ushort") + 40000
+        body = source.cast("ushort").pngsave_buffer(bitdepth=16)
+    else:
+        body = _encode(Image.new(mode, (6, 4), 200 if mode != "I;16" else 50000), "PNG")
+    out = Image.open(io.BytesIO(to_webp(body)[0]))
+    assert out.mode == ("RGBA" if mode == "LA" else "RGB")
+    r, g, b = out.convert("RGB").getpixel((1, 1))
+    assert r == g == b and r > 150  # not clipped to white, not scaled to black
+
+
+def test_an_animated_gif_stores_its_first_frame():
+    frames = [Image.new("RGB", (10, 10), c) for c in ((255, 0, 0), (0, 0, 255))]
+    buf = io.BytesIO()
+    frames[0].save(buf, "GIF", save_all=True, append_images=frames[1:])
+    webp, size = to_webp(buf.getvalue())
+    assert size == (10, 10) and Image.open(io.BytesIO(webp)).convert("RGB").getpixel((5, 5))[0] > 200
 
 
 # --- the pipeline in-process: real sandbox images, real database -------------------------------

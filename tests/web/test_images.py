@@ -21,6 +21,7 @@ from PIL import Image, ImageCms, features
 from cannaspider.images.paths import product_image_path
 from cannaspider.web.images import ImageProxy, image_router
 from tests.httpclient import http
+from tests.images.bombs import webp_declaring
 
 PID = "6913e3cd444eac3935e928b9"
 REL = product_image_path("AZ", "az-deeply-rooted", "Bud Bros", PID, "https://images.dutchie.com/a.jpg")
@@ -192,8 +193,41 @@ def test_paths_outside_the_store_or_unknown_are_404(site, raw_path):
     assert b"RIFF" not in body
 
 
-def test_an_unreadable_stored_file_is_404_not_500(site):
-    assert get(site, "?w=10", path="products/az/broken.webp").status == 404
+def test_a_corrupt_stored_file_is_502_with_the_reason_and_the_worker_serves_on(site):
+    truncated = (site["store"] / REL).read_bytes()[:60]
+    (site["store"] / "products" / "az" / "truncated.webp").write_bytes(truncated)
+    for name in ("broken", "truncated"):
+        reply = get(site, "?w=10", path=f"products/az/{name}.webp")
+        assert reply.status == 502, reply.text
+        detail = reply.json()["detail"]
+        assert detail.startswith("the stored image cannot be rendered: ") and str(site["store"]) not in detail
+    assert image(get(site, "?w=11")).size == (11, 6)  # the same workers render the next one
+
+
+def test_a_stored_webp_declaring_too_many_pixels_is_refused_from_its_header(site):
+    folder = site["store"] / "products" / "az"
+    (folder / "bomb-16383.webp").write_bytes(webp_declaring(16383))
+    # 30000² only fits the extended header's canvas (24 bits); the frame inside says otherwise
+    canvas = b"VP8X" + (10).to_bytes(4, "little") + bytes(4) + (29999).to_bytes(3, "little") * 2
+    frame = webp_declaring(16383)[12:]
+    (folder / "bomb-30000.webp").write_bytes(
+        b"RIFF" + (4 + len(canvas) + len(frame)).to_bytes(4, "little") + b"WEBP" + canvas + frame
+    )
+    big = get(site, "?w=100", path="products/az/bomb-16383.webp")
+    assert big.status == 502 and "16383x16383 pixels, more than the 50000000" in big.json()["detail"], big.text
+    huge = get(site, "?w=100", path="products/az/bomb-30000.webp")
+    assert huge.status == 502 and "not a readable webp" in huge.json()["detail"], huge.text
+
+
+def test_a_file_stored_meanwhile_is_served_at_once_and_a_replaced_one_within_the_ttl(site):
+    late = site["store"] / "products" / "az" / "late.webp"
+    assert get(site, "?w=10", path="products/az/late.webp").status == 404
+    Image.new("RGB", (40, 20)).save(late, "WEBP")
+    assert image(get(site, "?w=10", path="products/az/late.webp")).size == (10, 5)  # misses are not kept
+    Image.new("RGB", (40, 40)).save(late, "WEBP")
+    os.utime(late, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))  # a new mtime, whatever the clock's grain
+    time.sleep(1.1)  # LOCATE_TTL_S
+    assert image(get(site, "?w=10", path="products/az/late.webp")).size == (10, 10)
 
 
 def test_etag_and_304(site):

@@ -1,0 +1,170 @@
+"""A variant of a stored webp, rendered with libvips (cannaspider/images/vips.py): the engine
+behind `GET /img` (cannaspider/web/images.py; docs/images.md, "The image proxy").
+
+sharp, which the seed's proxy used, is libvips too, so `fit`, `blur`, `gray`, `q` and `format`
+mean here what they meant there. The stored file's header is read first (no pixel decoded): a
+file declaring more than `source_max_pixels` is refused, so is a variant over `max_pixels`.
+Resizing is libvips' `thumbnail`, which shrinks on load (webp decodes straight to a smaller
+scale) and streams the pixels instead of holding the whole image. Anything libvips cannot decode
+is a `StoredImageError` with its reason, never a crash of the worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyvips
+
+from cannaspider.images.vips import KEEP_ICC, reason
+
+WEBP_EFFORT = 4  # libwebp's method 4: sharp's default
+AVIF_EFFORT = 1  # aom speed 8: a thumbnail in tens of milliseconds, not seconds
+BLUR_DIRECT_MAX = 20.0  # above this sigma, blur a smaller copy (see _blur)
+
+
+class BadParameter(ValueError):
+    """A 400: the message says which parameter and why."""
+
+
+class StoredImageError(ValueError):
+    """The stored file cannot be rendered (corrupt, truncated, or declaring too many pixels):
+    the message says why, without the server's paths."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    w: int | None = None
+    h: int | None = None
+    q: int = 80
+    fit: str = "cover"
+    blur: float | None = None
+    gray: bool = False
+    format: str = "webp"
+    q_given: bool = False
+
+    @property
+    def is_original(self) -> bool:
+        """Nothing to do: the stored webp itself is the answer."""
+        return (
+            self.w is None
+            and self.h is None
+            and self.blur is None
+            and not self.gray
+            and self.format == "webp"
+            and not self.q_given
+        )
+
+    def canonical(self) -> str:
+        return f"w={self.w}&h={self.h}&q={self.q}&fit={self.fit}&blur={self.blur}&gray={int(self.gray)}&f={self.format}"
+
+
+def target_size(source: tuple[int, int], v: Variant) -> tuple[int, int]:
+    """The output size, as sharp sizes it: one side given keeps the aspect ratio; both sides given
+    follow `fit` (cover/contain/fill: exactly w × h; inside: within; outside: at least)."""
+    sw, sh = source
+    if v.w is None and v.h is None:
+        return sw, sh
+    if v.w is None or v.h is None:
+        scale = v.w / sw if v.w is not None else v.h / sh  # type: ignore[operator]
+        return max(1, round(sw * scale)), max(1, round(sh * scale))
+    if v.fit in ("cover", "contain", "fill"):
+        return v.w, v.h
+    pick = min if v.fit == "inside" else max
+    scale = pick(v.w / sw, v.h / sh)
+    return max(1, round(sw * scale)), max(1, round(sh * scale))
+
+
+def render(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels: int) -> bytes:
+    """The variant's bytes (runs in a worker thread)."""
+    try:
+        # the header only (webp alone: the pipeline stores nothing else)
+        header = (
+            pyvips.Image.webpload_buffer(source, access="sequential")
+            if isinstance(source, bytes)
+            else pyvips.Image.webpload(str(source), access="sequential")
+        )
+    except pyvips.Error as exc:
+        raise StoredImageError(f"not a readable webp ({reason(exc)})") from None
+    sw, sh = header.width, header.height
+    if sw * sh > source_max_pixels:
+        raise StoredImageError(f"it is {sw}x{sh} pixels, more than the {source_max_pixels} this server decodes")
+    size = target_size((sw, sh), v)
+    if size[0] * size[1] > max_pixels:
+        raise BadParameter(f"{size[0]}x{size[1]} is more than the {max_pixels} pixels this server renders")
+    try:
+        image = _resize(source, (sw, sh), size, v)
+        if v.blur is not None:
+            image = _blur(image, v.blur)
+        if v.gray:
+            image = image.colourspace("b-w").copy()
+            if "icc-profile-data" in image.get_fields():
+                image.remove("icc-profile-data")  # an RGB profile does not describe grey pixels
+        return encode(image, v.format, v.q)
+    except pyvips.Error as exc:  # the pixels are decoded while encoding: a truncated file fails here
+        raise StoredImageError(f"it cannot be decoded ({reason(exc)})") from None
+
+
+def _thumbnail(source: Path | bytes, width: int, height: int, **options) -> pyvips.Image:
+    if isinstance(source, bytes):
+        return pyvips.Image.thumbnail_buffer(source, width, height=height, fail_on="error", **options)
+    return pyvips.Image.thumbnail(str(source), width, height=height, fail_on="error", **options)
+
+
+def _resize(source: Path | bytes, source_size: tuple[int, int], size: tuple[int, int], v: Variant) -> pyvips.Image:
+    both = v.w is not None and v.h is not None
+    if both and v.fit == "cover":
+        # scaled to cover w × h and cropped to it, centred (sharp's default position)
+        return _thumbnail(source, size[0], size[1], crop="centre")
+    if both and v.fit == "contain":
+        inner = target_size(source_size, Variant(v.w, v.h, fit="inside"))
+        image = _thumbnail(source, inner[0], inner[1], size="force")
+        if not image.hasalpha():
+            image = image.bandjoin(255)
+        # letterboxed on transparent (white in a JPEG: encode() flattens)
+        return image.gravity("centre", size[0], size[1], extend="background", background=[0] * image.bands)
+    if size == source_size:
+        return (
+            pyvips.Image.webpload_buffer(source, fail_on="error")
+            if isinstance(source, bytes)
+            else pyvips.Image.webpload(str(source), fail_on="error")
+        )
+    # exactly the size target_size() says (fill stretches; the others keep the aspect ratio, to the pixel)
+    return _thumbnail(source, size[0], size[1], size="force")
+
+
+def _blur(image: pyvips.Image, sigma: float) -> pyvips.Image:
+    """A Gaussian blur of `sigma` px, alpha premultiplied (transparent pixels lend no colour).
+
+    A direct Gaussian costs its kernel width (~7 sigma) per pixel: sigma 1000 on a 4000 px image
+    would hold a core for minutes. Above BLUR_DIRECT_MAX the image is shrunk by sigma / 10,
+    blurred with sigma 10 and enlarged back: at such radii no detail survives to tell the two apart.
+    """
+    alpha = image.hasalpha()
+    if alpha:
+        image = image.premultiply()
+    if sigma <= BLUR_DIRECT_MAX:
+        image = image.gaussblur(sigma)
+    else:
+        width, height, factor = image.width, image.height, sigma / 10
+        small = image.resize(1 / factor) if min(width, height) / factor >= 2 else image.resize(2 / min(width, height))
+        small = small.gaussblur(sigma * small.width / width)
+        image = small.resize(width / small.width, vscale=height / small.height)
+        image = image.crop(0, 0, min(width, image.width), min(height, image.height)).embed(
+            0, 0, width, height, extend="copy"
+        )
+    if alpha:
+        image = image.unpremultiply()
+    return image.cast("uchar")
+
+
+def encode(image: pyvips.Image, fmt: str, quality: int) -> bytes:
+    if fmt == "jpeg":
+        if image.hasalpha():
+            image = image.flatten(background=[255] * (image.bands - 1))
+        return image.jpegsave_buffer(Q=quality, keep=KEEP_ICC)
+    if fmt == "png":
+        return image.pngsave_buffer(compression=6, keep=KEEP_ICC)
+    if fmt == "avif":
+        return image.heifsave_buffer(Q=quality, compression="av1", effort=AVIF_EFFORT, keep=KEEP_ICC)
+    return image.webpsave_buffer(Q=quality, effort=WEBP_EFFORT, keep=KEEP_ICC)
