@@ -6,6 +6,8 @@
     GET  /api/tasks/{id}              one task
 
 Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
+A write without the token is refused from its headers, before its body is read (auth.WriteGuard),
+and no route takes a body over API_MAX_BODY_BYTES (413, from Content-Length or while it streams).
 Other parts of the system add their routers to create_app() (image proxy, analytics pages); the
 dashboard's pages (/dashboard/) and JSON (/api/stores…, /api/health) are in dashboard*.py.
 """
@@ -28,8 +30,9 @@ from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.roles import TaskInputError
 from cannaspider.web import dashboard, dashboard_api
-from cannaspider.web.auth import require_token
+from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
+from cannaspider.web.limits import BodyLimit
 from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
 
 logger = logging.getLogger(__name__)
@@ -61,12 +64,20 @@ def create_app(
         finally:
             await pool.close()
 
+    if settings is None:
+        from scrapy.utils.project import get_project_settings  # noqa: PLC0415
+
+        settings = get_project_settings()
     app = FastAPI(
         title="cannaspider",
         version="1",
         description="Task queue of the cannaspider crawlers. Reads are open; writes need a bearer token.",
         lifespan=lifespan,
     )
+    # the last added runs first: the token is checked before the size (an unauthenticated upload
+    # is a 401 whatever its size), and neither reads the body
+    app.add_middleware(BodyLimit, max_body_bytes=settings.getint("API_MAX_BODY_BYTES"))
+    app.add_middleware(WriteGuard)
     app.state.api_token = api_token or None
     # the crawl-health reports the dashboard shows (cannaspider/monitors/alerts.py writes them)
     app.state.reports_dir = reports_dir or env.data_dir() / "reports"
