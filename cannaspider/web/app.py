@@ -113,6 +113,7 @@ def create_app(
             done = await queue.enqueue(
                 conn,
                 body.role.value,
+                platform=body.platform,
                 dispensary_id=body.dispensary_id,
                 state=body.state,
                 keyword_id=body.keyword_id,

@@ -6,12 +6,13 @@ import enum
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cannaspider.tasks import queue, roles
 
 RoleName = enum.Enum("RoleName", {name: name for name in roles.ROLE_NAMES}, type=str)  # type: ignore[misc]
 TaskStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+Platform = Literal[roles.PLATFORMS]  # type: ignore[valid-type]  # an enum in the schema; others: 422 listing them
 assert set(queue.STATUSES) == set(TaskStatus.__args__)  # type: ignore[attr-defined]
 
 
@@ -31,11 +32,19 @@ class TaskIn(BaseModel):
     model_config = ConfigDict(extra="forbid")  # an unknown field is a mistake, not something to ignore
 
     role: RoleName
+    platform: Platform = Field(roles.PLATFORMS[0], description="the crawl platform")
     dispensary_id: int | None = Field(None, ge=1, strict=True)
     state: str | None = Field(None, min_length=2, max_length=40, strict=True, description="US state code or name")
     keyword_id: int | None = Field(None, ge=1, strict=True)
     priority: int = Field(roles.ON_DEMAND_PRIORITY, ge=-1000, le=1000, strict=True, description="higher runs first")
     max_attempts: int = Field(queue.DEFAULT_MAX_ATTEMPTS, ge=1, le=50, strict=True)
+
+    @field_validator("platform", mode="before")
+    @classmethod
+    def supported_platform(cls, value: object) -> object:
+        if type(value) is str:
+            roles.platform(value)  # the same reason as `scrapy enqueue --platform` gives
+        return value
 
 
 class TaskOut(BaseModel):

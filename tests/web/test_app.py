@@ -40,6 +40,22 @@ def test_post_creates_an_on_demand_task_then_reuses_it(api, sql):
     assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 2
 
 
+def test_the_seeds_task_payload_with_its_platform_is_accepted(api, sql):
+    d = add_store(sql)
+    body = {"role": "product_resync", "dispensary_id": d, "platform": "dutchie", "priority": 20}
+    reply = http("POST", api.base + "/api/tasks", body, AUTH)
+    assert reply.status == 201, reply.text
+    assert [reply.json()["task"][k] for k in ("role", "platform", "dispensary_id", "priority")] == [
+        "product_resync",
+        "dutchie",
+        d,
+        20,
+    ]
+    other = http("POST", api.base + "/api/tasks", {**body, "platform": "jane"}, AUTH)
+    assert other.status == 422 and "unknown platform 'jane' (supported: dutchie)" in other.text
+    assert sql("SELECT role, platform FROM worker_tasks") == [("product_resync", "dutchie")]
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
