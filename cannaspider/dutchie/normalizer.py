@@ -521,9 +521,9 @@ def _images(raw: dict) -> list[str]:
     images = []
     first = raw.get("Image")
     if type(first) is str and first:
-        url = first if first.isascii() and "\x00" not in first else _repair(first, "Image")
-        if _fetchable(url):
-            images.append(url)
+        first = first if first.isascii() and "\x00" not in first else _repair(first, "Image")
+        if _fetchable(first):
+            images.append(first)
     for image in _list(raw.get("images")):
         url = image.get("url") if type(image) is dict else None
         if type(url) is str and url:

@@ -28,12 +28,20 @@ from scrapy.settings import BaseSettings
 from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
-from cannaspider.tasks.roles import TaskInputError
-from cannaspider.web import dashboard, dashboard_api
+from cannaspider.web import dashboard, dashboard_api, errors
 from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.limits import BodyLimit
-from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
+from cannaspider.web.models import (
+    EnqueueOut,
+    RoleName,
+    RoleOut,
+    TaskIn,
+    TaskOut,
+    TaskPage,
+    TaskStatus,
+    refused_with,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +94,8 @@ def create_app(
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
 
-    @app.exception_handler(TaskInputError)
-    async def bad_task_input(request: Request, exc: TaskInputError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+    for error, handler in errors.HANDLERS.items():
+        app.add_exception_handler(error, handler)
 
     @app.exception_handler(psycopg.OperationalError)
     @app.exception_handler(PoolTimeout)
@@ -106,7 +113,10 @@ def create_app(
         status_code=201,
         dependencies=[Depends(require_token)],
         tags=["tasks"],
-        responses={200: {"model": EnqueueOut, "description": "an identical task was already queued"}},
+        responses={
+            200: {"model": EnqueueOut, "description": "an identical task was already queued"},
+            **refused_with(401, 403, 413),
+        },
     )
     async def create_task(body: TaskIn, request: Request, response: Response) -> EnqueueOut:
         async with request.app.state.pool.connection() as conn:
@@ -144,7 +154,7 @@ def create_app(
             )
         return TaskPage(tasks=[TaskOut(**t.as_dict()) for t in page.tasks], next_before_id=page.next_before_id)
 
-    @app.get("/api/tasks/{task_id}", response_model=TaskOut, tags=["tasks"])
+    @app.get("/api/tasks/{task_id}", response_model=TaskOut, tags=["tasks"], responses=refused_with(404))
     async def get_task(task_id: int, request: Request) -> TaskOut:
         async with request.app.state.pool.connection() as conn:
             task = await queue.get(conn, task_id)

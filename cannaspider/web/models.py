@@ -10,10 +10,36 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cannaspider.tasks import queue, roles
 
+# Text parameters (query and path) take no NUL: PostgreSQL's text refuses it, so it is a 422 here,
+# and the schema says so (/openapi.json)
+NO_NUL = r"^[^\x00]*$"
+
 RoleName = enum.Enum("RoleName", {name: name for name in roles.ROLE_NAMES}, type=str)  # type: ignore[misc]
 TaskStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
 Platform = Literal[roles.PLATFORMS]  # type: ignore[valid-type]  # an enum in the schema; others: 422 listing them
 assert set(queue.STATUSES) == set(TaskStatus.__args__)  # type: ignore[attr-defined]
+
+
+class ErrorOut(BaseModel):
+    """A refusal: what is wrong with the request, or what is missing."""
+
+    detail: str
+
+
+def refused_with(*statuses: int) -> dict[int | str, dict]:
+    """The `responses` of a route that may answer these statuses with an ErrorOut."""
+    return {status: {"model": ErrorOut, "description": REFUSALS[status]} for status in statuses}
+
+
+REFUSALS = {
+    400: "a bad parameter",
+    401: "no bearer token, or a wrong one",
+    403: "writes are disabled: the server has no CANNASPIDER_API_TOKEN",
+    404: "not found",
+    413: "the request body is over API_MAX_BODY_BYTES",
+    501: "the image store's scheme is not supported by this server",
+    503: "the database (or the image store) is unavailable: try again later",
+}
 
 
 class RoleOut(BaseModel):
