@@ -115,7 +115,7 @@ def create_app(
         tags=["tasks"],
         responses={
             200: {"model": EnqueueOut, "description": "an identical task was already queued"},
-            **refused_with(401, 403, 413),
+            **refused_with(400, 401, 403, 413),
         },
     )
     async def create_task(body: TaskIn, request: Request, response: Response) -> EnqueueOut:

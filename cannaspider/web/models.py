@@ -32,7 +32,7 @@ def refused_with(*statuses: int) -> dict[int | str, dict]:
 
 
 REFUSALS = {
-    400: "a bad parameter",
+    400: "a bad parameter, or a body that is not UTF-8 JSON",
     401: "no bearer token, or a wrong one",
     403: "writes are disabled: the server has no CANNASPIDER_API_TOKEN",
     404: "not found",

@@ -208,3 +208,56 @@ def test_a_body_over_the_cap_is_a_413_on_every_route(api, sql):
     small = {"role": "analytics_refresh", "padding": " " * 100}
     assert http("POST", api.base + "/api/tasks", small, AUTH).status == 422  # under the cap: judged as usual
     assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+# --- bad input is a 4xx with a reason, never a 500 (the schema's own shape for 422) ---------------
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/stores?state=A%00",
+        "/api/stores/{d}/products?brand=Bud%00Bros",
+        "/api/stores/{d}/products?category=%00",
+        "/api/stores/{d}/products/a%00b/history",
+        "/dashboard/stores?state=%00",
+        "/dashboard/stores/{d}?brand=%00",
+        "/dashboard/stores/{d}?category=x%00",
+        "/dashboard/stores/{d}/products/a%00b",
+    ],
+)
+def test_a_nul_in_a_parameter_is_a_422_with_the_reason(api, sql, path):
+    d = add_store(sql)
+    reply = http("GET", api.base + path.format(d=d))
+    assert reply.status == 422, reply.text
+    (error,) = reply.json()["detail"]
+    assert error["type"] == "string_pattern_mismatch" and error["loc"][0] in ("query", "path")
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"role": "analytics_refresh", "priority": NaN}', "Input should be a valid integer"),
+        (b'{"role": "analytics_refresh", "priority": Infinity}', "Input should be a valid integer"),
+        (b'{"role": "\\ud800"}', "unable to parse raw data as a unicode string"),
+        (b'{"role": "store_discovery", "state": "A\\udfff"}', "unable to parse raw data as a unicode string"),
+        (b'{"role": "analytics_refresh", "\\ud800": 1}', "unable to parse raw data as a unicode string"),
+    ],
+)
+def test_values_json_cannot_carry_back_are_a_422_not_a_500(api, sql, body, reason):
+    reply = http("POST", api.base + "/api/tasks", body, {**AUTH, "content-type": "application/json"})
+    assert reply.status == 422, reply.text
+    assert reason in reply.text and isinstance(reply.json()["detail"], list)
+    assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+def test_a_refusal_of_the_roles_has_the_documented_422_shape(api):
+    reply = http("POST", api.base + "/api/tasks", {"role": "product_resync"}, AUTH)
+    assert reply.status == 422
+    assert reply.json()["detail"] == [
+        {"loc": ["body"], "msg": "product_resync needs dispensary_id", "type": "task_input"}
+    ]
+
+
+@pytest.mark.parametrize("query", ["?w=%C2%B2", "?q=%C2%B2", "?h=%E2%91%A0", "?w=%D9%A3"])
+def test_img_takes_ascii_digits_only(api, query):
+    reply = http("GET", api.base + "/img/products/az/none.webp" + query)
+    assert reply.status == 400 and "must be a whole number" in reply.json()["detail"], reply.text
