@@ -5,6 +5,7 @@ answer's status, headers and body are the ones the schema documents. The seed is
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,7 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from cannaspider.web.app import create_app
+from tests.conftest import TABLES
 from tests.web.conftest import TOKEN, Service
 
 EXAMPLES = 12  # per operation, mode (valid and invalid input) and token
@@ -38,6 +40,16 @@ CASES += [(label, GenerationMode.NEGATIVE) for label in sorted(OPERATIONS) if ne
 
 @pytest.fixture(scope="module")
 def service(db_url):
+    # stores 1-3 with products, so that the filters and histories reach their queries
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+        for i in (1, 2, 3):
+            conn.execute("INSERT INTO dispensaries (name, state) VALUES (%s, 'AZ')", (f"store {i}",))
+            conn.execute(
+                "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw,"
+                " category) VALUES (%s, '0', 'x', 'x', 'b', 'c')",
+                (i,),
+            )
     with Service(db_url, TOKEN) as svc:
         yield svc
 
