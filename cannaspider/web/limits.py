@@ -13,7 +13,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 class BodyTooLarge(HTTPException):
     def __init__(self, cap: int) -> None:
-        super().__init__(413, f"the request body is over {cap} bytes (API_MAX_BODY_BYTES)")
+        # the rest of the body stays unread on the connection: it is closed after this answer
+        headers = {"Connection": "close"}
+        super().__init__(413, f"the request body is over {cap} bytes (API_MAX_BODY_BYTES)", headers=headers)
 
 
 class BodyLimit:
@@ -54,7 +56,6 @@ class BodyLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # the rest of the body stays unread on the connection: it is closed after this answer
         refused = BodyTooLarge(self.cap)
-        response = JSONResponse({"detail": refused.detail}, 413, headers={"Connection": "close"})
+        response = JSONResponse({"detail": refused.detail}, refused.status_code, headers=refused.headers)
         await response(scope, receive, send)

@@ -187,7 +187,9 @@ def chunked(size: int, count: int) -> bytes:
     return (f"{size:x}\r\n".encode() + b" " * size + b"\r\n") * count  # no last chunk: the body goes on
 
 
-@pytest.mark.parametrize("head", [post_head(200 * 1024**2), post_head(60_000), post_head(None)])
+@pytest.mark.parametrize(
+    "head", [post_head(200 * 1024**2), post_head(60_000), post_head(None)], ids=["200MB", "60KB", "chunked"]
+)
 def test_an_unauthenticated_write_is_refused_before_its_body_is_read(api, head):
     # a 200 MB body announced and none of it sent: an answer at all means nobody waited for the body
     status, reply = raw_request(api.base, head, timeout=5)
