@@ -231,6 +231,7 @@ ANALYTICS_REFRESH_WORK_MEM = "1GB"  # per refresh step: a day of snapshots at 2,
 API_HOST = "127.0.0.1"
 API_PORT = 8000
 CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused
+API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a task is ~100 bytes
 
 # --- Crawl health (Spidermon; cannaspider/monitors, docs/health.md) ----------------------------
 # A monitor over its threshold fails the crawl's health: an ERROR line, the report under

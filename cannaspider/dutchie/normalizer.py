@@ -491,17 +491,45 @@ def _options(
     return options, total
 
 
+# -- image and logo URLs --------------------------------------------------------------------------
+# Only http(s) URLs are fetched (through the store's proxy: docs/images.md). Any other scheme in a
+# payload (file:, ftp:, s3:, data:, …) would have Scrapy read a local file and publish it, dial
+# around the proxy, or sign an S3 request with the node's AWS keys: it is dropped here, counted
+# (REFUSED_URLS; the normalize pipeline makes it the stat cannaspider/image_urls_refused) and never
+# logged with anything but the count.
+HTTP_SCHEMES = ("https://", "http://")
+
+
+class RefusedUrls:
+    """Image and logo URLs dropped for their scheme by this process: a running total."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+REFUSED_URLS = RefusedUrls()
+
+
+def _fetchable(url: str) -> bool:
+    if url.startswith(HTTP_SCHEMES) or url[:8].lower().startswith(HTTP_SCHEMES):
+        return True
+    REFUSED_URLS.count += 1
+    return False
+
+
 def _images(raw: dict) -> list[str]:
     images = []
     first = raw.get("Image")
     if type(first) is str and first:
-        images.append(first if first.isascii() and "\x00" not in first else _repair(first, "Image"))
+        first = first if first.isascii() and "\x00" not in first else _repair(first, "Image")
+        if _fetchable(first):
+            images.append(first)
     for image in _list(raw.get("images")):
         url = image.get("url") if type(image) is dict else None
         if type(url) is str and url:
             if not url.isascii() or "\x00" in url:
                 url = _repair(url, "images")
-            if url not in images:
+            if url not in images and _fetchable(url):
                 images.append(url)
     return images
 
@@ -535,7 +563,7 @@ def _brand_field(value: object, brand: object, key: str, what: str) -> str | Non
 def _logo(brand: object) -> str | None:
     """brand.imageUrl when it is an http(s) URL (stored once per brand: pipelines/images.py)."""
     url = brand.get("imageUrl") if type(brand) is dict else None
-    return url if type(url) is str and url.startswith(("https://", "http://")) and url.isascii() else None
+    return url if type(url) is str and url and url.isascii() and _fetchable(url) else None
 
 
 def normalize(item: RawProduct) -> StoreProduct:

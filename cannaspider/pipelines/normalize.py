@@ -1,4 +1,6 @@
-"""RawProduct → StoreProduct. One bad product is a warning and is dropped; the page goes on."""
+"""RawProduct → StoreProduct. One bad product is a warning and is dropped; the page goes on. Image
+and logo URLs the normalizer refused for their scheme (only http(s) is fetched: docs/images.md)
+are the stat cannaspider/image_urls_refused."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.dutchie.normalizer import NormalizationError, normalize
+from cannaspider.dutchie.normalizer import REFUSED_URLS, NormalizationError, normalize
 from cannaspider.items import RawProduct
 
 logger = logging.getLogger(__name__)
@@ -26,6 +28,7 @@ class NormalizeProductPipeline:
     def process_item(self, item):
         if not isinstance(item, RawProduct):
             return item
+        refused = REFUSED_URLS.count
         try:
             return normalize(item)
         except NormalizationError as exc:
@@ -38,3 +41,6 @@ class NormalizeProductPipeline:
             raise DropItem(
                 f"dispensary {item.dispensary_id}: product skipped: unexpected {exc.__class__.__name__}: {exc}"
             ) from exc
+        finally:
+            if REFUSED_URLS.count != refused:
+                self.crawler.stats.inc_value("cannaspider/image_urls_refused", REFUSED_URLS.count - refused)

@@ -20,6 +20,12 @@ from cannaspider.dutchie.geography import state_code
 
 logger = logging.getLogger(__name__)
 
+# Schemes a Dutchie crawl never fetches, their download handlers off (None): a URL out of a payload
+# or a redirect can then never read a local file (file, data), dial around the store's proxy (ftp)
+# or send an S3 request signed with the node's AWS keys (s3). The normalizer already keeps only
+# http(s) image URLs (docs/images.md); this is the second wall.
+UNUSED_SCHEMES = ("file", "data", "ftp", "s3")
+
 
 class SpiderArgumentError(ValueError):
     """A bad `-a` argument. str() is the one line the crawl command prints (commands/crawl.py)."""
@@ -155,6 +161,8 @@ class DutchieSpider(scrapy.Spider):
         super().update_settings(settings)
         # spider priority: `-s ITEM_PIPELINES=…` on the command line (and `scrapy check`) still win
         settings.set("ITEM_PIPELINES", settings.getdict(cls.pipelines_setting), priority="spider")
+        handlers = {**settings.getdict("DOWNLOAD_HANDLERS"), **dict.fromkeys(UNUSED_SCHEMES)}
+        settings.set("DOWNLOAD_HANDLERS", handlers, priority="spider")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args, **kwargs):

@@ -49,7 +49,8 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
     def update_settings(cls, settings) -> None:
         super().update_settings(settings)
         handler = "cannaspider.stealth.browser_handler.BrowserOrImpersonatingDownloadHandler"
-        settings.set("DOWNLOAD_HANDLERS", {"http": handler, "https": handler}, priority="spider")
+        handlers = {**settings.getdict("DOWNLOAD_HANDLERS"), "http": handler, "https": handler}  # the rest: base.py
+        settings.set("DOWNLOAD_HANDLERS", handlers, priority="spider")
         # Scrapy's headers would replace the browser's on the navigation (scrapy-playwright's
         # default): its sec-fetch-*, client hints and order would be lost. The identity is the
         # browser context's (middlewares/stealth.py).

@@ -145,6 +145,17 @@ ROLES: dict[str, Role] = {
 ROLE_NAMES: tuple[str, ...] = tuple(ROLES)
 
 
+# The crawl platforms a task may name (the seed's task payload carries `platform`); only Dutchie's
+# spiders exist so far.
+PLATFORMS: tuple[str, ...] = ("dutchie",)
+
+
+def platform(name: str) -> str:
+    if name not in PLATFORMS:
+        raise TaskInputError(f"unknown platform {name!r} (supported: {', '.join(PLATFORMS)})")
+    return name
+
+
 def get(name: str) -> Role:
     try:
         return ROLES[name]

@@ -6,6 +6,8 @@
     GET  /api/tasks/{id}              one task
 
 Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
+A write without the token is refused from its headers, before its body is read (auth.WriteGuard),
+and no route takes a body over API_MAX_BODY_BYTES (413, from Content-Length or while it streams).
 Other parts of the system add their routers to create_app() (image proxy, analytics pages); the
 dashboard's pages (/dashboard/) and JSON (/api/stores…, /api/health) are in dashboard*.py.
 """
@@ -26,11 +28,20 @@ from scrapy.settings import BaseSettings
 from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
-from cannaspider.tasks.roles import TaskInputError
-from cannaspider.web import dashboard, dashboard_api, keyword_profile
-from cannaspider.web.auth import require_token
+from cannaspider.web import dashboard, dashboard_api, errors, keyword_profile
+from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
-from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
+from cannaspider.web.limits import BodyLimit
+from cannaspider.web.models import (
+    EnqueueOut,
+    RoleName,
+    RoleOut,
+    TaskIn,
+    TaskOut,
+    TaskPage,
+    TaskStatus,
+    refused_with,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +72,20 @@ def create_app(
         finally:
             await pool.close()
 
+    if settings is None:
+        from scrapy.utils.project import get_project_settings  # noqa: PLC0415
+
+        settings = get_project_settings()
     app = FastAPI(
         title="cannaspider",
         version="1",
         description="Task queue of the cannaspider crawlers. Reads are open; writes need a bearer token.",
         lifespan=lifespan,
     )
+    # the last added runs first: the token is checked before the size (an unauthenticated upload
+    # is a 401 whatever its size), and neither reads the body
+    app.add_middleware(BodyLimit, max_body_bytes=settings.getint("API_MAX_BODY_BYTES"))
+    app.add_middleware(WriteGuard)
     app.state.api_token = api_token or None
     # the crawl-health reports the dashboard shows (cannaspider/monitors/alerts.py writes them)
     app.state.reports_dir = reports_dir or env.data_dir() / "reports"
@@ -78,9 +97,8 @@ def create_app(
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
 
-    @app.exception_handler(TaskInputError)
-    async def bad_task_input(request: Request, exc: TaskInputError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+    for error, handler in errors.HANDLERS.items():
+        app.add_exception_handler(error, handler)
 
     @app.exception_handler(psycopg.OperationalError)
     @app.exception_handler(PoolTimeout)
@@ -98,13 +116,17 @@ def create_app(
         status_code=201,
         dependencies=[Depends(require_token)],
         tags=["tasks"],
-        responses={200: {"model": EnqueueOut, "description": "an identical task was already queued"}},
+        responses={
+            200: {"model": EnqueueOut, "description": "an identical task was already queued"},
+            **refused_with(400, 401, 403, 413),
+        },
     )
     async def create_task(body: TaskIn, request: Request, response: Response) -> EnqueueOut:
         async with request.app.state.pool.connection() as conn:
             done = await queue.enqueue(
                 conn,
                 body.role.value,
+                platform=body.platform,
                 dispensary_id=body.dispensary_id,
                 state=body.state,
                 keyword_id=body.keyword_id,
@@ -135,7 +157,7 @@ def create_app(
             )
         return TaskPage(tasks=[TaskOut(**t.as_dict()) for t in page.tasks], next_before_id=page.next_before_id)
 
-    @app.get("/api/tasks/{task_id}", response_model=TaskOut, tags=["tasks"])
+    @app.get("/api/tasks/{task_id}", response_model=TaskOut, tags=["tasks"], responses=refused_with(404))
     async def get_task(task_id: int, request: Request) -> TaskOut:
         async with request.app.state.pool.connection() as conn:
             task = await queue.get(conn, task_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -15,6 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from cannaspider.web import dashboard_api as api
 from cannaspider.web import dashboard_queries as q
 from cannaspider.web.chart import price_chart
+from cannaspider.web.models import NO_NUL
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 # a package loader, not a folder path: it also reads the templates out of a zipped egg (Scrapyd)
@@ -50,7 +52,7 @@ async def overview_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/stores", response_class=HTMLResponse)
-async def stores_page(request: Request, state: str | None = Query(None, max_length=2)) -> HTMLResponse:
+async def stores_page(request: Request, state: str | None = Query(None, max_length=2, pattern=NO_NUL)) -> HTMLResponse:
     async with request.app.state.pool.connection() as conn:
         rows = await q.stores(conn, state=state.upper() if state else None)
     return templates.TemplateResponse(request, "stores.html", {"stores": rows, "state": state, "nav": "stores"})
@@ -60,9 +62,9 @@ async def stores_page(request: Request, state: str | None = Query(None, max_leng
 async def store_page(
     store_id: int,
     request: Request,
-    brand: str | None = None,
-    category: str | None = None,
-    stock: str | None = None,
+    brand: str | None = Query(None, pattern=NO_NUL),
+    category: str | None = Query(None, pattern=NO_NUL),
+    stock: str | None = None,  # anything but in_stock, oos, missing: no filter
 ) -> HTMLResponse:
     stock_filter = stock if stock in ("in_stock", "oos", "missing") else None
     async with request.app.state.pool.connection() as conn:
@@ -89,7 +91,9 @@ async def store_page(
 
 
 @router.get("/stores/{store_id}/products/{provider_product_id}", response_class=HTMLResponse)
-async def product_page(store_id: int, provider_product_id: str, request: Request) -> HTMLResponse:
+async def product_page(
+    store_id: int, request: Request, provider_product_id: str = PathParam(pattern=NO_NUL)
+) -> HTMLResponse:
     async with request.app.state.pool.connection() as conn:
         store = await q.store(conn, store_id)
         found = await q.product(conn, store_id, provider_product_id) if store else None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from pydantic import ValidationError
 
 from cannaspider.web import dashboard_queries as q
@@ -24,6 +25,7 @@ from cannaspider.web.dashboard_models import (
     StoreOut,
     StoreProductsOut,
 )
+from cannaspider.web.models import NO_NUL, refused_with
 
 router = APIRouter(prefix="/api", tags=["dashboard"])
 
@@ -51,19 +53,19 @@ def crawl_reports(request: Request) -> list[CrawlHealthOut]:
 @router.get("/stores", response_model=list[StoreOut])
 async def list_stores(
     request: Request,
-    state: str | None = Query(None, min_length=2, max_length=2, description="two-letter state code"),
+    state: str | None = Query(None, min_length=2, max_length=2, pattern=NO_NUL, description="two-letter state code"),
     limit: int = Query(500, ge=1, le=5000),
 ) -> list[dict[str, Any]]:
     async with request.app.state.pool.connection() as conn:
         return await q.stores(conn, state=state.upper() if state else None, limit=limit)
 
 
-@router.get("/stores/{store_id}/products", response_model=StoreProductsOut)
+@router.get("/stores/{store_id}/products", response_model=StoreProductsOut, responses=refused_with(404))
 async def store_products(
     store_id: int,
     request: Request,
-    brand: str | None = None,
-    category: str | None = None,
+    brand: str | None = Query(None, pattern=NO_NUL),
+    category: str | None = Query(None, pattern=NO_NUL),
     stock: q.StockFilter | None = Query(None, description="in_stock, oos, or missing (missed by 1-2 crawls)"),
     limit: int = Query(1000, ge=1, le=10000),
 ) -> dict[str, Any]:
@@ -77,9 +79,14 @@ async def store_products(
     return {"store": store_id, "brands": brands, "categories": categories, "products": rows}
 
 
-@router.get("/stores/{store_id}/products/{provider_product_id}/history", response_model=HistoryOut)
+@router.get(
+    "/stores/{store_id}/products/{provider_product_id}/history", response_model=HistoryOut, responses=refused_with(404)
+)
 async def product_history(
-    store_id: int, provider_product_id: str, request: Request, limit: int = Query(2000, ge=1, le=20000)
+    store_id: int,
+    request: Request,
+    provider_product_id: str = PathParam(pattern=NO_NUL),
+    limit: int = Query(2000, ge=1, le=20000),
 ) -> dict[str, Any]:
     async with request.app.state.pool.connection() as conn:
         found = await q.product(conn, store_id, provider_product_id)

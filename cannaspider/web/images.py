@@ -49,6 +49,7 @@ from cannaspider.images.convert import DEFAULT_MAX_PIXELS
 from cannaspider.images.paths import is_stored_path_shape
 from cannaspider.images.render import BadParameter, StoredImageError, Variant, render
 from cannaspider.images.stores import LocalReader, StoreConfigError, StoreReader, StoreUnavailable, open_store
+from cannaspider.web.models import refused_with
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def _int(seen: dict[str, str], name: str, low: int, high: int) -> int | None:
     if name not in seen:
         return None
     raw = seen[name]
-    if not raw.isdigit() or len(raw) > 6:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6:  # isdigit() alone takes ² and ①
         raise BadParameter(f"{name} must be a whole number from {low} to {high}, got {raw!r}")
     value = int(raw)
     if not low <= value <= high:
@@ -361,7 +362,16 @@ def image_router(settings: BaseSettings | None = None, proxy: ImageProxy | None 
     router = APIRouter()
     image_proxy = proxy
 
-    @router.get("/img/{path:path}", response_class=Response, name="image")
+    @router.get(
+        "/img/{path:path}",
+        response_class=Response,
+        name="image",
+        responses={
+            200: {"content": {t: {} for t in MEDIA_TYPES.values()}, "description": "the image, as asked for"},
+            304: {"description": "not modified (If-None-Match)"},
+            **refused_with(400, 404, 501, 503),
+        },
+    )
     async def image(path: str, request: Request) -> Response:
         return await image_proxy.serve(request, path)
 

@@ -6,13 +6,40 @@ import enum
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cannaspider.tasks import queue, roles
 
+# Text parameters (query and path) take no NUL: PostgreSQL's text refuses it, so it is a 422 here,
+# and the schema says so (/openapi.json)
+NO_NUL = r"^[^\x00]*$"
+
 RoleName = enum.Enum("RoleName", {name: name for name in roles.ROLE_NAMES}, type=str)  # type: ignore[misc]
 TaskStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+Platform = Literal[roles.PLATFORMS]  # type: ignore[valid-type]  # an enum in the schema; others: 422 listing them
 assert set(queue.STATUSES) == set(TaskStatus.__args__)  # type: ignore[attr-defined]
+
+
+class ErrorOut(BaseModel):
+    """A refusal: what is wrong with the request, or what is missing."""
+
+    detail: str
+
+
+def refused_with(*statuses: int) -> dict[int | str, dict]:
+    """The `responses` of a route that may answer these statuses with an ErrorOut."""
+    return {status: {"model": ErrorOut, "description": REFUSALS[status]} for status in statuses}
+
+
+REFUSALS = {
+    400: "a bad parameter, or a body that is not UTF-8 JSON",
+    401: "no bearer token, or a wrong one",
+    403: "writes are disabled: the server has no CANNASPIDER_API_TOKEN",
+    404: "not found",
+    413: "the request body is over API_MAX_BODY_BYTES",
+    501: "the image store's scheme is not supported by this server",
+    503: "the database (or the image store) is unavailable: try again later",
+}
 
 
 class RoleOut(BaseModel):
@@ -31,11 +58,19 @@ class TaskIn(BaseModel):
     model_config = ConfigDict(extra="forbid")  # an unknown field is a mistake, not something to ignore
 
     role: RoleName
+    platform: Platform = Field(roles.PLATFORMS[0], description="the crawl platform")
     dispensary_id: int | None = Field(None, ge=1, strict=True)
     state: str | None = Field(None, min_length=2, max_length=40, strict=True, description="US state code or name")
     keyword_id: int | None = Field(None, ge=1, strict=True)
     priority: int = Field(roles.ON_DEMAND_PRIORITY, ge=-1000, le=1000, strict=True, description="higher runs first")
     max_attempts: int = Field(queue.DEFAULT_MAX_ATTEMPTS, ge=1, le=50, strict=True)
+
+    @field_validator("platform", mode="before")
+    @classmethod
+    def supported_platform(cls, value: object) -> object:
+        if type(value) is str:
+            roles.platform(value)  # the same reason as `scrapy enqueue --platform` gives
+        return value
 
 
 class TaskOut(BaseModel):

@@ -24,12 +24,16 @@ def test_enqueue_reuses_and_refuses_bad_input_with_one_line(db, sql):
     assert first.returncode == 0 and first.stdout.strip() == (
         f"queued task 1 (product_resync, dispensary {d}, priority 20, pending)"
     )
-    again = run_scrapy("enqueue", "product_resync", "--dispensary-id", str(d), env=env)
+    again = run_scrapy("enqueue", "product_resync", "--dispensary-id", str(d), "--platform", "dutchie", env=env)
     assert again.returncode == 0 and again.stdout.startswith("already queued: task 1")
     for argv, message in (
         (["enqueue", "product_rescan", "--dispensary-id", str(d)], "error: unknown role 'product_rescan'"),
         (["enqueue", "product_resync", "--dispensary-id", "999"], "error: dispensary 999 does not exist"),
         (["enqueue", "store_discovery"], "error: store_discovery needs state"),
+        (
+            ["enqueue", "product_resync", "--dispensary-id", str(d), "--platform", "jane"],
+            "error: unknown platform 'jane' (supported: dutchie)",
+        ),
         (["tasks", "cancel", "abc"], "error: task id must be an integer, got 'abc'"),
         (["tasks", "--status", "done"], "error: unknown status 'done'"),
     ):

@@ -685,3 +685,37 @@ def test_every_field_lands_under_its_own_name():
         "brand_logo_url": None,
     }
     assert [o.option for o in p.options] == BASE["Options"] and p.thc.unit == "percent" and p.cbd.value is None
+
+
+# --- image and logo URLs: http(s) only (docs/images.md) ----------------------------------------
+HOSTILE_URLS = [
+    "file:///tmp/cannaspider-local.png",
+    "file:///etc/passwd",
+    "FILE:///etc/passwd",
+    "ftp://127.0.0.1/x.png",
+    "s3://node-bucket/secret.png",
+    "gs://node-bucket/secret.png",
+    "data:image/png;base64,iVBORw0KGgo=",
+    "//images.example/scheme-relative.png",
+    " file:///etc/passwd",
+    "javascript:alert(1)",
+]
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+def test_only_http_image_and_logo_urls_survive_and_the_others_are_counted(url):
+    raw = _product(42, "in-process", 1, 0, "http://127.0.0.1:1")
+    raw.update({"Image": url, "images": [{"url": url}, {"url": "ftp://127.0.0.1/other.png"}]})
+    raw["brand"] = {**raw["brand"], "imageUrl": url}
+    before = normalizer.REFUSED_URLS.count
+    p = norm(raw)
+    assert (p.image_url, p.images, p.brand_logo_url) == (None, [], None)
+    assert normalizer.REFUSED_URLS.count - before == 4  # Image, both images[], the brand's logo
+
+
+def test_an_http_url_among_refused_ones_is_kept_whatever_the_case_of_its_scheme():
+    raw = dict(BASE, Image="file:///etc/passwd", images=[{"url": "HTTPS://images.dutchie.com/b.png"}])
+    raw["brand"] = {**BASE["brand"], "imageUrl": "Http://images.dutchie.com/logo.png"}
+    p = norm(raw)
+    assert p.image_url == "HTTPS://images.dutchie.com/b.png" and p.images == ["HTTPS://images.dutchie.com/b.png"]
+    assert p.brand_logo_url == "Http://images.dutchie.com/logo.png"

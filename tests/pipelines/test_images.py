@@ -20,9 +20,11 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider.images.convert import UnusableImage, to_webp
 from cannaspider.images.paths import brand_logo_path, product_image_path, slugify, url_hash
-from cannaspider.items import Potency, StoreProduct
+from cannaspider.items import Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.images import ProductImagesPipeline
+from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
+from cannaspider.sandbox.catalog import _product
 from cannaspider.spiders.products import ProductSpider
 from tests.helpers import add_store, fetch
 from tests.images.bombs import webp_declaring
@@ -342,6 +344,41 @@ def test_unusable_images_are_skipped_and_the_product_saved(db, sandbox, store, t
     assert len(lines) == 1 and message in lines[0] and PID in lines[0], lines
     assert not caplog.records[0].exc_info  # one line, no traceback
     assert [p.name for p in (tmp_path / "images").rglob("*.webp")] == [Path(paths["a" * 24]).name]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["file://{local}", "file:///etc/passwd", "ftp://127.0.0.1:1/x.png", "s3://node-bucket/x.png", "data:,x"],
+)
+def test_an_image_url_that_is_not_http_is_never_fetched_nor_stored(db, sandbox, store, tmp_path, caplog, url):
+    """The second wall behind the normalizer (docs/images.md): whatever built the item, a file:,
+    ftp:, s3: or data: URL never reaches the downloader, and no line says anything about the disk."""
+    local = tmp_path / "local.png"
+    Image.new("RGB", (320, 320), "red").save(local)
+    url = url.format(local=local)
+    d = store["id"]
+    item = product(d, PID, url)
+    item.brand_logo_url = url
+    harness = Harness(db, tmp_path / "images")
+    with caplog.at_level(logging.DEBUG, logger="cannaspider.pipelines.images"):
+        asyncio.run(harness.crawl([item]))
+    assert harness.engine.urls == []
+    assert not list((tmp_path / "images").rglob("*.webp")) and local_paths(db, d) == {PID: None}
+    assert harness.stat("images_failed/scheme") == 2 and not caplog.records
+
+
+def test_a_raw_product_with_local_file_images_gets_none_fetched_and_the_refusal_counted(db, sandbox, store, tmp_path):
+    d = store["id"]
+    local = tmp_path / "local.png"
+    Image.new("RGB", (320, 320), "red").save(local)
+    raw = _product(42, store["slug"], 1, 0, store["base"])
+    raw.update({"Image": f"file://{local}", "images": [{"url": "file:///etc/passwd"}, {"url": "s3://b/k.png"}]})
+    raw["brand"] = {**raw["brand"], "imageUrl": "ftp://127.0.0.1:1/logo.png"}
+    harness = Harness(db, tmp_path / "images")
+    normalized = NormalizeProductPipeline.from_crawler(harness.crawler).process_item(RawProduct(d, None, raw))
+    asyncio.run(harness.crawl([normalized]))
+    assert harness.engine.urls == [] and not list((tmp_path / "images").rglob("*.webp"))
+    assert harness.stat("image_urls_refused") == 4 and harness.stat("images_failed/scheme") == 0
 
 
 def test_a_download_that_fails_is_skipped(db, sandbox, store, tmp_path, caplog):

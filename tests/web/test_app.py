@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import socket
+
 import pytest
+from scrapy.utils.project import get_project_settings
 
 from cannaspider.tasks import roles
 from tests.httpclient import http
@@ -10,6 +14,7 @@ from tests.tasks.conftest import add_store, add_stores
 from tests.web.conftest import TOKEN, Service
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+API_MAX_BODY = get_project_settings().getint("API_MAX_BODY_BYTES")
 
 
 def test_roles_come_from_the_registry(api):
@@ -33,6 +38,22 @@ def test_post_creates_an_on_demand_task_then_reuses_it(api, sql):
     state = http("POST", api.base + "/api/tasks", {"role": "store_discovery", "state": "nv"}, AUTH)
     assert state.status == 201 and state.json()["task"]["payload"] == {"state": "NV"}
     assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 2
+
+
+def test_the_seeds_task_payload_with_its_platform_is_accepted(api, sql):
+    d = add_store(sql)
+    body = {"role": "product_resync", "dispensary_id": d, "platform": "dutchie", "priority": 20}
+    reply = http("POST", api.base + "/api/tasks", body, AUTH)
+    assert reply.status == 201, reply.text
+    assert [reply.json()["task"][k] for k in ("role", "platform", "dispensary_id", "priority")] == [
+        "product_resync",
+        "dutchie",
+        d,
+        20,
+    ]
+    other = http("POST", api.base + "/api/tasks", {**body, "platform": "jane"}, AUTH)
+    assert other.status == 422 and "unknown platform 'jane' (supported: dutchie)" in other.text
+    assert sql("SELECT role, platform FROM worker_tasks") == [("product_resync", "dutchie")]
 
 
 @pytest.mark.parametrize(
@@ -136,3 +157,109 @@ def test_the_service_serves_the_image_proxy(api):
     assert "/img/{path}" in http("GET", api.base + "/openapi.json").json()["paths"]
     assert http("GET", api.base + "/img/..%2F..%2Fetc%2Fpasswd").status == 404
     assert http("GET", api.base + "/img/products/az/none.webp?w=abc").status in (400, 404)
+
+
+# --- writes are refused from their headers; bodies are capped (docs/operations.md) --------------
+def raw_request(base: str, head: str, body: bytes = b"", timeout: float = 10) -> tuple[int, bytes]:
+    """Send `head` and `body` (maybe less than the head announces), then read the whole answer.
+    Nothing sent stays unread in the server's socket: no reset loses the answer."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(head.encode() + body)
+        reply = b""
+        while not _whole(reply) and (chunk := sock.recv(65536)):
+            reply += chunk
+    return int(reply.split(b" ", 2)[1]), reply
+
+
+def _whole(reply: bytes) -> bool:
+    head, _, body = reply.partition(b"\r\n\r\n")
+    length = re.search(rb"content-length: (\d+)", head, re.I)
+    return length is not None and len(body) >= int(length[1])
+
+
+def post_head(size: int | None, headers: str = "") -> str:
+    length = f"Content-Length: {size}\r\n" if size is not None else "Transfer-Encoding: chunked\r\n"
+    return f"POST /api/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{length}{headers}\r\n"
+
+
+def chunked(size: int, count: int) -> bytes:
+    return (f"{size:x}\r\n".encode() + b" " * size + b"\r\n") * count  # no last chunk: the body goes on
+
+
+@pytest.mark.parametrize(
+    "head", [post_head(200 * 1024**2), post_head(60_000), post_head(None)], ids=["200MB", "60KB", "chunked"]
+)
+def test_an_unauthenticated_write_is_refused_before_its_body_is_read(api, head):
+    # a 200 MB body announced and none of it sent: an answer at all means nobody waited for the body
+    status, reply = raw_request(api.base, head, timeout=5)
+    assert status == 401 and b"www-authenticate: Bearer" in reply
+    assert reply.endswith(b'"this endpoint needs Authorization: Bearer <token>"}')
+
+
+def test_a_body_over_the_cap_is_a_413_on_every_route(api, sql):
+    auth = f"Authorization: Bearer {TOKEN}\r\n"
+    refusal = f'{{"detail":"the request body is over {API_MAX_BODY} bytes (API_MAX_BODY_BYTES)"}}'.encode()
+    status, reply = raw_request(api.base, post_head(10 * 1024**2, auth), timeout=5)
+    assert status == 413 and reply.endswith(refusal)
+    # chunked: no length to judge by, so the cap holds while it streams (the body never ends here)
+    status, reply = raw_request(api.base, post_head(None, auth), chunked(16 * 1024, API_MAX_BODY // 16384 + 1))
+    assert status == 413 and reply.endswith(refusal)
+    big = http("GET", api.base + "/api/tasks", b"x" * (API_MAX_BODY + 1), {"content-type": "application/json"})
+    assert big.status == 413  # reads too
+    small = {"role": "analytics_refresh", "padding": " " * 100}
+    assert http("POST", api.base + "/api/tasks", small, AUTH).status == 422  # under the cap: judged as usual
+    assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+# --- bad input is a 4xx with a reason, never a 500 (the schema's own shape for 422) ---------------
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/stores?state=A%00",
+        "/api/stores/{d}/products?brand=Bud%00Bros",
+        "/api/stores/{d}/products?category=%00",
+        "/api/stores/{d}/products/a%00b/history",
+        "/dashboard/stores?state=%00",
+        "/dashboard/stores/{d}?brand=%00",
+        "/dashboard/stores/{d}?category=x%00",
+        "/dashboard/stores/{d}/products/a%00b",
+    ],
+)
+def test_a_nul_in_a_parameter_is_a_422_with_the_reason(api, sql, path):
+    d = add_store(sql)
+    reply = http("GET", api.base + path.format(d=d))
+    assert reply.status == 422, reply.text
+    (error,) = reply.json()["detail"]
+    assert error["type"] == "string_pattern_mismatch" and error["loc"][0] in ("query", "path")
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"role": "analytics_refresh", "priority": NaN}', "Input should be a valid integer"),
+        (b'{"role": "analytics_refresh", "priority": Infinity}', "Input should be a valid integer"),
+        (b'{"role": "\\ud800"}', "unable to parse raw data as a unicode string"),
+        (b'{"role": "store_discovery", "state": "A\\udfff"}', "unable to parse raw data as a unicode string"),
+        (b'{"role": "analytics_refresh", "\\ud800": 1}', "unable to parse raw data as a unicode string"),
+    ],
+)
+def test_values_json_cannot_carry_back_are_a_422_not_a_500(api, sql, body, reason):
+    reply = http("POST", api.base + "/api/tasks", body, {**AUTH, "content-type": "application/json"})
+    assert reply.status == 422, reply.text
+    assert reason in reply.text and isinstance(reply.json()["detail"], list)
+    assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+def test_a_refusal_of_the_roles_has_the_documented_422_shape(api):
+    reply = http("POST", api.base + "/api/tasks", {"role": "product_resync"}, AUTH)
+    assert reply.status == 422
+    assert reply.json()["detail"] == [
+        {"loc": ["body"], "msg": "product_resync needs dispensary_id", "type": "task_input"}
+    ]
+
+
+@pytest.mark.parametrize("query", ["?w=%C2%B2", "?q=%C2%B2", "?h=%E2%91%A0", "?w=%D9%A3"])
+def test_img_takes_ascii_digits_only(api, query):
+    reply = http("GET", api.base + "/img/products/az/none.webp" + query)
+    assert reply.status == 400 and "must be a whole number" in reply.json()["detail"], reply.text

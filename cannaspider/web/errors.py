@@ -1,0 +1,50 @@
+"""422 answers that always encode: a request's own values echoed back in `detail` (pydantic's
+`input` and `ctx`) may be what JSON cannot carry, a NaN or infinity (Python's JSON reader takes
+them) or a lone surrogate (a valid JSON escape that is no UTF-8): FastAPI's own handler then fails
+with a 500. Here they are echoed as their repr. Every 422 has the documented shape, a list of
+{loc, msg, type}, the task roles' own refusals (TaskInputError) included."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi import Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from cannaspider.tasks.roles import TaskInputError
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if value.isascii() or _encodes(value) else value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+
+
+async def task_input_error(request: Request, exc: Exception) -> JSONResponse:
+    detail = [{"loc": ["body"], "msg": str(exc), "type": "task_input"}]
+    return JSONResponse({"detail": json_safe(detail)}, status_code=422)
+
+
+HANDLERS = {RequestValidationError: validation_error, TaskInputError: task_input_error}
