@@ -12,12 +12,14 @@ profile not computed yet a 404; each `detail` says which.
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
 from cannaspider.firecrawl import store
 from cannaspider.firecrawl.keywords_file import normalize_locale
 from cannaspider.web.dashboard import templates
+from cannaspider.web.models import refused_with
 
 api_router = APIRouter(prefix="/api", tags=["keywords"])
 page_router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -90,7 +92,9 @@ async def load_profile(request: Request, keyword_id: int, locale: str) -> dict:
     """The stored profile, or an HTTPException saying why there is none."""
     wanted = normalize_locale(locale)
     if wanted is None:
-        raise HTTPException(422, f"locale must look like 'fr-FR', 'en-US' or 'fr', got {locale!r}")
+        # the documented 422 shape (a list of errors, as FastAPI's own validation gives)
+        msg = f"locale must look like 'fr-FR', 'en-US' or 'fr', got {locale!r}"
+        raise RequestValidationError([{"loc": ["query", "locale"], "msg": msg, "type": "value_error"}])
     async with request.app.state.pool.connection() as conn:
         locales = await store.keyword_locales(conn, keyword_id)
         if locales is None:
@@ -109,7 +113,7 @@ async def load_profile(request: Request, keyword_id: int, locale: str) -> dict:
 @api_router.get(
     "/keywords/{keyword_id}/profile",
     response_model=ProfileOut,
-    responses={404: {"description": "unknown keyword, locale not in its SERP, or no profile yet"}},
+    responses=refused_with(404, 503),
 )
 async def get_keyword_profile(
     request: Request,
