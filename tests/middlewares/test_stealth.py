@@ -60,6 +60,8 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
         "STEALTH_PROXY_MAX_FAILURES=3",  # fewer stores than a real pool sees: deactivate sooner
         "-s",
         "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
+        "-s",
+        "STEALTH_FAILURE_WINDOW_S=0",  # each failure counts (a short crawl: no time for events apart)
         dispensary_id=",".join(map(str, ids)),
     )
     assert result.returncode == 0
@@ -153,7 +155,8 @@ def test_every_proxy_dead_stops_the_crawl_with_an_alert_and_marks_nothing_missin
     sql("UPDATE proxies SET is_active = false")
     dead_id = register_proxy(db, dead_proxy_url(), None)
     sandbox.epoch(3)
-    result = crawl("product_resync", state="AZ")
+    # each failure counts: the short crawl's failures are all of one moment (one event otherwise)
+    result = crawl("product_resync", "-s", "STEALTH_FAILURE_WINDOW_S=0", state="AZ")
     assert "ALERT: every proxy of the pool is deactivated" in result.stderr
     assert proxy_rows(sql)[dead_id][0] is False
     for d in ids:

@@ -15,6 +15,8 @@ SETTINGS = {
     "STEALTH_PROXY_MAX_FAILURES": 5,
     "STEALTH_PROXY_BACKOFF_S": 30.0,
     "STEALTH_PROXY_BACKOFF_CAP_S": 600.0,
+    "STEALTH_FAILURE_WINDOW_S": 0.0,  # each failure an event of its own (the window: tests below)
+    "PROXY_REPROBE_AFTER_S": 300.0,
 }
 
 
@@ -34,8 +36,8 @@ def row(sql, pid: int) -> tuple:
     )[0]
 
 
-async def with_pool(db: str, scenario):
-    crawler = project_crawler(DATABASE_URL=db, **SETTINGS)
+async def with_pool(db: str, scenario, **settings):
+    crawler = project_crawler(DATABASE_URL=db, **{**SETTINGS, **settings})
     pool = ProxyPool(crawler)
     try:
         return await scenario(pool)
