@@ -96,6 +96,19 @@ def session_key(request: Request) -> object:
     return ("crawl",)
 
 
+def wear(request: Request, identity: Identity) -> None:
+    """The request's headers become the identity's (its own kept where the identity sets none),
+    in the identity's order; no Proxy-Authorization is kept (HttpProxyMiddleware writes it)."""
+    own = [
+        (k.decode("latin-1"), v[-1].decode("latin-1"))
+        for k, v in request.headers.items()
+        if v and k.lower() != b"proxy-authorization"
+    ]
+    request.headers.clear()
+    for name, value in identity.apply(own):
+        request.headers[name] = value
+
+
 def is_browser_page(request: Request) -> bool:
     return bool(request.meta.get("playwright"))
 
@@ -178,14 +191,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         # HttpProxyMiddleware derives Proxy-Authorization from this proxy's URL: a header left by
         # another proxy's attempt must not reach this one
         request.meta.pop("_auth_proxy", None)
-        own = [
-            (k.decode("latin-1"), v[-1].decode("latin-1"))
-            for k, v in request.headers.items()
-            if v and k.lower() != b"proxy-authorization"
-        ]
-        request.headers.clear()
-        for name, value in session.identity.apply(own):
-            request.headers[name] = value
+        wear(request, session.identity)
         return None
 
     async def _new_session(self, request: Request, key: object, avoid: set[int], browser: bool = False) -> Session:

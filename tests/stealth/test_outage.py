@@ -76,9 +76,11 @@ def test_a_follow_drainer_waits_out_a_proxy_outage_and_burns_no_attempt(
         assert run_scrapy("proxies", "enable", str(sandbox_proxy), env=scrapy_env).returncode == 0
         done = wait_for(
             "the tasks completed",
-            lambda: (rows := sql("SELECT status, attempts FROM worker_tasks ORDER BY id"))
-            and all(r[0] == "completed" for r in rows)
-            and rows,
+            lambda: (
+                (rows := sql("SELECT status, attempts FROM worker_tasks ORDER BY id"))
+                and all(r[0] == "completed" for r in rows)
+                and rows
+            ),
             proc=proc,
         )
     finally:
