@@ -100,3 +100,26 @@ def test_a_follow_drainer_waits_out_a_proxy_outage_and_burns_no_attempt(
     assert "1 product_resync task(s) given back to the queue, attempts not counted" in text
     assert "proxy pool: 1 active proxy(ies) again: the product_resync queue goes on" in text
     assert "pa55@w0rd" not in text
+
+
+def test_a_drainer_whose_pool_empties_gives_its_tasks_back_and_stops(scrapy_env, db, sandbox, sandbox_proxy, sql):
+    """Without follow: the alert and the stop as for any crawl, but the claimed batch goes back to
+    the queue untouched. Was: every task it held, and every one it claimed after, failed an attempt."""
+    import socket
+
+    ids = [add_store(db, s) for s in sandbox.stores("AZ")[:3]]
+    queued = [enqueue(db, d) for d in ids]
+    sql("UPDATE proxies SET is_active = false WHERE id = %s", (sandbox_proxy,))
+    with socket.socket() as s:  # a proxy nobody listens on: the pool's only one
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    sql("INSERT INTO proxies (host, port, username, password) VALUES ('127.0.0.1', %s, 'nobody', 'x')", (dead,))
+    argv = ["crawl", "product_resync"]
+    for name, value in OUTAGE_SETTINGS.items():
+        argv += ["-s", f"{name}={value}"]
+    result = run_scrapy(*argv, env=scrapy_env)
+    assert "Traceback" not in result.stderr, result.stderr[-4000:]
+    assert result.returncode == 2 and "ALERT: every proxy of the pool is deactivated" in result.stderr
+    assert "3 product_resync task(s) given back to the queue, attempts not counted" in result.stderr
+    rows = sql("SELECT id, status, attempts, claimed_by FROM worker_tasks ORDER BY id")
+    assert rows == [(t, "pending", 0, None) for t in queued]
