@@ -119,7 +119,53 @@ def test_a_drainer_whose_pool_empties_gives_its_tasks_back_and_stops(scrapy_env,
         argv += ["-s", f"{name}={value}"]
     result = run_scrapy(*argv, env=scrapy_env)
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
-    assert result.returncode == 2 and "ALERT: every proxy of the pool is deactivated" in result.stderr
-    assert "3 product_resync task(s) given back to the queue, attempts not counted" in result.stderr
     rows = sql("SELECT id, status, attempts, claimed_by FROM worker_tasks ORDER BY id")
     assert rows == [(t, "pending", 0, None) for t in queued]
+    assert result.returncode == 2 and "ALERT: every proxy of the pool is deactivated" in result.stderr
+    assert "3 product_resync task(s) given back to the queue, attempts not counted" in result.stderr
+
+
+def test_a_follow_drainer_started_without_proxy_says_why_on_a_batch_then_waits_for_one(
+    scrapy_env, db, sandbox, sandbox_proxy, sql, tmp_path
+):
+    """Was: it failed the batch and exited (2); restarted by its supervisor it failed another batch
+    each time, until the tasks had used their attempts."""
+    task = enqueue(db, add_store(db, sandbox.stores("AZ")[0]))
+    sql("UPDATE proxies SET is_active = false")  # `proxies disable`
+    argv = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1"]
+    for name, value in {**OUTAGE_SETTINGS, "TASK_RETRY_BACKOFF_S": "0.5"}.items():
+        argv += ["-s", f"{name}={value}"]
+    log = tmp_path / "drainer.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env={**scrapy_env, "CANNASPIDER_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=err
+        )
+    try:
+        said = wait_for(
+            "the reason on the task",
+            lambda: sql("SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,))[0][2] is not None
+            and sql("SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,))[0],
+            proc=proc,
+        )
+        time.sleep(2.0)  # the drainer waits (it does not exit, it sends nothing)
+        assert proc.poll() is None and sandbox.requests() == {}
+        assert run_scrapy("proxies", "enable", str(sandbox_proxy), env=scrapy_env).returncode == 0
+        done = wait_for(
+            "the task completed",
+            lambda: (r := sql("SELECT status, attempts FROM worker_tasks WHERE id = %s", (task,))[0])[0] == "completed"
+            and r,
+            proc=proc,
+        )
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert said[:2] == ("pending", 1) and "no active proxy in the proxies table" in said[2]
+    assert done == ("completed", 2)  # the attempt that said why, and the one that crawled
+    text = log.read_text()
+    assert "Traceback" not in text, text[-4000:]
+    assert "proxy pool: 1 active proxy(ies): the product_resync queue starts" in text
