@@ -9,6 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 
@@ -33,6 +36,29 @@ def enqueue(db: str, dispensary_id: int) -> int:
     return asyncio.run(main())
 
 
+@contextmanager
+def follow_drainer(scrapy_env: dict, log: Path, **settings: str) -> Iterator[subprocess.Popen]:
+    """`scrapy crawl product_resync -a follow=1` in the background (its log in `log`), stopped
+    with SIGTERM at the end."""
+    argv = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1"]
+    for name, value in {**OUTAGE_SETTINGS, **settings}.items():
+        argv += ["-s", f"{name}={value}"]
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env={**scrapy_env, "CANNASPIDER_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=err
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def wait_for(what: str, check, timeout: float = 60.0, proc: subprocess.Popen | None = None):
     deadline = time.monotonic() + timeout
     while True:
@@ -52,15 +78,8 @@ def test_a_follow_drainer_waits_out_a_proxy_outage_and_burns_no_attempt(
     ids = [add_store(db, s) for s in sandbox.stores("AZ")[:3]]
     sandbox.faults({"kind": "block403", "proxy": "sandbox"})  # the pool's only exit is blocked
     first = enqueue(db, ids[0])
-    argv = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1"]
-    for name, value in OUTAGE_SETTINGS.items():
-        argv += ["-s", f"{name}={value}"]
     log = tmp_path / "drainer.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            argv, cwd=ROOT, env={**scrapy_env, "CANNASPIDER_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=err
-        )
-    try:
+    with follow_drainer(scrapy_env, log) as proc:
         wait_for("the deactivation", lambda: sql("SELECT NOT is_active FROM proxies")[0][0], proc=proc)
         # the crawl in progress ended, its task went back to the queue with its attempt not counted
         wait_for(
@@ -83,14 +102,6 @@ def test_a_follow_drainer_waits_out_a_proxy_outage_and_burns_no_attempt(
             ),
             proc=proc,
         )
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
     assert done == [("completed", 1)] * 3  # one attempt each: the one that did the crawl
     assert [r[0] for r in sql("SELECT id FROM worker_tasks ORDER BY id")] == [first, *later]
     assert sql("SELECT count(*) FROM crawl_runs WHERE status = 'complete'")[0][0] == 3
@@ -132,19 +143,14 @@ def test_a_follow_drainer_started_without_proxy_says_why_on_a_batch_then_waits_f
     each time, until the tasks had used their attempts."""
     task = enqueue(db, add_store(db, sandbox.stores("AZ")[0]))
     sql("UPDATE proxies SET is_active = false")  # `proxies disable`
-    argv = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1"]
-    for name, value in {**OUTAGE_SETTINGS, "TASK_RETRY_BACKOFF_S": "0.5"}.items():
-        argv += ["-s", f"{name}={value}"]
     log = tmp_path / "drainer.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            argv, cwd=ROOT, env={**scrapy_env, "CANNASPIDER_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=err
-        )
-    try:
+    with follow_drainer(scrapy_env, log, TASK_RETRY_BACKOFF_S="0.5") as proc:
         said = wait_for(
             "the reason on the task",
-            lambda: sql("SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,))[0][2] is not None
-            and sql("SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,))[0],
+            lambda: (
+                sql("SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,))[0][2] is not None
+                and sql("SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,))[0]
+            ),
             proc=proc,
         )
         time.sleep(2.0)  # the drainer waits (it does not exit, it sends nothing)
@@ -152,18 +158,12 @@ def test_a_follow_drainer_started_without_proxy_says_why_on_a_batch_then_waits_f
         assert run_scrapy("proxies", "enable", str(sandbox_proxy), env=scrapy_env).returncode == 0
         done = wait_for(
             "the task completed",
-            lambda: (r := sql("SELECT status, attempts FROM worker_tasks WHERE id = %s", (task,))[0])[0] == "completed"
-            and r,
+            lambda: (
+                (r := sql("SELECT status, attempts FROM worker_tasks WHERE id = %s", (task,))[0])[0] == "completed"
+                and r
+            ),
             proc=proc,
         )
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
     assert said[:2] == ("pending", 1) and "no active proxy in the proxies table" in said[2]
     assert done == ("completed", 2)  # the attempt that said why, and the one that crawled
     text = log.read_text()
