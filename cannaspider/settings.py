@@ -106,6 +106,22 @@ STEALTH_PROXY_REFRESH_S = 60.0  # the table is re-read this often during a crawl
 STEALTH_HEALTH_FLUSH_S = 5.0  # proxy health reaches the table in batches this often, and at close
 STEALTH_PROXY_BACKOFF_S = 30.0  # a failed proxy rests a random time up to this, doubled per failure…
 STEALTH_PROXY_BACKOFF_CAP_S = 600.0  # …up to this (it is still used when every proxy is resting)
+# Failures of one proxy within this window of the first (or of requests already in flight then)
+# are one event: MAX_FAILURES counts events, so a sub-second blip is not five failures. 0: each counts.
+STEALTH_FAILURE_WINDOW_S = 5.0
+# A queue-draining spider whose pool empties gives its tasks back (attempts not counted), claims
+# nothing, and re-reads the table this often until a proxy is active again (-a follow=1: it goes on).
+STEALTH_OUTAGE_POLL_S = 10.0
+# `scrapy schedule` re-probes proxies that their failures deactivated (never those an operator
+# disabled): the first probe this long after the deactivation, then doubling per failed probe up
+# to the cap; at most PROXY_REPROBE_BATCH per tick. One GraphQL request through the proxy (as
+# `scrapy proxies check`) to PROXY_PROBE_URL (empty: DUTCHIE_GRAPHQL_URL); a pass re-activates it.
+PROXY_REPROBE_ENABLED = True
+PROXY_REPROBE_AFTER_S = 300.0
+PROXY_REPROBE_BACKOFF_CAP_S = 6 * 3600.0
+PROXY_REPROBE_BATCH = 20
+PROXY_PROBE_URL = ""
+PROXY_PROBE_TIMEOUT_S = 20.0
 # The claimed browser's TLS and HTTP/2 handshake (curl_cffi) for requests whose meta has
 # `impersonate` (every Dutchie request: the stealth middleware sets it from the identity); any
 # other request goes through Scrapy's own HTTP/1.1 handler. See cannaspider/stealth/tls.py.

@@ -27,6 +27,8 @@ from cannaspider.middlewares.stealth import PIN_META
 from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
 
 ACTIONS = ("add", "import", "list", "check", "enable", "disable")
+# an operator's decision (add, enable, disable) ends re-probing: a disabled proxy stays disabled
+NOT_PROBED = "deactivated_at = NULL, next_probe_at = NULL, probe_failures = 0"
 LIST_QUERY = """
 SELECT id, protocol, host, port, username, password, failure_count, is_active, success_count,
        avg_response_time_ms, last_used_at, last_failure_at, last_error
@@ -82,7 +84,8 @@ class Command(CannaspiderCommand):
             if row:
                 # the same proxy and user: a new password or a comeback, not a second row
                 conn.execute(
-                    "UPDATE proxies SET password = %s, is_active = true, failure_count = 0 WHERE id = %s",
+                    f"UPDATE proxies SET password = %s, is_active = true, failure_count = 0, {NOT_PROBED} "
+                    "WHERE id = %s",
                     (spec.password, row[0]),
                 )
                 return f"updated #{row[0]} {spec.masked} (active)"
@@ -161,8 +164,8 @@ class Command(CannaspiderCommand):
     def _set_active(url: str, ids: list[int], active: bool) -> None:
         with connect(url, autocommit=True) as conn:
             done = conn.execute(
-                "UPDATE proxies SET is_active = %s, failure_count = CASE WHEN %s THEN 0 ELSE failure_count END "
-                "WHERE id = ANY(%s) RETURNING id",
+                "UPDATE proxies SET is_active = %s, failure_count = CASE WHEN %s THEN 0 ELSE failure_count END, "
+                f"{NOT_PROBED} WHERE id = ANY(%s) RETURNING id",
                 (active, active, ids),
             ).fetchall()
         missing = set(ids) - {r[0] for r in done}

@@ -1,7 +1,8 @@
 """`scrapy schedule [--once] [--scrapyd URL[,URL…]]`: apply the periodic schedule
 (cannaspider/tasks/schedule.py) every SCHEDULE_TICK_S seconds until SIGTERM/SIGINT, or once. Safe
 to run on several machines at once. With --scrapyd, each tick also starts draining jobs on those
-Scrapyd nodes for the roles that have pending work (cannaspider/tasks/scrapyd.py)."""
+Scrapyd nodes for the roles that have pending work (cannaspider/tasks/scrapyd.py). Each tick
+also re-probes the proxies that their failures deactivated, when due (cannaspider/stealth/probe.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import asyncio
 import signal
 import time
 
+import psycopg
 from scrapy.spiderloader import get_spider_loader
 
 from cannaspider import env
 from cannaspider.db import database_url
 from cannaspider.db.errors import first_line
+from cannaspider.stealth.probe import Prober
 from cannaspider.tasks import schedule, scrapyd
 from cannaspider.tasks.cli import TaskCommand, with_connection
 
@@ -42,6 +45,7 @@ class Command(TaskCommand):
         self.nodes = scrapyd.parse_nodes(opts.scrapyd, *env.scrapyd_credentials()) if opts.scrapyd else []
         self.spiders = get_spider_loader(settings).list() if self.nodes else []
         self.slots = settings.getint("TASK_SLOTS", 16)
+        self.prober = Prober(settings)  # deactivated proxies re-probed after each tick (stealth/probe.py)
         url = database_url(settings)
         if opts.once:
             self._print(asyncio.run(with_connection(url, self._tick(config))))
@@ -53,6 +57,13 @@ class Command(TaskCommand):
             report = await schedule.tick(conn, config)
             if self.nodes:
                 self._print_dispatch(await scrapyd.dispatch(conn, self.nodes, self.spiders, self.slots))
+            try:
+                probes = await schedule.reprobe_proxies(conn, self.prober)
+            except psycopg.Error as exc:  # the tick itself is done: say so, probe again next tick
+                print(f"schedule: proxy re-probe failed: {first_line(exc)}", flush=True)
+            else:
+                for result in probes:
+                    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {result.describe()}", flush=True)
             return report
 
         return run

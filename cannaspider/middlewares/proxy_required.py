@@ -1,11 +1,14 @@
 """A Dutchie spider refuses to start when the `proxies` table has no active proxy: one line in
 the log, the crawl's fatal error (the crawl command's exit code) and no request sent. A spider
 draining its queue first fails one batch of its tasks with that reason (retried after the
-backoff), so the queue shows why nothing runs. There is no switch that turns proxies off (see
-docs/stealth.md)."""
+backoff), so the queue shows why nothing runs; with `-a follow=1` it then waits, re-reading the
+table every STEALTH_OUTAGE_POLL_S, and starts draining once a proxy is active (a long-running
+drainer restarted by a supervisor would otherwise fail a batch at each restart). There is no
+switch that turns proxies off (see docs/stealth.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -14,7 +17,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
 
 from cannaspider.db.crawl_store import FATAL_ERROR_STAT
-from cannaspider.db.errors import DatabaseSetupError
+from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.stealth.pool import ProxyPool
 
 logger = logging.getLogger(__name__)
@@ -46,14 +49,35 @@ class ProxyRequiredMiddleware:
                 message = NO_PROXY_MESSAGE
             if not records:
                 logger.error("%s", message)
-                if self.crawler.spider.draining:
-                    await self._fail_queued(self.crawler.spider, message)
+                spider = self.crawler.spider
+                if spider.draining:
+                    await self._fail_queued(spider, message)
+                if spider.draining and spider.params.follow:
+                    await self._wait_for_proxies(spider.role)
+                    async for item_or_request in start:
+                        yield item_or_request
+                    return
                 assert self.crawler.stats is not None
                 if self.crawler.stats.get_value(FATAL_ERROR_STAT) is None:
                     self.crawler.stats.set_value(FATAL_ERROR_STAT, message)
                 raise CloseSpider("no_active_proxy")
         async for item_or_request in start:
             yield item_or_request
+
+    async def _wait_for_proxies(self, role: str) -> None:
+        pool = ProxyPool.for_crawler(self.crawler)
+        poll_s = self.crawler.settings.getfloat("STEALTH_OUTAGE_POLL_S")
+        logger.warning("the %s queue waits until a proxy is active (the table is read every %g s)", role, poll_s)
+        while True:
+            await asyncio.sleep(poll_s)
+            try:
+                records = await pool.refresh()
+            except Exception as exc:  # noqa: BLE001 - the database restarts: ask again at the next poll
+                logger.warning("proxy pool: could not read the proxies table: %s", first_line(exc))
+                continue
+            if records:
+                logger.warning("proxy pool: %d active proxy(ies): the %s queue starts", len(records), role)
+                return
 
     @staticmethod
     async def _fail_queued(spider, message: str) -> None:

@@ -16,7 +16,9 @@ stealth/policy.py) with its defects fixed:
   line instead of cycling through dead proxies forever: every Dutchie request still queued then
   fails at once with ProxyBlocked, so each store's crawl run closes as incomplete (none is left
   'running') and the spider closes for lack of work; our periodic work is an asyncio task ended
-  at close, so SIGINT stops the crawl as usual.
+  at close, so SIGINT stops the crawl as usual. A spider draining its queue first gives its
+  tasks back and claims no more (stealth/outage.py); with follow=1 it does not stop: it waits
+  for an active proxy in the table and goes on.
 
 A session (proxy + identity) is per store crawl: keyed by the request's `store_crawl` or
 `dispensary_id` meta (the search point for store discovery). It lasts until a failure rotates it,
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from rotating_proxies.middlewares import RotatingProxyMiddleware
@@ -45,10 +48,12 @@ from cannaspider.db.crawl_store import FATAL_ERROR_STAT, CrawlStore
 from cannaspider.stealth.browser import BrowserIdentity, BrowserIdentityFactory, chromium_version
 from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META, BrowserContexts, context_name
 from cannaspider.stealth.identity import Identity, IdentityError, IdentityFactory
-from cannaspider.stealth.policy import BlockPolicy
+from cannaspider.stealth.outage import PoolOutage
+from cannaspider.stealth.policy import PROXY_ERROR, BlockPolicy
 from cannaspider.stealth.pool import ProxyPool
 from cannaspider.stealth.proxies import ProxyRecord
 from cannaspider.stealth.tls import impersonate_target
+from cannaspider.tasks.drain import TaskDrain
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ PROXY_META = "stealth_proxy_id"
 RETRIES_META = "stealth_retries"
 TRIED_META = "stealth_tried"  # ids of the proxies that already failed this request
 TRIED_BROWSERS_META = "stealth_tried_browsers"  # keys of the browser identities that failed this page
+SENT_META = "stealth_sent_at"  # time.monotonic() when this attempt left: the pool's failure events
 PIN_META = "stealth_pinned_proxy"  # a ProxyRecord: this proxy only, no rotation (`scrapy proxies check`)
 # what a browser attempt leaves in meta that the next attempt must not inherit
 BROWSER_ATTEMPT_META = (
@@ -88,6 +94,19 @@ def session_key(request: Request) -> object:
     if meta.get("point") is not None:
         return ("point", meta["point"])
     return ("crawl",)
+
+
+def wear(request: Request, identity: Identity) -> None:
+    """The request's headers become the identity's (its own kept where the identity sets none),
+    in the identity's order; no Proxy-Authorization is kept (HttpProxyMiddleware writes it)."""
+    own = [
+        (k.decode("latin-1"), v[-1].decode("latin-1"))
+        for k, v in request.headers.items()
+        if v and k.lower() != b"proxy-authorization"
+    ]
+    request.headers.clear()
+    for name, value in identity.apply(own):
+        request.headers[name] = value
 
 
 def is_browser_page(request: Request) -> bool:
@@ -124,7 +143,8 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         self.context_sessions: dict[str, object] = {}  # browser context name → the session key it serves
         launch = crawler.settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
         self.browser_path: str = launch.get("executable_path") or crawler.settings.get("CHROMIUM_PATH") or "chromium"
-        self.stopped: str | None = None  # why the crawl stopped (the alert), once it did
+        self.stopped: str | None = None  # why the crawl stopped (the alert), or waits for a proxy
+        self.outage = PoolOutage(crawler, self.pool)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StealthProxyMiddleware:
@@ -162,6 +182,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
             return None
         request.meta["proxy"] = session.proxy.url
         request.meta[PROXY_META] = session.proxy.id
+        request.meta[SENT_META] = time.monotonic()
         # one slot per proxy (its concurrency); a kind of request may ask for its own (images)
         slot = request.meta.get("stealth_slot")
         request.meta["download_slot"] = f"{slot}-proxy-{session.proxy.id}" if slot else f"proxy-{session.proxy.id}"
@@ -170,20 +191,13 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         # HttpProxyMiddleware derives Proxy-Authorization from this proxy's URL: a header left by
         # another proxy's attempt must not reach this one
         request.meta.pop("_auth_proxy", None)
-        own = [
-            (k.decode("latin-1"), v[-1].decode("latin-1"))
-            for k, v in request.headers.items()
-            if v and k.lower() != b"proxy-authorization"
-        ]
-        request.headers.clear()
-        for name, value in session.identity.apply(own):
-            request.headers[name] = value
+        wear(request, session.identity)
         return None
 
     async def _new_session(self, request: Request, key: object, avoid: set[int], browser: bool = False) -> Session:
         proxy = self.pool.choose(avoid=avoid)
         if proxy is None:
-            self._stop("no active proxy left in the proxies table")
+            self._pool_empty("no active proxy left in the proxies table")
             raise ProxyBlocked("no active proxy left")
         if browser:  # the store's API requests then present the same Chrome as its pages
             seen = await self._draw_browser(key, frozenset(request.meta.get(TRIED_BROWSERS_META, ())))
@@ -231,6 +245,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         meta["playwright_page_init_callback"] = self.contexts.init_page
         meta[IDENTITY_META] = session.browser
         meta[PROXY_META] = session.proxy.id
+        meta[SENT_META] = time.monotonic()
         meta["download_slot"] = f"proxy-{session.proxy.id}"
         # the browser talks to the proxy itself: Scrapy's HttpProxyMiddleware must add nothing
         # (a Proxy-Authorization header would be sent on to the website)
@@ -275,14 +290,18 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         if proxy_id is None or not applies(request) or not counts_on_proxy(request):
             return response
         self._check_browser(request)
-        reason = self.policy.block_reason(request, response)
-        if reason is None:
+        verdict = self.policy.judge(request, response)
+        if verdict is None:
             self.pool.record_success(proxy_id, request.meta.get("download_latency"))
             return response
-        self.stats.inc_value(f"cannaspider/stealth_blocks/{response.status}")
-        # per proxy (by its row id, never its URL: no credentials in stats), for the crawl-health monitor
-        self.stats.inc_value(f"cannaspider/proxy/{proxy_id}/blocked")
-        return self._rotate(request, proxy_id, reason)
+        if verdict.kind == PROXY_ERROR:  # the proxy's own answer, not the API's: no Cloudflare block
+            self.stats.inc_value(f"cannaspider/stealth_proxy_answers/{response.status}")
+            self.stats.inc_value("cannaspider/stealth_proxy_errors")
+        else:
+            self.stats.inc_value(f"cannaspider/stealth_blocks/{response.status}")
+            # per proxy (by its row id, never its URL: no credentials in stats), for the crawl-health monitor
+            self.stats.inc_value(f"cannaspider/proxy/{proxy_id}/blocked")
+        return self._rotate(request, proxy_id, verdict.reason)
 
     def process_exception(self, request: Request, exception: BaseException) -> Request | None:
         proxy_id = request.meta.get(PROXY_META)
@@ -298,7 +317,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         return self._rotate(request, proxy_id, f"{exception.__class__.__name__}: {exception}")
 
     def _rotate(self, request: Request, proxy_id: int, reason: str) -> Request:
-        self.pool.record_failure(proxy_id, reason)
+        self.pool.record_failure(proxy_id, reason, request.meta.get(SENT_META))
         if request.meta.get(PIN_META) is not None:
             raise ProxyBlocked(reason)
         key = session_key(request)
@@ -306,7 +325,7 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         if current is not None and current.proxy.id == proxy_id:
             del self.sessions[key]  # the next attempt of any request of this store: new proxy, new identity
         if not self.pool.records:
-            self._stop(f"every proxy of the pool is deactivated (last failure: {reason})")
+            self._pool_empty(f"every proxy of the pool is deactivated (last failure: {reason})")
             raise ProxyBlocked(f"{reason}; no active proxy left")
         retries = request.meta.get(RETRIES_META, 0)
         if retries >= self.max_proxies_to_try:
@@ -330,6 +349,30 @@ class StealthProxyMiddleware(RotatingProxyMiddleware):
         why = f"identity generation failed: the browser is Chromium {version}, the identity Chrome {identity.major}"
         self._stop(why)
         raise ProxyBlocked(why)
+
+    def _pool_empty(self, why: str) -> None:
+        """No proxy left: stop, or for a spider draining its queue with follow=1, wait for one
+        (its tasks given back either way: stealth/outage.py)."""
+        drain = TaskDrain.of(self.crawler)
+        if drain is None or self.stopped is not None:
+            self._stop(why)
+            return
+        if drain.config.follow:
+            self.stopped = why
+            self.stats.inc_value("cannaspider/proxy_outages")
+            logger.critical(
+                "ALERT: %s: the %s queue waits until a proxy is active again (crawls in progress end "
+                "incomplete, their tasks go back to the queue)",
+                why,
+                drain.role,
+            )
+        else:
+            self._stop(why)
+        self.outage.begin(why, drain, on_end=self._resume)
+
+    def _resume(self) -> None:
+        self.stopped = None
+        self.sessions.clear()  # every session was on a proxy that left the pool
 
     def _stop(self, why: str) -> None:
         """failure = alert + stop: no fallback to a direct connection or a default identity."""

@@ -152,6 +152,8 @@ async def graphql(request: web.Request) -> web.StreamResponse:
                 text="<html><body><h1>500 Internal Server Error</h1></body></html>",
                 status=500,
                 content_type="text/html",
+                # the origin's error, passed on by Dutchie's edge (a proxy's own 500 has no such mark)
+                headers={"Server": "cloudflare", "cf-ray": "8f0c0ffee0000000-PHX"},
             )
         elif rule.kind == "rate_limited":
             headers = {"Retry-After": rule.retry_after} if rule.retry_after is not None else {}

@@ -1,10 +1,12 @@
 """A forward HTTP proxy for the sandbox: proxy.py (a maintained package) in a child process,
 bound to loopback, with optional basic auth. A named proxy stamps what it relays with its name
-(sandbox/proxy_tag.py), which the sandbox's fault rules can target.
+(sandbox/proxy_tag.py), which the sandbox's fault rules can target; `answer()` makes it answer
+every request itself (a misbehaving proxy's plain-text 403, its own 502…) until `relay()`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +20,7 @@ class ForwardProxy:
         self.username, self.password, self.name = username, password, name
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
+        self.answer_file: Path | None = None
 
     def start(self, timeout: float = 20.0) -> ForwardProxy:
         port_file = Path(tempfile.mkstemp(prefix="cannaspider-proxy-", suffix=".port")[1])
@@ -39,8 +42,11 @@ class ForwardProxy:
             "--log-level",
             "WARNING",
         ]
+        self.answer_file = Path(tempfile.mkstemp(prefix="cannaspider-proxy-", suffix=".answer")[1])
+        cmd += ["--plugins", "cannaspider.sandbox.proxy_tag.ProxyTagPlugin"]
+        cmd += ["--sandbox-proxy-answer-file", str(self.answer_file)]
         if self.name:
-            cmd += ["--plugins", "cannaspider.sandbox.proxy_tag.ProxyTagPlugin", "--sandbox-proxy-name", self.name]
+            cmd += ["--sandbox-proxy-name", self.name]
         if self.username:
             cmd += ["--basic-auth", f"{self.username}:{self.password or ''}"]
         self.process = subprocess.Popen(
@@ -57,6 +63,17 @@ class ForwardProxy:
             time.sleep(0.05)
         self.stop()
         raise RuntimeError("the sandbox forward proxy (proxy.py) did not start")
+
+    def answer(self, status: int, body: str = "", content_type: str = "text/plain", reason: str = "Error") -> None:
+        """From now on answer every request with this, as the proxy's own (nothing is relayed)."""
+        assert self.answer_file is not None, "start() the proxy first"
+        rule = {"status": status, "body": body, "content_type": content_type, "reason": reason}
+        self.answer_file.write_text(json.dumps(rule))
+
+    def relay(self) -> None:
+        """Relay again (the default)."""
+        if self.answer_file is not None:
+            self.answer_file.write_text("")
 
     @property
     def url(self) -> str:
@@ -80,3 +97,6 @@ class ForwardProxy:
                 pass
             self.process.wait(5)
         self.process = None
+        if self.answer_file is not None:
+            self.answer_file.unlink(missing_ok=True)
+            self.answer_file = None

@@ -4,8 +4,16 @@ jittered backoff), and its health written back in batches every STEALTH_HEALTH_F
 close (one UPDATE per proxy per batch, never one per request).
 
 Proxies are keyed by their row id (see stealth/proxies.py). `failure_count` counts consecutive
-failures (a success resets it); at STEALTH_PROXY_MAX_FAILURES the proxy is deactivated
-(`is_active = false`) in memory at once and in the table with the next batch.
+failure *events* (a success resets it); at STEALTH_PROXY_MAX_FAILURES the proxy is deactivated
+(`is_active = false`, `deactivated_at` set: `scrapy schedule` re-probes it, stealth/probe.py) in
+memory at once and in the table with the next batch.
+
+Failures are taken in the order they complete. One that completes within STEALTH_FAILURE_WINDOW_S
+of the start of the proxy's current event, or whose request was sent before that event began
+(it was in flight at that moment), is part of that event: its error is kept, it is not counted
+again. Sixteen requests in flight through a proxy that blips for a second are one failure, not
+sixteen; a proxy that keeps failing is deactivated after five events, so after some
+4 × STEALTH_FAILURE_WINDOW_S of failing (docs/stealth.md, "Failures").
 """
 
 from __future__ import annotations
@@ -40,10 +48,17 @@ UPDATE proxies SET
     failure_count = CASE WHEN %(reset)s THEN %(failures)s ELSE COALESCE(failure_count, 0) + %(failures)s END,
     last_failure_at = COALESCE(%(last_failure_at)s, last_failure_at),
     last_error = COALESCE(%(last_error)s, last_error),
-    is_active = is_active AND (CASE WHEN %(reset)s THEN %(failures)s
-                                    ELSE COALESCE(failure_count, 0) + %(failures)s END) < %(max_failures)s
+    is_active = is_active AND NOT {deactivates},
+    -- deactivated by its failures (not by an operator): re-probed from then on (stealth/probe.py)
+    deactivated_at = CASE WHEN is_active AND {deactivates} THEN now() ELSE deactivated_at END,
+    next_probe_at = CASE WHEN is_active AND {deactivates}
+                         THEN now() + %(reprobe_after_s)s * interval '1 second' ELSE next_probe_at END,
+    probe_failures = CASE WHEN is_active AND {deactivates} THEN 0 ELSE probe_failures END
 WHERE id = %(id)s
-"""
+""".format(
+    deactivates="""(CASE WHEN %(reset)s THEN %(failures)s
+                     ELSE COALESCE(failure_count, 0) + %(failures)s END) >= %(max_failures)s"""
+)
 
 
 @dataclass
@@ -52,7 +67,7 @@ class HealthBatch:
 
     successes: int = 0
     total_ms: float = 0.0
-    failures: int = 0  # since the last success in this batch (or since the batch began)
+    failures: int = 0  # failure events since the last success in this batch (or since the batch began)
     reset: bool = False  # a success happened: failure_count restarts from `failures`
     last_used_at: datetime | None = None
     last_failure_at: datetime | None = None
@@ -93,10 +108,13 @@ class ProxyPool:
         self.refresh_s = s.getfloat("STEALTH_PROXY_REFRESH_S")
         self.flush_s = s.getfloat("STEALTH_HEALTH_FLUSH_S")
         self.max_failures = s.getint("STEALTH_PROXY_MAX_FAILURES")
+        self.window_s = s.getfloat("STEALTH_FAILURE_WINDOW_S")
+        self.reprobe_after_s = s.getfloat("PROXY_REPROBE_AFTER_S")
         base, cap = s.getfloat("STEALTH_PROXY_BACKOFF_S"), s.getfloat("STEALTH_PROXY_BACKOFF_CAP_S")
         self.states = IdStates(partial(exp_backoff_full_jitter, base=base, cap=cap) if base > 0 else _no_backoff)
         self.records: dict[int, ProxyRecord] = {}
-        self.consecutive: dict[int, int] = {}
+        self.consecutive: dict[int, int] = {}  # failure events in a row
+        self.event_started: dict[int, float] = {}  # monotonic start of the proxy's current failure event
         self.pending: dict[int, HealthBatch] = {}
         self.loaded = False
         self._lock: asyncio.Lock | None = None
@@ -131,6 +149,7 @@ class ProxyPool:
             if pid not in self.records or record != self.records[pid]:
                 # a new row, or one an operator edited or re-enabled: its count restarts from the table
                 self.consecutive[pid] = record.failure_count
+                self.event_started.pop(pid, None)
         added = set(records) - set(self.records)
         removed = set(self.records) - set(records)
         if self.loaded and (added or removed):
@@ -175,6 +194,7 @@ class ProxyPool:
                 "last_failure_at": h.last_failure_at,
                 "last_error": h.last_error,
                 "max_failures": self.max_failures,
+                "reprobe_after_s": self.reprobe_after_s,
             }
             for pid, h in sorted(batch.items())
         ]
@@ -246,21 +266,30 @@ class ProxyPool:
             return
         self.states.mark_good(proxy_id)
         self.consecutive[proxy_id] = 0
+        self.event_started.pop(proxy_id, None)
         h = self.pending.setdefault(proxy_id, HealthBatch())
         h.successes += 1
         h.total_ms += (seconds or 0.0) * 1000
         h.reset, h.failures = True, 0
         h.last_used_at = datetime.now(UTC)
 
-    def record_failure(self, proxy_id: int, error: str) -> bool:
-        """Count a failure; True when it deactivated the proxy."""
+    def record_failure(self, proxy_id: int, error: str, sent_at: float | None = None) -> bool:
+        """Record a failure of a request sent at `sent_at` (time.monotonic(); None: unknown); it
+        counts unless it is part of the proxy's current failure event (see the module docstring).
+        True when it deactivated the proxy."""
         if proxy_id not in self.records:
             return False
         now = datetime.now(UTC)
         h = self.pending.setdefault(proxy_id, HealthBatch())
-        h.failures += 1
         h.last_failure_at = h.last_used_at = now
         h.last_error = error[:500]
+        moment = time.monotonic()
+        started = self.event_started.get(proxy_id)
+        if started is not None and (moment - started < self.window_s or (sent_at is not None and sent_at <= started)):
+            self.crawler.stats.inc_value("cannaspider/proxy_failures_in_one_event")
+            return False
+        self.event_started[proxy_id] = moment
+        h.failures += 1
         count = self.consecutive.get(proxy_id, 0) + 1
         self.consecutive[proxy_id] = count
         if count < self.max_failures:
@@ -269,7 +298,7 @@ class ProxyPool:
         record = self.records.pop(proxy_id)
         self.states.sync(set(self.records))
         logger.warning(
-            "proxy #%d %s deactivated after %d consecutive failures (last: %s)", record.id, record.masked, count, error
+            "proxy #%d %s deactivated after %d failures in a row (last: %s)", record.id, record.masked, count, error
         )
         self.crawler.stats.inc_value("cannaspider/proxies_deactivated")
         return True

@@ -85,6 +85,9 @@ class TaskDrain:
         self.config = config
         self.worker = worker or queue.worker_name()
         self.on_lost = on_lost
+        # None, or asked before each claim: False while this process cannot work (no active proxy:
+        # middlewares/stealth.py). Nothing is claimed then; with follow, the drain waits and asks again.
+        self.may_claim: Callable[[], bool] | None = None
         self.held: dict[int, Task] = {}
         self.claimed = self.completed = self.failed = self.released = 0
         self._conn: psycopg.AsyncConnection | None = None
@@ -150,7 +153,7 @@ class TaskDrain:
         while not self._stopping:
             free = self.config.slots - len(self.held)
             claimed: list[Task] = []
-            if free > 0:
+            if free > 0 and (self.may_claim is None or self.may_claim()):
                 self._wake.clear()
                 claimed = await self._run(functools.partial(self._claim, min(free, self.config.batch)))
                 for task in claimed:

@@ -16,15 +16,22 @@ created again while an identical one is pending or running, nor within the perio
 one (for a store: after its last failed or cancelled product task, since a completed one moved
 last_crawl_at), so a store whose resync keeps failing is tried once per period, not on every tick.
 Scheduled tasks run at priority 0: on-demand and chained work goes first.
+
+After each tick, `reprobe_proxies` re-probes the proxies that their failures deactivated and whose
+probe is due (cannaspider/stealth/probe.py), outside the tick's transaction: a probe takes network
+time, up to PROXY_PROBE_TIMEOUT_S.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import psycopg
 from psycopg.types.json import Jsonb
 
+from cannaspider.stealth.probe import Prober, ProbeResult
+from cannaspider.stealth.tls import CurlImpersonator
 from cannaspider.tasks import roles
 
 LOCK = (1952543596, 0)  # pg_advisory_xact_lock key of the scheduler (claim_task's is 1952543595)
@@ -135,3 +142,19 @@ async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickRep
         cur = await conn.execute(PRUNE, {"keep": _every(config.retention_s), "batch": config.prune_batch})
         pruned = cur.rowcount
     return TickReport(created, int(requeued), pruned)
+
+
+async def reprobe_proxies(conn: psycopg.AsyncConnection, prober: Prober) -> list[ProbeResult]:
+    """Probe the deactivated proxies that are due, at once; record each outcome (active again, or
+    the next probe later)."""
+    if not prober.config.enabled:
+        return []
+    due = await prober.take_due(conn)
+    if not due:
+        return []
+    downloader = CurlImpersonator(prober.settings)
+    try:
+        results = await asyncio.gather(*(prober.probe(record, downloader) for record in due))
+    finally:
+        await downloader.close()
+    return [await prober.record(conn, result) for result in results]

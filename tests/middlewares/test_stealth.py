@@ -12,7 +12,7 @@ import time
 import pytest
 
 from cannaspider.sandbox.forward_proxy import ForwardProxy
-from tests.helpers import ROOT, add_store, products_of, register_proxy, runs_of
+from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, runs_of
 
 BAD_AUTH = ("other", "s3cret/pw")
 
@@ -60,6 +60,8 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
         "STEALTH_PROXY_MAX_FAILURES=3",  # fewer stores than a real pool sees: deactivate sooner
         "-s",
         "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
+        "-s",
+        "STEALTH_FAILURE_WINDOW_S=0",  # each failure counts (a short crawl: no time for events apart)
         dispensary_id=",".join(map(str, ids)),
     )
     assert result.returncode == 0
@@ -102,7 +104,9 @@ def test_a_blocked_page_is_retried_three_times_then_the_crawl_is_incomplete(craw
     after = products_of(db, d)
     assert all(after[p][:2] == (0, "in_stock") for p in before)
     (row,) = proxy_rows(sql).values()
-    assert row[0] is True and row[2] == 4 and "challenge" in row[3]  # 4 blocks in a row: still active
+    # 4 blocks within a moment: one failure event (docs/stealth.md, "Failures"), still active
+    assert row[0] is True and row[2] == 1 and "challenge" in row[3]
+    assert "'cannaspider/proxy_failures_in_one_event': 3" in result.stderr
 
 
 def test_no_active_proxy_refuses_to_start_with_one_line(crawl, db, sandbox, store, sql):
@@ -153,7 +157,8 @@ def test_every_proxy_dead_stops_the_crawl_with_an_alert_and_marks_nothing_missin
     sql("UPDATE proxies SET is_active = false")
     dead_id = register_proxy(db, dead_proxy_url(), None)
     sandbox.epoch(3)
-    result = crawl("product_resync", state="AZ")
+    # each failure counts: the short crawl's failures are all of one moment (one event otherwise)
+    result = crawl("product_resync", "-s", "STEALTH_FAILURE_WINDOW_S=0", state="AZ")
     assert "ALERT: every proxy of the pool is deactivated" in result.stderr
     assert proxy_rows(sql)[dead_id][0] is False
     for d in ids:
@@ -187,3 +192,59 @@ def test_sigint_still_stops_a_crawl_through_the_proxies(scrapy_env, db, sandbox,
             crawl.kill()
     assert "Received SIGINT, shutting down gracefully" in stderr and "Traceback" not in stderr
     assert crawl.returncode is not None
+
+
+@pytest.fixture
+def own_answer_proxy():
+    """A sandbox proxy that answers every request itself (a misbehaving real proxy)."""
+    proxy = ForwardProxy(*BAD_AUTH, name="own").start()
+    yield proxy
+    proxy.stop()
+
+
+def ordered_crawl(env: dict, *argv: str) -> subprocess.CompletedProcess:
+    """`scrapy crawl …` whose pool tries proxies in row-id order (tests/middlewares/ordered_pool_crawl.py)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.middlewares.ordered_pool_crawl", "crawl", *argv],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert "Traceback" not in result.stderr, result.stderr[-4000:]
+    return result
+
+
+@pytest.mark.parametrize(
+    "status, body, content_type",
+    [
+        (403, "Forbidden", "text/plain"),
+        (404, "Not Found", "text/plain"),
+        (500, "<html><body><h1>500 Internal Server Error</h1></body></html>", "text/html"),
+        (502, "<html><head><title>502 Bad Gateway</title></head><body>Bad Gateway</body></html>", "text/html"),
+    ],
+)
+def test_a_proxys_own_error_answer_is_its_failure_and_the_page_comes_through_another(
+    scrapy_env, db, sandbox, sandbox_proxy, own_answer_proxy, store, sql, status, body, content_type
+):
+    """Was: the proxy's plain-text 403 (or its 500/502/404) counted as a success of that proxy,
+    and the crawl through it ended incomplete."""
+    d = add_store(db, store)
+    own_answer_proxy.answer(status, body, content_type)
+    sql("UPDATE proxies SET is_active = false WHERE id = %s", (sandbox_proxy,))
+    own = register_proxy(db, own_answer_proxy.url, BAD_AUTH)
+    good = register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)  # tried after `own` (row-id order)
+    result = ordered_crawl(scrapy_env, "product_resync", "-a", f"dispensary_id={d}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert runs_of(db, d)[-1][0] == "complete"
+    rows = proxy_rows(sql)
+    active, successes, failures, error = rows[own][:4]
+    assert (active, successes, failures) == (True, 0, 1), rows[own]
+    assert error.startswith(f"proxy_error: HTTP {status} {content_type}, {len(body)} bytes: not an answer of the API")
+    assert rows[good][1] == runs_of(db, d)[-1][6] and rows[good][2] == 0  # every page through the good one
+    assert f"proxy_error: HTTP {status} {content_type}" in result.stderr  # the rotation's line says why
+    assert "Cloudflare" not in result.stderr  # no block was logged
+    assert f"'cannaspider/stealth_proxy_answers/{status}': 1" in result.stderr
+    assert sandbox.requests().get("via:own", 0) == 0  # its own answers: nothing reached the API
+    assert BAD_AUTH[1] not in result.stderr

@@ -182,3 +182,16 @@ def test_a_page_rendered_by_another_chromium_than_the_identity_claims_stops_the_
     with pytest.raises(ProxyBlocked, match="the browser is Chromium 150.0.7000.1, the identity Chrome 156"):
         mw.process_response(request, ok)
     assert str(mw.stats.get_value("cannaspider/fatal_error")).startswith("ALERT: identity generation failed")
+
+
+def test_requests_in_flight_blocked_at_the_same_moment_are_one_failure_of_their_proxy():
+    """Was: five concurrent failures counted as five in a row, deactivating the proxy at once."""
+    mw, proxy_mw = middleware(WITH_AUTH, NO_AUTH), HttpProxyMiddleware()
+    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
+    stores = [Request(URL, meta={"graphql_operation": "FilteredProducts", "dispensary_id": n}) for n in range(5)]
+    in_flight = [send(mw, proxy_mw, request) for request in stores]  # five stores' pages via the same proxy
+    retries = [mw.process_response(request, blocked(request)) for request in in_flight]
+    assert all(isinstance(r, Request) for r in retries)  # each rotated to another proxy
+    assert mw.pool.is_active(WITH_AUTH.id) and mw.pool.consecutive[WITH_AUTH.id] == 1
+    assert mw.pool.pending[WITH_AUTH.id].failures == 1
+    assert mw.stats.get_value("cannaspider/proxy_failures_in_one_event") == 4

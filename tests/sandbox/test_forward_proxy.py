@@ -121,3 +121,22 @@ def test_the_sandbox_process_stops_its_proxy_on_sigterm():
         proc.wait(30)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2)
+
+
+def test_a_proxy_can_answer_on_its_own_and_relay_again(sandbox):
+    """A misbehaving proxy (tests of the pool's failure rules): its own plain-text 403, then relaying."""
+    p = ForwardProxy(name="own").start()
+    try:
+        p.answer(403, "Forbidden", reason="Forbidden")
+        own = http("GET", graphql_url(sandbox), headers={"apollo-require-preflight": "true"}, proxy=p.url)
+        p.answer(502, "<html><body>Bad Gateway</body></html>", content_type="text/html")
+        gateway = http("GET", graphql_url(sandbox), headers={"apollo-require-preflight": "true"}, proxy=p.url)
+        p.relay()
+        relayed = http("GET", graphql_url(sandbox), headers={"apollo-require-preflight": "true"}, proxy=p.url)
+    finally:
+        p.stop()
+    content_type = {k.lower(): v for k, v in own.headers.items()}.get("content-type")
+    assert (own.status, own.text, content_type) == (403, "Forbidden", "text/plain")
+    assert gateway.status == 502 and "Bad Gateway" in gateway.text
+    assert relayed.status == 200 and relayed.text.startswith('{"data"')
+    assert sandbox.requests()["via:own"] == 1  # the proxy's own answers never reached the sandbox

@@ -4,6 +4,7 @@ deactivation at STEALTH_PROXY_MAX_FAILURES consecutive failures, re-read while a
 from __future__ import annotations
 
 import asyncio
+import time
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.stealth.pool import ProxyPool
@@ -15,6 +16,8 @@ SETTINGS = {
     "STEALTH_PROXY_MAX_FAILURES": 5,
     "STEALTH_PROXY_BACKOFF_S": 30.0,
     "STEALTH_PROXY_BACKOFF_CAP_S": 600.0,
+    "STEALTH_FAILURE_WINDOW_S": 0.0,  # each failure an event of its own (the window: tests below)
+    "PROXY_REPROBE_AFTER_S": 300.0,
 }
 
 
@@ -34,8 +37,8 @@ def row(sql, pid: int) -> tuple:
     )[0]
 
 
-async def with_pool(db: str, scenario):
-    crawler = project_crawler(DATABASE_URL=db, **SETTINGS)
+async def with_pool(db: str, scenario, **settings):
+    crawler = project_crawler(DATABASE_URL=db, **{**SETTINGS, **settings})
     pool = ProxyPool(crawler)
     try:
         return await scenario(pool)
@@ -106,3 +109,66 @@ def test_a_failed_proxy_is_avoided_while_another_is_fresh(db, sql):
 
     after_failure, resting = asyncio.run(with_pool(db, scenario))
     assert after_failure == {b} and resting is not None and resting.id == a
+
+
+def test_concurrent_failures_of_one_moment_are_one_event(db, sql):
+    """A sub-second blip: sixteen requests in flight fail at once. One failure, not sixteen; the
+    proxy keeps its place in the pool (the old count deactivated it at the fifth)."""
+    a = add(sql, "10.0.0.8")
+
+    async def scenario(pool: ProxyPool):
+        await pool.refresh()
+        for _ in range(12):
+            pool.record_success(a, 0.05)
+        sent = time.monotonic()
+        deactivated = [pool.record_failure(a, f"timeout {n}", sent_at=sent) for n in range(16)]
+        await pool.flush()
+        return deactivated, pool.is_active(a)
+
+    deactivated, active = asyncio.run(with_pool(db, scenario, STEALTH_FAILURE_WINDOW_S=5.0))
+    assert deactivated == [False] * 16 and active
+    assert row(sql, a)[:3] == (True, 12, 1) and row(sql, a)[6] == "timeout 15"  # the last error is kept
+
+
+def test_a_request_in_flight_when_the_event_began_joins_it_even_after_the_window(db, sql):
+    a = add(sql, "10.0.0.9")
+
+    async def scenario(pool: ProxyPool):
+        await pool.refresh()
+        sent_before = time.monotonic()  # a slow request, sent before the proxy's first failure
+        await asyncio.sleep(0.01)
+        pool.record_failure(a, "refused", sent_at=time.monotonic())
+        await asyncio.sleep(0.3)  # past the window
+        late = pool.record_failure(a, "timeout", sent_at=sent_before)
+        fresh = pool.record_failure(a, "refused", sent_at=time.monotonic())  # sent after: a new event
+        await pool.flush()
+        return late, fresh
+
+    late, fresh = asyncio.run(with_pool(db, scenario, STEALTH_FAILURE_WINDOW_S=0.2))
+    assert (late, fresh) == (False, False)
+    assert row(sql, a)[2] == 2  # two events: the first and the fresh one
+
+
+def test_failures_in_a_row_past_the_window_still_deactivate_after_five(db, sql):
+    """The seed's rule for real failures: five events in a row deactivate the proxy, in the table
+    too, with its first re-probe scheduled (it was deactivated by failures, not by an operator)."""
+    a = add(sql, "10.0.0.10")
+
+    async def scenario(pool: ProxyPool):
+        await pool.refresh()
+        results = []
+        for n in range(5):
+            if n:
+                await asyncio.sleep(0.06)
+            results.append(pool.record_failure(a, f"refused {n}", sent_at=time.monotonic()))
+        await pool.flush()
+        return results, pool.is_active(a)
+
+    results, active = asyncio.run(with_pool(db, scenario, STEALTH_FAILURE_WINDOW_S=0.05))
+    assert results == [False] * 4 + [True] and not active
+    (state,) = sql(
+        "SELECT is_active, failure_count, deactivated_at IS NOT NULL, next_probe_at - deactivated_at, probe_failures "
+        "FROM proxies WHERE id = %s",
+        (a,),
+    )
+    assert state[:3] == (False, 5, True) and state[3].total_seconds() == 300 and state[4] == 0
