@@ -39,7 +39,12 @@ DOWNLOADER_MIDDLEWARES = {
     # below HttpCompressionMiddleware (590): it reads the decompressed body
     "cannaspider.middlewares.persisted_queries.PersistedQueryFallbackMiddleware": 580,
 }
-SPIDER_MIDDLEWARES = {"cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10}
+SPIDER_MIDDLEWARES = {
+    "cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10,
+    # closest to the spider (Scrapy's own end at 900): a callback's exception closes its unit of
+    # work before anything else sees it (middlewares/unit_errors.py)
+    "cannaspider.middlewares.unit_errors.UnitErrorsMiddleware": 950,
+}
 # Scrapy starts CONCURRENT_ITEMS tasks for every response and queues up to twice as many items: 64
 # takes a whole FilteredProducts page (DUTCHIE_PER_PAGE = 100) without blocking, with a third of the
 # tasks that 200 cost (measured: the product crawl ~20 % faster with pipelines off, ~8 % with them on).

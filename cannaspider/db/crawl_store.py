@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 # the crawl's one-line fatal error, read by the crawl command (commands/crawl.py) for its exit
 FATAL_ERROR_STAT = "cannaspider/fatal_error"
+# units of work (store crawls, keywords, refreshes) that ended without completing: the crawl
+# command exits EXIT_INCOMPLETE (drained tasks are counted by their drain: TaskDrain.claimed)
+UNITS_INCOMPLETE_STAT = "cannaspider/units_incomplete"
 
 # stores of crawlers whose settings do not enable the extension (components built directly on a
 # bare get_crawler(), as in tests): still one per crawler
@@ -248,6 +251,7 @@ class CrawlStore:
             ).fetchall()
         self.open_runs.clear()
         if closed:
+            self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT, len(closed))
             logger.warning(
                 "%d store crawl(s) still open when the crawl closed (%s): marked incomplete, nothing marked missing",
                 len(closed),
