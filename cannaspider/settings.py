@@ -198,6 +198,11 @@ TASK_LEASE_S = 600.0  # a claimed task returns to the queue this long after its 
 TASK_HEARTBEAT_S = 60.0
 TASK_POLL_S = 5.0  # with -a follow=1: poll this often besides LISTEN/NOTIFY (delayed retries come due)
 TASK_LISTEN = True
+# A queue operation retries a lost database connection this long (a restart takes seconds); past
+# it a drain without follow stops (its leases expire), one with -a follow=1 waits the outage out,
+# claiming again after a doubling wait of up to TASK_OUTAGE_WAIT_MAX_S, one log line each time.
+TASK_RECONNECT_S = 60.0
+TASK_OUTAGE_WAIT_MAX_S = 60.0
 TASK_RETRY_BACKOFF_S = 60.0  # failed attempt n waits BACKOFF·2^(n-1) (capped), jittered, before the next
 TASK_RETRY_BACKOFF_MAX_S = 6 * 3600.0
 TASK_RETENTION_DAYS = 30.0  # `scrapy schedule` deletes finished tasks older than this (crawl_runs stay)

@@ -35,6 +35,7 @@ from scrapy.exceptions import CloseSpider
 from cannaspider.db import migrations
 from cannaspider.db.connection import database_url, open_async_pool
 from cannaspider.db.errors import DatabaseSetupError, first_line
+from cannaspider.shutdown import on_reactor_shutdown
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class CrawlStore:
         crawler.signals.connect(store.spider_opened, signal=signals.spider_opened)
         # after every pipeline's close_spider (which flush their buffers and close their stores)
         crawler.signals.connect(store.spider_closed, signal=signals.spider_closed)
+        on_reactor_shutdown(store._close_on_shutdown)
         return store
 
     @classmethod
@@ -161,6 +163,15 @@ class CrawlStore:
             )
         finally:
             await self.close()
+
+    async def _close_on_shutdown(self) -> None:
+        """A forced shutdown (no spider_closed): the runs still open are closed as incomplete."""
+        if not self.open_runs or self.pool is None:
+            return
+        try:
+            await self._close_open_runs("forced shutdown")
+        except psycopg.Error as exc:
+            logger.error("could not close %d open crawl run(s): %s", len(self.open_runs), first_line(exc))
 
     async def open(self) -> AsyncConnectionPool:
         if self._opening is None:

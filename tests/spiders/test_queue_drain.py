@@ -148,6 +148,29 @@ def test_follow_keeps_draining_until_sigterm_which_releases(scrapy_env, db, sand
     assert sql("SELECT count(*) FROM store_products WHERE consecutive_misses > 0")[0][0] == 0
 
 
+def test_a_second_sigint_forces_the_shutdown_and_still_releases_tasks_and_runs(scrapy_env, db, sandbox, sql):
+    """Scrapyd's second cancel.json: Scrapy stops the reactor at once (no spider_closed); the held
+    task goes back to pending, its attempt not counted, and its run is closed (cannaspider/shutdown.py)."""
+    store = sandbox.stores("AZ")[0]
+    d = add_store(db, store)
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 60.0})
+    task = enqueue(db, "product_resync", dispensary_id=d)
+    proc = _spawn(scrapy_env, "product_resync", "-a", "follow=1")
+    try:
+        _wait_for(lambda: sql("SELECT count(*) FROM crawl_runs WHERE task_id = %s", (task.id,)) == [(1,)])
+        time.sleep(1)  # its first page is on the way (and takes 60 s)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert "forcing unclean shutdown" in err, err[-3000:]
+    assert sql("SELECT status, attempts FROM worker_tasks WHERE id = %s", (task.id,)) == [("pending", 0)], err[-3000:]
+    [(status,)] = sql("SELECT status FROM crawl_runs WHERE task_id = %s", (task.id,))
+    assert status in ("failed", "incomplete")
+    assert proc.returncode != 0
+
+
 def test_kill_9_mid_crawl_the_task_reruns_after_its_lease_and_nothing_is_marked(scrapy_env, db, sandbox, sql):
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
