@@ -4,7 +4,8 @@ Scrapy's own command exits 0 whatever happened inside the crawl. This one exits 
 line `error: …` on stderr (passwords masked, no traceback) when:
 
 - a spider argument is wrong (SpiderArgumentError: unknown argument, not a US state, not an id,
-  a dispensary that does not exist) — exit 2;
+  a dispensary that does not exist) or the spider cannot be used as configured (UsageError:
+  crawl_onpage without FIRECRAWL_API_URL) — exit 2;
 - the database cannot be reached, started or is not migrated, or was lost during the crawl
   (CrawlStore records it: cannaspider/db/crawl_store.py) — exit 2;
 - anything else stopped the crawl from starting (a bug: its traceback is printed) — exit 1;
@@ -54,7 +55,7 @@ class Command(ScrapyCrawlCommand):
 
     def _fatal(self, crawler: Crawler, errors: list[BaseException]) -> str | None:
         for exc in errors:
-            if isinstance(exc, (SpiderArgumentError, DatabaseSetupError)):
+            if isinstance(exc, (SpiderArgumentError, DatabaseSetupError, UsageError)):
                 self.exitcode = EXIT_SETUP
                 return str(exc)
             traceback.print_exception(exc, file=sys.stderr)

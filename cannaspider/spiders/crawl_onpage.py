@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 
 import scrapy
 from scrapy.crawler import Crawler
-from scrapy.exceptions import CloseSpider
+from scrapy.exceptions import CloseSpider, UsageError
 
 from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
@@ -70,6 +70,9 @@ class CrawlOnpageSpider(scrapy.Spider):
     def from_crawler(cls, crawler: Crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         config = OnpageConfig.from_settings(crawler.settings)
+        if not config.api_url and spider.keyword_ids:
+            # before the engine exists: one line on stderr and exit 2, nothing started or written
+            raise UsageError(MISSING_URL, print_help=False)
         client = None
         if config.api_url:
             client = FirecrawlClient(
@@ -103,11 +106,10 @@ class CrawlOnpageSpider(scrapy.Spider):
         return result
 
     async def start(self) -> AsyncIterator[CompetitorPage]:
-        if self.jobs.client is None:
-            # No Firecrawl to send the work to: one line, the crawl's fatal error (exit 2), and
-            # the queued tasks say why (failed for a retry, as without an active proxy).
-            if not self.keyword_ids:
-                await refuse_queue(self, self.role, MISSING_URL)
+        if self.jobs.client is None:  # draining (from_crawler refused explicit keywords already)
+            # No Firecrawl to send the work to: the queued tasks say why (failed for a retry, as
+            # without an active proxy), then one line and the crawl's fatal error (exit 2).
+            await refuse_queue(self, self.role, MISSING_URL)
             CrawlStore.for_crawler(self.crawler).fail(MISSING_URL)
             raise CloseSpider("firecrawl_unconfigured")
         self._items = asyncio.Queue()
