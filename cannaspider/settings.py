@@ -169,6 +169,12 @@ IMAGES_STORE = None
 IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCURRENT_REQUESTS)
 IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
 IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb)
+# One slow or huge image must not hold a finished crawl open (it did for 4 × DOWNLOAD_TIMEOUT):
+# images get their own timeout and byte cap (the downloader cancels a larger body, from its
+# Content-Length when it has one), and no retry: an image not stored is asked for by the next crawl.
+IMAGES_DOWNLOAD_TIMEOUT_S = 20.0
+IMAGES_MAX_BYTES = 25 * 1024 * 1024
+IMAGES_RETRY_TIMES = 0
 MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
 # /img (cannaspider/web/images.py): rendered variants are cached under IMG_CACHE_DIR (None:
 # CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S. With a remote
