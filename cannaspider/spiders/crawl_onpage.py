@@ -25,8 +25,8 @@ from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
-from cannaspider.spiders.base import SpiderArgumentError, parse_flag
 from cannaspider.middlewares.unit_errors import describe
+from cannaspider.spiders.base import SpiderArgumentError, parse_flag
 from cannaspider.spiders.draining import finish_task, log_drained, open_drain, refuse_queue
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task, TaskResult

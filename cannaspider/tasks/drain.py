@@ -157,9 +157,10 @@ class TaskDrain:
             claimed: list[Task] = []
             if free > 0:
                 self._wake.clear()
-                claimed = await self._claim_through_outages(min(free, self.config.batch))
-                if claimed is None:
+                got = await self._claim_through_outages(min(free, self.config.batch))
+                if got is None:
                     continue
+                claimed = got
                 for task in claimed:
                     self.held[task.id] = task
                 self.claimed += len(claimed)

@@ -78,7 +78,7 @@ def test_any_exception_fails_the_task_and_the_drain_goes_on(db, monkeypatch):
         status, attempts, error = conn.execute(
             "SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,)
         ).fetchone()
-    assert (status, attempts) == ("failed", 2) and error == "attempt 2/2: RecursionError: maximum recursion depth exceeded"
+    assert (status, attempts, error) == ("failed", 2, "attempt 2/2: RecursionError: maximum recursion depth exceeded")
     assert spider.crawler.stats.get_value(UNITS_INCOMPLETE_STAT) == 2
 
 
