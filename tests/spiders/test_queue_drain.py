@@ -15,6 +15,7 @@ import time
 import psycopg
 import pytest
 
+from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.tasks import queue
 from tests.helpers import ROOT, add_store, products_of, run_scrapy
 
@@ -76,7 +77,8 @@ def test_an_incomplete_crawl_fails_its_task_with_a_backoff_and_marks_nothing(scr
     task = enqueue(db, "product_resync", dispensary_id=d)
     sandbox.faults({"kind": "error500", "store": store["id"], "pages": [0]})
     result = drain(scrapy_env, "product_resync", "-s", "RETRY_ENABLED=0", "-s", "TASK_RETRY_BACKOFF_S=3600")
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("error: 1 unit(s) of work incomplete; 1 of the 1")
     [(status, attempts, error, run_id, due)] = sql(
         "SELECT status, attempts, error, crawl_run_id, run_after > now() + interval '20 minutes' FROM worker_tasks "
         "WHERE id = %s",
@@ -90,7 +92,7 @@ def test_an_incomplete_crawl_fails_its_task_with_a_backoff_and_marks_nothing(scr
 def test_a_store_that_cannot_be_crawled_fails_for_good(scrapy_env, db, sandbox, sql):
     d = add_store(db, sandbox.stores("AZ")[0], resolved=False)
     task = enqueue(db, "product_resync", dispensary_id=d)
-    assert drain(scrapy_env, "product_resync").returncode == 0
+    assert drain(scrapy_env, "product_resync").returncode == EXIT_INCOMPLETE  # its one task failed
     [(status, error)] = sql("SELECT status, error FROM worker_tasks WHERE id = %s", (task.id,))
     assert status == "failed" and "no platform_dispensary_id" in error
 
