@@ -39,7 +39,12 @@ DOWNLOADER_MIDDLEWARES = {
     # below HttpCompressionMiddleware (590): it reads the decompressed body
     "cannaspider.middlewares.persisted_queries.PersistedQueryFallbackMiddleware": 580,
 }
-SPIDER_MIDDLEWARES = {"cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10}
+SPIDER_MIDDLEWARES = {
+    "cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10,
+    # closest to the spider (Scrapy's own end at 900): a callback's exception closes its unit of
+    # work before anything else sees it (middlewares/unit_errors.py)
+    "cannaspider.middlewares.unit_errors.UnitErrorsMiddleware": 950,
+}
 # Scrapy starts CONCURRENT_ITEMS tasks for every response and queues up to twice as many items: 64
 # takes a whole FilteredProducts page (DUTCHIE_PER_PAGE = 100) without blocking, with a third of the
 # tasks that 200 cost (measured: the product crawl ~20 % faster with pipelines off, ~8 % with them on).
@@ -197,6 +202,12 @@ IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a d
 # The download → stored webp conversion (libvips). The benchmarks swap in Pillow's, the baseline
 # it replaced (benchmarks/pillow_convert.py), to measure both in one run.
 IMAGES_CONVERTER = "cannaspider.images.convert.to_webp"
+# One slow or huge image must not hold a finished crawl open (it did for 4 × DOWNLOAD_TIMEOUT):
+# images get their own timeout and byte cap (the downloader cancels a larger body, from its
+# Content-Length when it has one), and no retry: an image not stored is asked for by the next crawl.
+IMAGES_DOWNLOAD_TIMEOUT_S = 20.0
+IMAGES_MAX_BYTES = 25 * 1024 * 1024
+IMAGES_RETRY_TIMES = 0
 MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
 # /img (cannaspider/web/images.py): rendered variants are cached under IMG_CACHE_DIR (None:
 # CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S. With a remote
@@ -235,6 +246,11 @@ TASK_LEASE_S = 600.0  # a claimed task returns to the queue this long after its 
 TASK_HEARTBEAT_S = 60.0
 TASK_POLL_S = 5.0  # with -a follow=1: poll this often besides LISTEN/NOTIFY (delayed retries come due)
 TASK_LISTEN = True
+# A queue operation retries a lost database connection this long (a restart takes seconds); past
+# it a drain without follow stops (its leases expire), one with -a follow=1 waits the outage out,
+# claiming again after a doubling wait of up to TASK_OUTAGE_WAIT_MAX_S, one log line each time.
+TASK_RECONNECT_S = 60.0
+TASK_OUTAGE_WAIT_MAX_S = 60.0
 TASK_RETRY_BACKOFF_S = 60.0  # failed attempt n waits BACKOFF·2^(n-1) (capped), jittered, before the next
 TASK_RETRY_BACKOFF_MAX_S = 6 * 3600.0
 TASK_RETENTION_DAYS = 30.0  # `scrapy schedule` deletes finished tasks older than this (crawl_runs stay)

@@ -4,10 +4,15 @@ Scrapy's own command exits 0 whatever happened inside the crawl. This one exits 
 line `error: …` on stderr (passwords masked, no traceback) when:
 
 - a spider argument is wrong (SpiderArgumentError: unknown argument, not a US state, not an id,
-  a dispensary that does not exist) — exit 2;
+  a dispensary that does not exist) or the spider cannot be used as configured (UsageError:
+  crawl_onpage without FIRECRAWL_API_URL) — exit 2;
 - the database cannot be reached, started or is not migrated, or was lost during the crawl
   (CrawlStore records it: cannaspider/db/crawl_store.py) — exit 2;
-- anything else stopped the crawl from starting (a bug: its traceback is printed) — exit 1.
+- anything else stopped the crawl from starting (a bug: its traceback is printed) — exit 1;
+- the crawl ran but a unit of work it took did not complete — a store crawl incomplete, a keyword
+  or a refresh failed, a drained task failed, was given back by a stop (SIGTERM/SIGINT) or lost
+  its lease — exit 3, so that cron and Scrapyd see it. A `-a follow=1` drainer stopped while idle,
+  every task it took completed, exits 0.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT
+from cannaspider.db.crawl_store import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import DatabaseSetupError, redact
 from cannaspider.spiders.base import SpiderArgumentError
+from cannaspider.tasks.drain import TaskDrain
 
 EXIT_SETUP = 2  # the crawl could not do its work: bad arguments or database (as `scrapy migrate`)
 EXIT_BUG = 1
+EXIT_INCOMPLETE = 3  # the crawl ran, but not every unit of work it took completed
 
 
 class Command(ScrapyCrawlCommand):
@@ -48,7 +55,7 @@ class Command(ScrapyCrawlCommand):
 
     def _fatal(self, crawler: Crawler, errors: list[BaseException]) -> str | None:
         for exc in errors:
-            if isinstance(exc, (SpiderArgumentError, DatabaseSetupError)):
+            if isinstance(exc, (SpiderArgumentError, DatabaseSetupError, UsageError)):
                 self.exitcode = EXIT_SETUP
                 return str(exc)
             traceback.print_exception(exc, file=sys.stderr)
@@ -61,7 +68,21 @@ class Command(ScrapyCrawlCommand):
         if fatal:
             self.exitcode = EXIT_SETUP
             return str(fatal)
-        return None
+        return self._incomplete(crawler)
+
+    def _incomplete(self, crawler: Crawler) -> str | None:
+        units = crawler.stats.get_value(UNITS_INCOMPLETE_STAT) or 0
+        drain = TaskDrain.of(crawler)
+        tasks = drain.claimed - drain.completed if drain is not None else 0
+        if not units and not tasks:
+            return None
+        self.exitcode = EXIT_INCOMPLETE
+        parts = [f"{units} unit(s) of work incomplete"] if units else []
+        if tasks:
+            assert drain is not None
+            parts.append(f"{tasks} of the {drain.claimed} {drain.role} task(s) it took not completed")
+        reason = crawler.stats.get_value("finish_reason")
+        return "; ".join(parts) + (f" (the crawl ended: {reason})" if reason else "")
 
 
 def _collect_failure(started: object, errors: list[BaseException]) -> None:

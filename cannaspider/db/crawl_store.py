@@ -35,11 +35,15 @@ from scrapy.exceptions import CloseSpider
 from cannaspider.db import migrations
 from cannaspider.db.connection import database_url, open_async_pool
 from cannaspider.db.errors import DatabaseSetupError, first_line
+from cannaspider.shutdown import on_reactor_shutdown
 
 logger = logging.getLogger(__name__)
 
 # the crawl's one-line fatal error, read by the crawl command (commands/crawl.py) for its exit
 FATAL_ERROR_STAT = "cannaspider/fatal_error"
+# units of work (store crawls, keywords, refreshes) that ended without completing: the crawl
+# command exits EXIT_INCOMPLETE (drained tasks are counted by their drain: TaskDrain.claimed)
+UNITS_INCOMPLETE_STAT = "cannaspider/units_incomplete"
 
 # stores of crawlers whose settings do not enable the extension (components built directly on a
 # bare get_crawler(), as in tests): still one per crawler
@@ -110,6 +114,7 @@ class CrawlStore:
         crawler.signals.connect(store.spider_opened, signal=signals.spider_opened)
         # after every pipeline's close_spider (which flush their buffers and close their stores)
         crawler.signals.connect(store.spider_closed, signal=signals.spider_closed)
+        on_reactor_shutdown(store._close_on_shutdown)
         return store
 
     @classmethod
@@ -158,6 +163,15 @@ class CrawlStore:
             )
         finally:
             await self.close()
+
+    async def _close_on_shutdown(self) -> None:
+        """A forced shutdown (no spider_closed): the runs still open are closed as incomplete."""
+        if not self.open_runs or self.pool is None:
+            return
+        try:
+            await self._close_open_runs("forced shutdown")
+        except psycopg.Error as exc:
+            logger.error("could not close %d open crawl run(s): %s", len(self.open_runs), first_line(exc))
 
     async def open(self) -> AsyncConnectionPool:
         if self._opening is None:
@@ -248,6 +262,7 @@ class CrawlStore:
             ).fetchall()
         self.open_runs.clear()
         if closed:
+            self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT, len(closed))
             logger.warning(
                 "%d store crawl(s) still open when the crawl closed (%s): marked incomplete, nothing marked missing",
                 len(closed),

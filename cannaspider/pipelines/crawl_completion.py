@@ -21,7 +21,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.items import CrawlCompletion
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
@@ -97,7 +97,7 @@ UPDATE crawl_runs
        duration_ms = (extract(epoch FROM now() - started_at) * 1000)::integer,
        pages_fetched = %(pages)s, products_seen = %(seen_n)s, products_new = %(new)s,
        errors = %(errors)s, error = %(error)s
- WHERE id = %(run)s
+ WHERE id = %(run)s AND status = 'running'  -- a run already closed (failed: its lease expired) stays so
 """
 
 
@@ -289,6 +289,8 @@ class CrawlCompletionPipeline:
             await self._fail_task(item, f"crawl incomplete: {error}")
         stats = self.crawler.stats
         stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
+        if not complete:
+            stats.inc_value(UNITS_INCOMPLETE_STAT)
         if suspect:
             stats.inc_value("cannaspider/stores_suspect")
             logger.warning(

@@ -217,6 +217,9 @@ class ProductImagesPipeline(ImagesPipeline):
         self.convert = load_object(settings["IMAGES_CONVERTER"])  # (body, quality=, max_pixels=) -> (webp, size)
         self.max_pixels = settings.getint("IMAGES_MAX_PIXELS", 50_000_000)
         self.concurrency = max(1, settings.getint("IMAGES_CONCURRENCY", 8))
+        self.download_timeout = settings.getfloat("IMAGES_DOWNLOAD_TIMEOUT_S")
+        self.max_bytes = settings.getint("IMAGES_MAX_BYTES")
+        self.retry_times = settings.getint("IMAGES_RETRY_TIMES")
         self.stores: dict[int, StoreImages] = {}
         self.loading: dict[int, list[StoreProduct]] = {}  # products waiting for their store's query
         self.loaders: set[asyncio.Task] = set()
@@ -330,6 +333,11 @@ class ProductImagesPipeline(ImagesPipeline):
             "dispensary_id": job.dispensary_id,
             "stealth_slot": "images",
             "proxy_health": False,
+            # an image is worth less than the crawl it would hold open: its own short timeout, a
+            # size cap the downloader enforces, no retry (the next crawl asks for it again)
+            "download_timeout": self.download_timeout,
+            "download_maxsize": self.max_bytes,
+            "max_retry_times": self.retry_times,
         }
         request = Request(job.url, callback=NO_CALLBACK, meta=meta)
         if self.handle_httpstatus_list:  # MEDIA_ALLOW_REDIRECTS: let the redirect middleware follow them

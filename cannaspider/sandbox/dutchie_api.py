@@ -21,7 +21,7 @@ from cannaspider.dutchie.operations import (
     FILTERED_PRODUCTS,
 )
 from cannaspider.sandbox.catalog import Catalog
-from cannaspider.sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwitchboard
+from cannaspider.sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwitchboard, deeply_nested_json
 
 # read through importlib.resources: it also works from a zipped egg (Scrapyd)
 BLOCK_PAGE = resources.files("cannaspider.sandbox").joinpath("cloudflare_403.html").read_text()
@@ -164,6 +164,8 @@ async def graphql(request: web.Request) -> web.StreamResponse:
             good = (await _execute_bytes(state, op, variables, base, store_keys)).decode()
             text = good[: len(good) // 2] if rule.kind == "truncated" else "{'data': " + good[9:]
             return web.Response(text=text, content_type="application/json")
+        elif rule.kind == "deep_nesting":
+            return web.Response(text=deeply_nested_json(), content_type="application/json")
 
     persisted = (operation.get("extensions") or {}).get("persistedQuery") or {}
     sha = persisted.get("sha256Hash")

@@ -21,9 +21,16 @@ TRANSPORT_KINDS = (
     "malformed",
     "truncated",
     "graphql_errors",
+    "deep_nesting",  # a 200 whose JSON nests NESTING_DEPTH arrays: json.loads raises RecursionError
 )
 PAYLOAD_KINDS = ("lying_total", "endless", "duplicates")
 KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS
+NESTING_DEPTH = 5000
+
+
+def deeply_nested_json(depth: int = NESTING_DEPTH) -> str:
+    """Valid JSON too deep for a recursive parser: a hostile server's answer (issue 16)."""
+    return '{"data": ' + "[" * depth + "]" * depth + "}"
 
 
 @dataclass

@@ -5,8 +5,8 @@ cancel, 404 for unknown jobs. Pages are fetched over loopback and their inline
 insertAdjacentHTML scripts applied, standing in for the Playwright renderer.
 
 Switches (POST /_sandbox/state): an API key to require, a Redis-down instance (500s), a queue
-wait before workers pick pages up, API calls that stall (a network timeout for the client), and
-a reset to the defaults.
+wait before workers pick pages up, API calls that stall (a network timeout for the client), a
+hostile instance whose every answer is JSON nested 5000 levels deep, and a reset to the defaults.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
+
+from cannaspider.sandbox.faults import deeply_nested_json
 
 ALLOWED_KEYS = {
     "urls",
@@ -124,6 +126,7 @@ class FirecrawlState:
         self.jobs: dict[str, Job] = {}
         self.api_key: str | None = None  # None: accept anything (no DB auth)
         self.down = False  # Redis down: 500 UNKNOWN_ERROR
+        self.hostile = False  # every API answer nests NESTING_DEPTH arrays (json.loads: RecursionError)
         self.queue_delay = 0.0  # seconds a page waits for a worker
         self.stall_seconds = 0.0  # the next `stall_count` API calls answer this late
         self.stall_count = 0
@@ -134,7 +137,7 @@ class FirecrawlState:
             for task in job.tasks:
                 task.cancel()
         self.jobs.clear()
-        self.api_key, self.down, self.queue_delay = None, False, 0.0
+        self.api_key, self.down, self.queue_delay, self.hostile = None, False, 0.0, False
         self.stall_seconds, self.stall_count = 0.0, 0
 
 
@@ -142,6 +145,8 @@ FIRECRAWL = web.AppKey("firecrawl", FirecrawlState)
 
 
 def _auth_failed(request: web.Request, state: FirecrawlState) -> web.Response | None:
+    if state.hostile:
+        return web.Response(text=deeply_nested_json(), content_type="application/json")
     if state.down:
         return web.json_response(
             {"success": False, "code": "UNKNOWN_ERROR", "error": "An unexpected error occurred."}, status=500
@@ -372,11 +377,13 @@ async def control(request: web.Request) -> web.Response:
     if "api_key" in body:
         state.api_key = body["api_key"]
     state.down = bool(body.get("down", state.down))
+    state.hostile = bool(body.get("hostile", state.hostile))
     state.queue_delay = float(body.get("queue_delay", state.queue_delay))
     return web.json_response(
         {
             "api_key_required": state.api_key is not None,
             "down": state.down,
+            "hostile": state.hostile,
             "queue_delay": state.queue_delay,
             "stall": {"seconds": state.stall_seconds, "count": state.stall_count},
             "jobs": len(state.jobs),

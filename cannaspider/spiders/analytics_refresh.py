@@ -21,7 +21,9 @@ import scrapy
 
 from cannaspider.analytics.refresh import DEFAULT_WORK_MEM, RefreshResult, refresh_all
 from cannaspider.db.connection import database_url
+from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
+from cannaspider.middlewares.unit_errors import describe
 from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, TaskResult
@@ -56,15 +58,17 @@ class AnalyticsRefreshSpider(scrapy.Spider):
         assert self.crawler is not None
         url = await asyncio.to_thread(database_url, self.crawler.settings)
         if not self.use_queue:
-            await self.refresh(url)
+            try:
+                await self.refresh(url)
+            except Exception as exc:  # noqa: BLE001 - the refresh (the crawl's one unit) failed: exit non-zero
+                self._refresh_failed(exc)
             return
         drain = TaskDrain.from_crawler(self.crawler, ROLE, url, follow=self.follow)
         async for task in drain.tasks():
             try:
                 results = await self.refresh(url)
-            except (psycopg.Error, LookupError) as exc:
-                self.logger.error("analytics refresh failed: %s", first_line(exc))
-                await self._settle(drain.fail(task, first_line(exc)))
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the task fails (its attempt counted)
+                await self._settle(drain.fail(task, self._refresh_failed(exc)))
                 continue
             extra = {"views": [r.as_json() for r in results]}
             await self._settle(drain.complete(task, TaskResult(extra=extra)))
@@ -73,6 +77,15 @@ class AnalyticsRefreshSpider(scrapy.Spider):
         )
         return
         yield  # an async generator that yields nothing
+
+    def _refresh_failed(self, exc: Exception) -> str:
+        """Log a failed refresh (a traceback unless it is the database's) and count the unit."""
+        expected = isinstance(exc, (psycopg.Error, LookupError))  # the database's: one line is enough
+        reason = first_line(exc) if expected else describe(exc)
+        self.logger.error("analytics refresh failed: %s", reason, exc_info=None if expected else exc)
+        assert self.crawler is not None and self.crawler.stats is not None
+        self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
+        return reason
 
     async def _settle(self, op: Any) -> None:
         try:

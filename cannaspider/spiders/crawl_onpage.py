@@ -21,12 +21,13 @@ import scrapy
 from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider, UsageError
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
+from cannaspider.middlewares.unit_errors import describe
 from cannaspider.spiders.base import SpiderArgumentError, parse_flag
-from cannaspider.spiders.draining import finish_task, log_drained, open_drain
+from cannaspider.spiders.draining import finish_task, log_drained, open_drain, refuse_queue
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task, TaskResult
 
@@ -52,10 +53,6 @@ class CrawlOnpageSpider(scrapy.Spider):
         super().update_settings(settings)
         # the job writes its own merge; the Dutchie pipelines have nothing to do with its items
         settings.set("ITEM_PIPELINES", {}, priority="spider")
-        # Checked here, before the crawler exists: `scrapy crawl` turns a UsageError into one
-        # line on stderr and exit status 2, with nothing started and nothing written.
-        if not settings.get("FIRECRAWL_API_URL"):
-            raise UsageError(MISSING_URL, print_help=False)
 
     def __init__(self, keyword_id: str | None = None, follow: str | None = None, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -73,6 +70,9 @@ class CrawlOnpageSpider(scrapy.Spider):
     def from_crawler(cls, crawler: Crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         config = OnpageConfig.from_settings(crawler.settings)
+        if not config.api_url and spider.keyword_ids:
+            # before the engine exists: one line on stderr and exit 2, nothing started or written
+            raise UsageError(MISSING_URL, print_help=False)
         client = None
         if config.api_url:
             client = FirecrawlClient(
@@ -99,10 +99,19 @@ class CrawlOnpageSpider(scrapy.Spider):
             result: dict = await self.jobs.crawl_keyword(keyword_id)
         except OnpageJobError as exc:
             result = {"error": str(exc), "retryable": exc.retryable}
+        except Exception as exc:  # noqa: BLE001 - e.g. a RecursionError on a hostile answer: the unit fails
+            self.logger.exception("keyword %s: on-page crawl FAILED", keyword_id)
+            result = {"error": f"the on-page crawl raised {describe(exc)}", "retryable": True}
         self.results[keyword_id] = result
         return result
 
     async def start(self) -> AsyncIterator[CompetitorPage]:
+        if self.jobs.client is None:  # draining (from_crawler refused explicit keywords already)
+            # No Firecrawl to send the work to: the queued tasks say why (failed for a retry, as
+            # without an active proxy), then one line and the crawl's fatal error (exit 2).
+            await refuse_queue(self, self.role, MISSING_URL)
+            CrawlStore.for_crawler(self.crawler).fail(MISSING_URL)
+            raise CloseSpider("firecrawl_unconfigured")
         self._items = asyncio.Queue()
         if not self.keyword_ids:  # no target: drain the queue
             async for item in _drain(self._items, {asyncio.ensure_future(self._drain_queue())}):
@@ -113,6 +122,7 @@ class CrawlOnpageSpider(scrapy.Spider):
             yield item
         failed = sorted(k for k, r in self.results.items() if "error" in r)
         if failed:
+            self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT, len(failed))
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
 

@@ -24,6 +24,7 @@ from scrapy.crawler import Crawler
 
 from cannaspider.db.connection import database_url
 from cannaspider.db.errors import first_line
+from cannaspider.middlewares.unit_errors import describe
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
 
@@ -42,6 +43,18 @@ async def open_drain(spider: scrapy.Spider, role: str, follow: bool) -> TaskDrai
         "draining the %s queue (%d at once%s)", role, drain.config.slots, ", until stopped" if follow else ""
     )
     return drain
+
+
+async def refuse_queue(spider: scrapy.Spider, role: str, reason: str) -> None:
+    """A spider that cannot work (no Firecrawl configured) fails one batch of its queue with
+    `reason` (retried after the backoff, the attempts counted) instead of leaving it silent."""
+    try:
+        drain = await open_drain(spider, role, follow=False)
+        failed = await drain.fail_claimable(reason)
+    except Exception as exc:  # noqa: BLE001 - the refusal itself must still happen
+        spider.logger.warning("could not fail the queued %s tasks: %s", role, first_line(exc))
+    else:
+        spider.logger.info("%d queued %s task(s) failed: %s", failed, role, reason)
 
 
 def log_drained(spider: scrapy.Spider, drain: TaskDrain) -> None:
@@ -90,10 +103,10 @@ def task_callback(method: Callable) -> Callable:
         request = getattr(arg, "request", None)
         task_id = request.meta.get(TASK_META) if request is not None else None
         work = self.task_work.get(task_id) if task_id is not None else None
-        result = method(self, arg)
         if work is None:
-            return result
-        return self.track_output(work, result, from_request=True)
+            return method(self, arg)
+        # called inside track_output: an exception, even before the first output, ends the request
+        return self.track_output(work, lambda: method(self, arg), from_request=True, source=method.__name__)
 
     return wrapper
 
@@ -122,11 +135,20 @@ class TaskTracking:
         work = self.task_work[task.id] = TaskWork(task)
         return work
 
-    def track_output(self, work: TaskWork, output: Iterable | None, *, from_request: bool = False):
-        """Count every request and item of `output` for `work`; with from_request, the request
-        whose callback produced it is done once the output is exhausted."""
+    def track_output(
+        self,
+        work: TaskWork,
+        output: Iterable | Callable[[], Iterable | None] | None,
+        *,
+        from_request: bool = False,
+        source: str = "start",
+    ):
+        """Count every request and item of `output` (or of what calling it returns) for `work`;
+        with from_request, the request whose callback produced it is done once the output is
+        exhausted. An exception is the task's error (it fails, the attempt counted) and goes on
+        to the caller (middlewares/unit_errors.py logs it)."""
         try:
-            for out in output or ():
+            for out in (output() if callable(output) else output) or ():
                 if isinstance(out, scrapy.Request):
                     out.meta[TASK_META] = work.task.id
                     work.requests += 1
@@ -134,6 +156,9 @@ class TaskTracking:
                     work.items += 1
                     self._item_task[id(out)] = work.task.id
                 yield out
+        except Exception as exc:
+            work.errors.append(f"{source} raised {describe(exc)}")
+            raise
         finally:
             if from_request:
                 work.requests -= 1
@@ -173,6 +198,19 @@ class TaskTracking:
         except Exception as exc:  # noqa: BLE001 - e.g. the database is gone: the attempt failed
             outcome, final = f"{type(exc).__name__}: {first_line(exc)}", False
         await finish_task(self.drain, work.task, outcome, final=final)
+
+    def track_start(self, work: TaskWork, output: Iterable | Callable[[], Iterable | None]):
+        """track_output for what start() yields for a task: an exception fails that task and
+        the drain goes on with the next one."""
+        try:
+            yield from self.track_output(work, output)
+        except Exception:
+            logger.exception("task %s (%s): starting its crawl failed", work.task.id, work.task.role)
+
+    def unit_failed(self, response: Any, reason: str) -> list | None:
+        """A callback raised (middlewares/unit_errors.py): track_output has recorded it on the
+        task; outside a drained task there is no unit to close (Scrapy logs it)."""
+        return [] if response.meta.get(TASK_META) is not None else None
 
     # -- what each spider says ---------------------------------------------------------------------
     def task_item(self, work: TaskWork, item: Any) -> None:

@@ -23,6 +23,7 @@ import scrapy
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
+from cannaspider.db.errors import first_line
 from cannaspider.dutchie import graphql, slugs
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.items import EntryPointResolution
@@ -69,12 +70,17 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
         if self.draining:
             async for task in self.drained_tasks(self.role, self.params.follow):
                 work = self.begin_task(task)
-                row = await self._dispensary(task.dispensary_id)
+                try:
+                    row = await self._dispensary(task.dispensary_id)
+                except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
+                    work.errors.append(f"reading the dispensary failed: {first_line(exc)}")
+                    self.check_finished(work)
+                    continue
                 if row is None:
                     work.data["final"] = f"dispensary {task.dispensary_id} no longer exists"
                     self.check_finished(work)
                     continue
-                for out in self.track_output(work, self._resolve(*row)):
+                for out in self.track_start(work, self._resolve(*row)):
                     yield out
             return
         rows = await self.select_dispensaries("id, menu_url, slug")

@@ -228,6 +228,14 @@ class ProductSpider(DutchieSpider):
         if not crawl.done:
             yield self._completion(crawl, False, reason)
 
+    def unit_failed(self, response: Response, reason: str):
+        """A callback raised (middlewares/unit_errors.py): the store's crawl closes incomplete, which
+        fails its task (the attempt counted)."""
+        crawl: StoreCrawl | None = response.meta.get("store_crawl")
+        if crawl is None:
+            return None
+        return self._incomplete(crawl, f"page {response.meta.get('page')}: {reason}")
+
     def on_error(self, failure: Failure):
         request = getattr(failure, "request", None)  # set by Scrapy on a request's failure
         crawl: StoreCrawl | None = request.meta.get("store_crawl") if request is not None else None

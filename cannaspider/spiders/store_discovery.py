@@ -53,7 +53,7 @@ class StoreDiscoverySpider(TaskTracking, DutchieSpider):
                 work = self.begin_task(task)
                 work.data.update(seen=set(), ids=[], failed_points=0, points=0)
                 assert task.state is not None  # the role's target (tasks/roles.py)
-                for out in self.track_output(work, self._searches(task.state, None, work)):
+                for out in self.track_start(work, self._searches(task.state, None, work)):
                     yield out
             return
         assert self.state is not None  # require_target

@@ -174,8 +174,9 @@ class CurlImpersonator:
         # curl writes Accept-Encoding itself (in that order) and decodes exactly what it advertised
         encoding = next((v for k, v in headers if k.lower() == "accept-encoding"), None)
         headers = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
-        if self.maxsize:
-            curl_options[CurlOpt.MAXFILESIZE_LARGE] = self.maxsize
+        maxsize = request.meta.get("download_maxsize", self.maxsize)  # as Scrapy's handlers read it
+        if maxsize:
+            curl_options[CurlOpt.MAXFILESIZE_LARGE] = maxsize
         timeout = float(request.meta.get("download_timeout") or self.default_timeout)
         args.update(
             headers=headers,

@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 
 from cannaspider.db.errors import first_line
+from cannaspider.shutdown import on_reactor_shutdown
 from cannaspider.tasks import queue
 from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
 
@@ -39,8 +40,6 @@ logger = logging.getLogger(__name__)
 
 # the drain of each crawler that drains a queue (TaskDrain.of): components find it there
 _BY_CRAWLER: weakref.WeakKeyDictionary[Any, TaskDrain] = weakref.WeakKeyDictionary()
-
-RECONNECT_FOR_S = 60.0  # a PostgreSQL restart takes seconds; past this the drain gives up (leases expire)
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,8 @@ class DrainConfig:
     poll_s: float = 5.0
     listen: bool = True  # wake on NOTIFY; False: poll only
     backoff: Backoff = Backoff()
+    reconnect_s: float = 60.0  # how long one queue operation retries a lost connection
+    outage_wait_max_s: float = 60.0  # with follow: longest wait between claims in an outage
 
     @classmethod
     def from_settings(cls, settings, **overrides: Any) -> DrainConfig:
@@ -64,6 +65,8 @@ class DrainConfig:
             "poll_s": settings.getfloat("TASK_POLL_S", cls.poll_s),
             "listen": settings.getbool("TASK_LISTEN", cls.listen),
             "backoff": Backoff.from_settings(settings),
+            "reconnect_s": settings.getfloat("TASK_RECONNECT_S", cls.reconnect_s),
+            "outage_wait_max_s": settings.getfloat("TASK_OUTAGE_WAIT_MAX_S", cls.outage_wait_max_s),
         }
         values.update(overrides)
         return cls(**values)
@@ -97,6 +100,7 @@ class TaskDrain:
         self._background: list[asyncio.Task] = []
         self._pending_done: list[tuple[Lease, TaskResult, asyncio.Future]] = []
         self._flush_scheduled = False
+        self._outage_wait = 0.0  # with follow, the current wait between claims in a database outage
 
     @classmethod
     def from_crawler(cls, crawler, role: str, url: str, **overrides: Any) -> TaskDrain:
@@ -106,6 +110,7 @@ class TaskDrain:
 
         drain = cls(url, role, DrainConfig.from_settings(crawler.settings, **overrides))
         crawler.signals.connect(drain.close, signal=signals.spider_closed)
+        on_reactor_shutdown(drain.close)
         _BY_CRAWLER[crawler] = drain
         return drain
 
@@ -130,7 +135,7 @@ class TaskDrain:
     async def _run(self, op: Callable[[psycopg.AsyncConnection], Awaitable[Any]]) -> Any:
         """Run op on the drain's connection; reconnect (PostgreSQL restarted) and try again."""
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + RECONNECT_FOR_S
+        give_up = loop.time() + self.config.reconnect_s
         delay = 0.1
         async with self._lock:
             while True:
@@ -155,7 +160,10 @@ class TaskDrain:
             claimed: list[Task] = []
             if free > 0 and (self.may_claim is None or self.may_claim()):
                 self._wake.clear()
-                claimed = await self._run(functools.partial(self._claim, min(free, self.config.batch)))
+                got = await self._claim_through_outages(min(free, self.config.batch))
+                if got is None:
+                    continue
+                claimed = got
                 for task in claimed:
                     self.held[task.id] = task
                 self.claimed += len(claimed)
@@ -168,6 +176,38 @@ class TaskDrain:
             if not self.held and not self.config.follow:
                 return  # queue empty, nothing running
             await self._wait()
+
+    async def _claim_through_outages(self, limit: int) -> list[Task] | None:
+        """A claim. With follow, a database unreachable for longer than reconnect_s is waited out
+        (a log line, a doubling wait up to outage_wait_max_s; None: try again) instead of ending
+        the drain: a long-running drainer goes on once the server is back (issue 16)."""
+        try:
+            claimed: list[Task] = await self._run(functools.partial(self._claim, limit))
+        except psycopg.OperationalError as exc:
+            if not self.config.follow:
+                raise
+            self._outage_wait = min(max(self._outage_wait * 2, self.config.poll_s), self.config.outage_wait_max_s)
+            logger.warning(
+                "task queue: the database is still unreachable (%s): the %s drain claims again in %.0f s",
+                first_line(exc),
+                self.role,
+                self._outage_wait,
+            )
+            await self._sleep_unless_stopped(self._outage_wait)
+            return None
+        if self._outage_wait:
+            logger.info("task queue: the database is back: the %s drain goes on", self.role)
+            self._outage_wait = 0.0
+        return claimed
+
+    async def _sleep_unless_stopped(self, seconds: float) -> None:
+        self._wake.clear()
+        if self._stopping:
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except TimeoutError:
+            pass
 
     async def _claim(self, limit: int, conn: psycopg.AsyncConnection) -> list[Task]:
         return await queue.claim(conn, self.role, self.worker, limit, self.config.lease_s)

@@ -287,7 +287,8 @@ WITH l AS (SELECT * FROM jsonb_to_recordset(%(leases)s::jsonb) AS l({LEASE_COLUM
 done AS (
     UPDATE worker_tasks t
        SET status = 'completed', result = l.result, crawl_run_id = coalesce(l.run, t.crawl_run_id),
-           completed_at = now(), updated_at = now(), lease_expires_at = NULL
+           completed_at = now(), updated_at = now(), lease_expires_at = NULL,
+           error = NULL  -- an earlier attempt's error ("lease expired", a failed page) is history, not the outcome
       FROM l
      WHERE {HELD}
     RETURNING t.id, t.role, t.crawl_run_id

@@ -200,5 +200,32 @@ def test_a_lost_lease_rolls_back_the_close_and_marks_nothing(db, dispensary, sql
         ("running", "other-worker")
     ]
     [(status, error)] = sql("SELECT status, error FROM crawl_runs WHERE task_id = %s AND id <> %s", (second.id, 0))[-1:]
-    assert status == "incomplete" and "task was lost" in error
+    # the queue closed the run when the lease expired; the late close leaves it so (issue 16)
+    assert status == "failed" and error.startswith("lease expired"), (status, error)
     assert misses(sql, dispensary) == [0, 0, 0, 0]  # nothing counted missing
+
+
+def test_a_run_already_failed_is_not_overwritten_by_a_resumed_worker(db, dispensary, sql):
+    """A worker stopped (SIGSTOP) past its lease: the queue failed its run ('lease expired'); resumed,
+    its crawl ends incomplete (its task lost) and must leave the run as the queue closed it."""
+
+    async def main():
+        pipelines = Pipelines(db)
+        run_id = await pipelines.store.start_run(dispensary, "product_resync")
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            await conn.execute(
+                "UPDATE crawl_runs SET status = 'failed', finished_at = now(), "
+                "error = 'lease expired: the worker died or lost its task' WHERE id = %s",
+                (run_id,),
+            )
+        completion = CrawlCompletion(dispensary, run_id, False, 0, 1, [], error="page 1: task 7 lost its lease")
+        with pytest.raises(DropItem):
+            pipelines.completion.process_item(completion)
+        await pipelines.completion.close_spider()
+        await pipelines.close()
+        return run_id
+
+    run_id = asyncio.run(main())
+    assert sql("SELECT status, error FROM crawl_runs WHERE id = %s", (run_id,)) == [
+        ("failed", "lease expired: the worker died or lost its task")
+    ]

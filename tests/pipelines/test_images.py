@@ -423,6 +423,26 @@ def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox,
     assert local_paths(db, d)[PID] is not None
 
 
+def test_an_image_is_asked_for_with_its_own_timeout_size_cap_and_no_retry(db, sandbox, store, tmp_path):
+    """A slow 200 MB image held a finished crawl open for 4 × DOWNLOAD_TIMEOUT (issue 16): the
+    pipeline's requests carry IMAGES_DOWNLOAD_TIMEOUT_S, IMAGES_MAX_BYTES (the downloader cancels
+    a larger body) and IMAGES_RETRY_TIMES, which Scrapy's downloader and RetryMiddleware read."""
+    d, base = store["id"], store["base"]
+    harness = Harness(db, tmp_path / "images", IMAGES_DOWNLOAD_TIMEOUT_S=7.5, IMAGES_MAX_BYTES=4096)
+    asked: list = []
+
+    async def download(request):
+        asked.append(request)
+        return await asyncio.to_thread(fetch, request)
+
+    harness.engine.download_async = download  # type: ignore[method-assign]
+    asyncio.run(harness.crawl([product(d, PID, f"{base}/images/products/capped.png")]))
+    [request] = asked
+    assert request.meta["download_timeout"] == 7.5 < harness.crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
+    assert request.meta["download_maxsize"] == 4096 and request.meta["max_retry_times"] == 0
+    assert local_paths(db, d)[PID] is not None  # an image under the cap is stored as before
+
+
 # --- end to end: `scrapy crawl` against the sandbox ----------------------------------------
 
 

@@ -9,14 +9,16 @@ import psycopg
 import pytest
 
 from cannaspider.analytics.refresh import VIEWS
+from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
+from cannaspider.spiders import analytics_refresh
 from cannaspider.spiders.analytics_refresh import AnalyticsRefreshSpider
 from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks import queue
 from tests.helpers import project_crawler
 
 
-def run(db: str, **args) -> AnalyticsRefreshSpider:
-    crawler = project_crawler(AnalyticsRefreshSpider, DATABASE_URL=db, TASK_LISTEN=False)
+def run(db: str, _settings: dict | None = None, **args) -> AnalyticsRefreshSpider:
+    crawler = project_crawler(AnalyticsRefreshSpider, DATABASE_URL=db, TASK_LISTEN=False, **(_settings or {}))
     spider = AnalyticsRefreshSpider.from_crawler(crawler, **args)
     crawler.spider = spider
 
@@ -50,9 +52,9 @@ def test_with_queue_it_completes_each_task_with_the_durations(db):
     assert all(isinstance(v["duration_ms"], int) for v in result["views"])
 
 
-async def _enqueue(db: str) -> int:
+async def _enqueue(db: str, max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS) -> int:
     async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
-        return (await queue.enqueue(conn, "analytics_refresh")).task.id
+        return (await queue.enqueue(conn, "analytics_refresh", max_attempts=max_attempts)).task.id
 
 
 def test_a_bad_argument_is_one_clear_line():
@@ -60,3 +62,29 @@ def test_a_bad_argument_is_one_clear_line():
         AnalyticsRefreshSpider(dispensary_id="3")
     with pytest.raises(SpiderArgumentError, match="follow must be 0 or 1"):
         AnalyticsRefreshSpider(follow="maybe")
+
+
+def test_any_exception_fails_the_task_and_the_drain_goes_on(db, monkeypatch):
+    """Not only database errors: whatever a refresh raises fails its task (the attempt counted),
+    `failed` once its attempts are used up, and the drain ends instead of dying in start()."""
+
+    async def broken(conn, work_mem):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(analytics_refresh, "refresh_all", broken)
+    task = asyncio.run(_enqueue(db, max_attempts=2))
+    spider = run(db, queue="1", _settings={"TASK_RETRY_BACKOFF_S": 0, "TASK_RETRY_BACKOFF_MAX_S": 0})
+    with psycopg.connect(db) as conn:
+        status, attempts, error = conn.execute(
+            "SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,)
+        ).fetchone()
+    assert (status, attempts, error) == ("failed", 2, "attempt 2/2: RecursionError: maximum recursion depth exceeded")
+    assert spider.crawler.stats.get_value(UNITS_INCOMPLETE_STAT) == 2
+
+
+def test_without_the_queue_a_failed_refresh_is_counted_for_the_exit(db, monkeypatch):
+    async def broken(conn, work_mem):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(analytics_refresh, "refresh_all", broken)
+    assert run(db).crawler.stats.get_value(UNITS_INCOMPLETE_STAT) == 1

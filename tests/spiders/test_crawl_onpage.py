@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+from cannaspider.commands.crawl import EXIT_INCOMPLETE
+from cannaspider.firecrawl.job import MISSING_URL
 from tests.firecrawl.conftest import Firecrawl, add_keyword, competitors, serp_of
 from tests.helpers import run_scrapy
 
@@ -89,7 +91,7 @@ def test_missing_url_is_one_line_and_a_non_zero_exit(scrapy_env, db):
     result = run_scrapy("crawl", "crawl_onpage", "-a", f"keyword_id={k}", env=env)
     assert result.returncode != 0
     assert "FIRECRAWL_API_URL is not set" in result.stderr and "Traceback" not in result.stderr
-    assert len([ln for ln in result.stderr.splitlines() if "FIRECRAWL_API_URL" in ln]) == 1
+    assert len([ln for ln in result.stderr.splitlines() if "FIRECRAWL_API_URL" in ln]) == 1, result.stderr
     assert "crawlStatus" not in json.dumps(serp_of(db, k))
 
 
@@ -100,6 +102,7 @@ def test_firecrawl_down_fails_the_keyword_and_says_so(scrapy_env, db, sandbox):
     assert "Traceback" not in result.stderr
     assert f"keyword {k}: on-page crawl FAILED: Firecrawl is unreachable at http://127.0.0.1:9" in result.stderr
     assert "'finish_reason': 'onpage_failed'" in result.stderr
+    assert result.returncode == EXIT_INCOMPLETE  # cron and Scrapyd see that the keyword was not crawled
     assert "crawlStatus" not in json.dumps(serp_of(db, k))
 
 
@@ -158,6 +161,42 @@ def test_firecrawl_down_fails_the_queued_job_for_a_retry(scrapy_env, db, sandbox
     run_scrapy("enqueue", "crawl_onpage", "--keyword-id", str(k), env=scrapy_env)
     env = onpage_env(scrapy_env, sandbox, FIRECRAWL_API_URL="http://127.0.0.1:9")
     result = crawl_onpage(env)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode == EXIT_INCOMPLETE and "Traceback" not in result.stderr, result.stderr[-3000:]
     [(status, attempts, error)] = sql("SELECT status, attempts, error FROM worker_tasks")
     assert (status, attempts) == ("pending", 1) and "Firecrawl is unreachable" in error
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: 1 of the 1 crawl_onpage task(s) it took not completed (the crawl ended: finished)"
+    )
+
+
+def test_without_firecrawl_url_queued_jobs_fail_with_the_reason(scrapy_env, db, sql):
+    """A node without FIRECRAWL_API_URL used to refuse to start, leaving the task pending for the
+    dispatcher to start it again forever: the draining spider fails what it claims, saying why."""
+    k = add_keyword(db, "nourl-queued", {"en-US": competitors("https://example.com/")})
+    env = {key: v for key, v in scrapy_env.items() if key != "FIRECRAWL_API_URL"}
+    assert run_scrapy("enqueue", "crawl_onpage", "--keyword-id", str(k), env=env).returncode == 0
+    result = crawl_onpage(env, "-s", "TASK_RETRY_BACKOFF_S=3600")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == f"error: {MISSING_URL}"
+    [(status, attempts, error, due)] = sql(
+        "SELECT status, attempts, error, run_after > now() + interval '20 minutes' FROM worker_tasks"
+    )
+    assert (status, attempts, due) == ("pending", 1, True) and error == f"attempt 1/5: {MISSING_URL}"
+
+
+def test_a_hostile_firecrawl_fails_the_job_and_the_drain_goes_on(scrapy_env, db, sandbox, sql):
+    """Every answer nested 5000 levels deep: json.loads raises RecursionError (not ValueError) in
+    the job; the task fails with it, its attempt counted, and the drain ends."""
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True, hostile=True)
+    try:
+        k = add_keyword(db, "hostile", {"en-US": competitors(fc.page("page-a.html"))})
+        env = onpage_env(scrapy_env, sandbox)
+        assert run_scrapy("enqueue", "crawl_onpage", "--keyword-id", str(k), env=env).returncode == 0
+        result = crawl_onpage(env, "-s", "TASK_RETRY_BACKOFF_S=3600")
+    finally:
+        fc.state(reset=True)
+    assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]
+    [(status, attempts, error)] = sql("SELECT status, attempts, error FROM worker_tasks")
+    assert (status, attempts) == ("pending", 1) and "RecursionError" in error, error
+    assert "crawlStatus" not in json.dumps(serp_of(db, k))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -132,6 +133,63 @@ def test_a_draining_crawl_leaves_nothing_running_after_a_database_restart(sandbo
             missed = conn.execute("SELECT count(*) FROM store_products WHERE consecutive_misses > 0").fetchone()[0]
         assert all(status in ("completed", "pending") for status, _ in tasks), (tasks, stderr[-3000:])
         assert ("running",) not in runs and missed == 0, (runs, stderr[-3000:])
+    finally:
+        embedded.stop(pgdata)
+        shutil.rmtree(pgdata, ignore_errors=True)
+
+
+def test_an_idle_follow_drainer_waits_out_a_long_outage_and_goes_on(sandbox, scrapy_env, tmp_path):
+    """An outage longer than TASK_RECONNECT_S (60 s): a `-a follow=1` drainer, idle, used to see its
+    claim give up, close with start_error and exit 0, never to pick up what was queued later. It now
+    says so in its log, claims again with a backoff, and drains the task queued once the server is
+    back (issue 16)."""
+    pgdata = TEST_DATA_DIR / f"restart-follow-{os.getpid()}"
+    shutil.rmtree(pgdata, ignore_errors=True)
+    url = embedded.ensure_running(pgdata)
+    log = tmp_path / "drainer.log"
+    try:
+        migrations.apply(url, log=lambda _: None)
+        register_proxy(url, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
+        d = add_store(url, sandbox.stores("AZ")[0])
+        env = {**scrapy_env, "DATABASE_URL": url, "CANNASPIDER_LOG_LEVEL": "INFO"}
+        with log.open("w") as err:
+            drainer = subprocess.Popen(
+                [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1", "-s", "TASK_POLL_S=1"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                text=True,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while "draining the product_resync queue" not in log.read_text():
+                assert time.monotonic() < deadline and drainer.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.2)
+            assert embedded.stop(pgdata)
+            time.sleep(70)  # past the 60 s a queue operation retries a lost connection
+            assert drainer.poll() is None, log.read_text()[-3000:]
+            assert embedded.ensure_running(pgdata) == url
+            with psycopg.connect(url, autocommit=True) as conn:
+                task = conn.execute(
+                    "INSERT INTO worker_tasks (role, platform, dispensary_id) VALUES ('product_resync', 'dutchie', %s) "
+                    "RETURNING id",
+                    (d,),
+                ).fetchone()[0]
+            deadline = time.monotonic() + 90
+            while True:
+                with psycopg.connect(url) as conn:
+                    status = conn.execute("SELECT status FROM worker_tasks WHERE id = %s", (task,)).fetchone()[0]
+                if status == "completed":
+                    break
+                assert time.monotonic() < deadline and drainer.poll() is None, (status, log.read_text()[-3000:])
+                time.sleep(0.5)
+        finally:
+            drainer.send_signal(signal.SIGTERM)
+            drainer.wait(60)
+        text = log.read_text()
+        assert drainer.returncode == 0 and "Traceback" not in text, text[-3000:]
+        assert "the database is still unreachable" in text and "the database is back" in text
     finally:
         embedded.stop(pgdata)
         shutil.rmtree(pgdata, ignore_errors=True)

@@ -19,6 +19,7 @@ from scrapy import Request
 from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse, Response, TextResponse
 
+from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.dutchie.pagination import PageState
 from cannaspider.items import CrawlCompletion, RawProduct
 from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
@@ -338,7 +339,7 @@ def test_a_server_error_after_retries_leaves_the_crawl_incomplete_end_to_end(cra
     sandbox.epoch(3)
     sandbox.faults({"kind": "error500", "store": store["id"], "pages": [1]})
     result = crawl("product_resync", dispensary_id=d)
-    assert result.returncode == 0
+    assert result.returncode == EXIT_INCOMPLETE  # cron and Scrapyd see the store was not crawled
     assert "request failed: HttpError" in result.stderr
     assert "crawl incomplete, no product will be marked missing" in result.stderr
     after = products_of(db, d)

@@ -15,6 +15,7 @@ import time
 import psycopg
 import pytest
 
+from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.tasks import queue
 from tests.helpers import ROOT, add_store, products_of, run_scrapy
 
@@ -76,7 +77,8 @@ def test_an_incomplete_crawl_fails_its_task_with_a_backoff_and_marks_nothing(scr
     task = enqueue(db, "product_resync", dispensary_id=d)
     sandbox.faults({"kind": "error500", "store": store["id"], "pages": [0]})
     result = drain(scrapy_env, "product_resync", "-s", "RETRY_ENABLED=0", "-s", "TASK_RETRY_BACKOFF_S=3600")
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("error: 1 unit(s) of work incomplete; 1 of the 1")
     [(status, attempts, error, run_id, due)] = sql(
         "SELECT status, attempts, error, crawl_run_id, run_after > now() + interval '20 minutes' FROM worker_tasks "
         "WHERE id = %s",
@@ -90,7 +92,7 @@ def test_an_incomplete_crawl_fails_its_task_with_a_backoff_and_marks_nothing(scr
 def test_a_store_that_cannot_be_crawled_fails_for_good(scrapy_env, db, sandbox, sql):
     d = add_store(db, sandbox.stores("AZ")[0], resolved=False)
     task = enqueue(db, "product_resync", dispensary_id=d)
-    assert drain(scrapy_env, "product_resync").returncode == 0
+    assert drain(scrapy_env, "product_resync").returncode == EXIT_INCOMPLETE  # its one task failed
     [(status, error)] = sql("SELECT status, error FROM worker_tasks WHERE id = %s", (task.id,))
     assert status == "failed" and "no platform_dispensary_id" in error
 
@@ -144,8 +146,35 @@ def test_follow_keeps_draining_until_sigterm_which_releases(scrapy_env, db, sand
         out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err[-3000:]
     assert sql("SELECT status, attempts FROM worker_tasks WHERE id = %s", (slow.id,)) == [("pending", 0)]
+    # stopped with a task not done: cron and Scrapyd see it (exit 0 only when all it took completed)
+    assert proc.returncode == EXIT_INCOMPLETE and err.strip().splitlines()[-1].startswith(
+        "error: 1 unit(s) of work incomplete; 1 of the 2 product_resync task(s) it took not completed"
+    ), err[-2000:]
     assert sql("SELECT status FROM crawl_runs WHERE dispensary_id = %s", (d,))[0][0] in ("failed", "incomplete")
     assert sql("SELECT count(*) FROM store_products WHERE consecutive_misses > 0")[0][0] == 0
+
+
+def test_a_second_sigint_forces_the_shutdown_and_still_releases_tasks_and_runs(scrapy_env, db, sandbox, sql):
+    """Scrapyd's second cancel.json: Scrapy stops the reactor at once (no spider_closed); the held
+    task goes back to pending, its attempt not counted, and its run is closed (cannaspider/shutdown.py)."""
+    store = sandbox.stores("AZ")[0]
+    d = add_store(db, store)
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 60.0})
+    task = enqueue(db, "product_resync", dispensary_id=d)
+    proc = _spawn(scrapy_env, "product_resync", "-a", "follow=1")
+    try:
+        _wait_for(lambda: sql("SELECT count(*) FROM crawl_runs WHERE task_id = %s", (task.id,)) == [(1,)])
+        time.sleep(1)  # its first page is on the way (and takes 60 s)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert "forcing unclean shutdown" in err, err[-3000:]
+    assert sql("SELECT status, attempts FROM worker_tasks WHERE id = %s", (task.id,)) == [("pending", 0)], err[-3000:]
+    [(status,)] = sql("SELECT status FROM crawl_runs WHERE task_id = %s", (task.id,))
+    assert status in ("failed", "incomplete")
+    assert proc.returncode != 0
 
 
 def test_kill_9_mid_crawl_the_task_reruns_after_its_lease_and_nothing_is_marked(scrapy_env, db, sandbox, sql):

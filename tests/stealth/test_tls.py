@@ -20,7 +20,7 @@ from curl_cffi import BrowserType
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
-from scrapy.exceptions import DownloadTimeoutError
+from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError
 from scrapy.settings import Settings
 
 from cannaspider.sandbox.forward_proxy import ForwardProxy
@@ -279,6 +279,23 @@ def test_a_stalled_server_times_out_at_download_timeout_not_curls_30_seconds(pro
     started = time.monotonic()
     try:
         with pytest.raises(DownloadTimeoutError, match="took longer than 1.0 seconds"):
+            download(request)
+    finally:
+        server.close()
+    assert time.monotonic() - started < 5
+
+
+def test_a_body_past_the_requests_download_maxsize_is_cancelled_at_once(proxy, identities):
+    """An image's own cap (meta download_maxsize, pipelines/images.py), as Scrapy's handlers read
+    it: a 200 MB image that trickles in is cancelled from its Content-Length, not waited for."""
+    huge = b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 209715200\r\n\r\n" + b"\0" * 1024
+    server = Recorder(http_request_complete, lambda _: huge)  # then stalls, the rest never sent
+    request = proxied(
+        f"http://127.0.0.1:{server.port}/x.png", proxy, identities["chrome"], download_timeout=30, download_maxsize=4096
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(DownloadCancelledError):
             download(request)
     finally:
         server.close()

@@ -167,6 +167,16 @@ def test_an_expired_lease_goes_back_with_its_attempt_counted_and_the_dead_crawl_
     assert row(sql, dead.id, "status, claimed_by, result") == ("running", "w2", None)
 
 
+def test_a_task_completed_after_an_expired_lease_keeps_no_stale_error(q, sql):
+    d = add_store(sql)
+    q(queue.enqueue, "product_resync", dispensary_id=d)
+    [dead] = q(queue.claim, "product_resync", "dead-worker", lease_s=0)
+    [again] = q(queue.claim, "product_resync", "w2")
+    assert "lease expired" in again.error
+    q(queue.complete, again.lease, TaskResult(products=5))
+    assert row(sql, dead.id, "status, error") == ("completed", None)
+
+
 def test_requeue_expired_covers_every_role(q, sql):
     q(queue.enqueue, "analytics_refresh")
     q(queue.claim, "analytics_refresh", "w", lease_s=0)
