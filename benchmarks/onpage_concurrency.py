@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import bench_database  # noqa: E402
-from cannaspider.sandbox.catalog import CatalogConfig  # noqa: E402
-from cannaspider.sandbox.server import Sandbox  # noqa: E402
+from sandbox.catalog import CatalogConfig  # noqa: E402
+from sandbox.server import Sandbox  # noqa: E402
 
 PAGES = ("page-a.html", "page-b.html", "blocked.html", "incapsula.html")
 

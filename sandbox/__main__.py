@@ -1,5 +1,5 @@
-"""`python -m cannaspider.sandbox`: the sandbox in the foreground (used by benchmarks)."""
+"""`python -m sandbox`: the sandbox in the foreground (used by benchmarks)."""
 
-from cannaspider.sandbox.cli import main
+from sandbox.cli import main
 
 main()

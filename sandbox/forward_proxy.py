@@ -40,7 +40,7 @@ class ForwardProxy:
             "WARNING",
         ]
         if self.name:
-            cmd += ["--plugins", "cannaspider.sandbox.proxy_tag.ProxyTagPlugin", "--sandbox-proxy-name", self.name]
+            cmd += ["--plugins", "sandbox.proxy_tag.ProxyTagPlugin", "--sandbox-proxy-name", self.name]
         if self.username:
             cmd += ["--basic-auth", f"{self.username}:{self.password or ''}"]
         self.process = subprocess.Popen(

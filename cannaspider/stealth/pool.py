@@ -6,12 +6,16 @@ close (one UPDATE per proxy per batch, never one per request).
 Proxies are keyed by their row id (see stealth/proxies.py). `failure_count` counts consecutive
 failures (a success resets it); at STEALTH_PROXY_MAX_FAILURES the proxy is deactivated
 (`is_active = false`) in memory at once and in the table with the next batch.
+
+A contract check (`scrapy check`, which sets SCRAPY_CHECK) keeps health in memory only: a check
+is not traffic, and one run against a sandbox must not rate or deactivate the pool's proxies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -102,6 +106,7 @@ class ProxyPool:
         self._lock: asyncio.Lock | None = None
         self._task: asyncio.Task | None = None
         self._closed = False
+        self.write_health = not os.environ.get("SCRAPY_CHECK")
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> ProxyPool:
@@ -161,6 +166,8 @@ class ProxyPool:
                 logger.warning("proxy pool: could not sync with the proxies table: %s", exc)
 
     async def flush(self) -> None:
+        if not self.write_health:
+            self.pending.clear()
         if not self.pending:
             return
         batch, self.pending = self.pending, {}

@@ -135,7 +135,7 @@ def test_unusable_bodies_say_why(body, reason):
 
 
 def test_a_decompression_bomb_is_refused_from_its_header():
-    from cannaspider.sandbox.websites import _bomb_png
+    from sandbox.websites import _bomb_png
 
     with pytest.raises(UnusableImage, match="decompression bomb"):
         to_webp(_bomb_png())
