@@ -38,22 +38,23 @@ print(json.dumps({"url": url, "pid": embedded.running_pid(Path(sys.argv[1]))}))
 """
 
 
-def test_two_processes_starting_at_once_share_one_server(server_dir):
-    pgdata = server_dir / "pg"
+def start_at_once(processes: int, script: str, *argv: str) -> list[dict]:
+    """Run `script` in that many processes at the same time; the JSON each printed last."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", START, str(pgdata)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
+            [sys.executable, "-c", script, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
         )
-        for _ in range(2)
+        for _ in range(processes)
     ]
     outs = [p.communicate(timeout=180) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    return [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+
+
+def test_two_processes_starting_at_once_share_one_server(server_dir):
+    pgdata = server_dir / "pg"
     try:
-        assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
-        results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+        results = start_at_once(2, START, str(pgdata))
         assert results[0]["pid"] == results[1]["pid"] is not None
         postmasters = [
             line
@@ -65,8 +66,8 @@ def test_two_processes_starting_at_once_share_one_server(server_dir):
         with psycopg.connect(results[0]["url"]) as conn:
             assert conn.execute("SELECT current_database()").fetchone()[0] == "cannaspider"
     finally:
-        assert embedded.stop(pgdata)
-    assert embedded.running_pid(pgdata) is None
+        stopped = embedded.stop(pgdata)  # asserted below: a failed start's own error comes first
+    assert stopped and embedded.running_pid(pgdata) is None
 
 
 # several threads of one process start it at the same instant (as the spiders of one `scrapy check`
@@ -92,20 +93,8 @@ print(json.dumps({"results": results, "pid": embedded.running_pid(pgdata)}))
 
 def test_threads_of_several_processes_starting_at_once_share_one_server(server_dir):
     pgdata = server_dir / "pg"  # a fresh folder: the first start also runs initdb
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", START_THREADS, str(pgdata), "4"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for _ in range(3)
-    ]
-    outs = [p.communicate(timeout=180) for p in procs]
     try:
-        assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
-        reports = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+        reports = start_at_once(3, START_THREADS, str(pgdata), "4")
         urls = [url for report in reports for url in report["results"]]
         assert len(urls) == 12
         assert not [u for u in urls if u.startswith("error")], urls
