@@ -111,3 +111,12 @@ def test_the_egg_scrapyd_deploy_builds_holds_cannaspider_and_no_stand_in(tmp_pat
     assert "cannaspider/dutchie/data/us_places.json.gz" in names
     assert "cannaspider/web/templates/base.html" in names
     assert "[scrapy]\nsettings = cannaspider.settings" in entry_points
+
+
+def test_scrapy_starts_outside_the_checkout_with_the_sandbox_commands_installed(tmp_path):
+    # Scrapy loads every `scrapy.commands` entry point on each start: the sandbox's import cannaspider
+    result = subprocess.run(
+        [Path(sys.executable).parent / "scrapy", "version"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("Scrapy 2.19")
