@@ -120,3 +120,17 @@ def test_scrapy_starts_outside_the_checkout_with_the_sandbox_commands_installed(
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("Scrapy 2.19")
+
+
+def test_the_lock_check_that_lint_runs_fails_when_a_declaration_changes(tmp_path):
+    # `./dev lint` runs `uv lock --check`: the lock must follow pyproject.toml, or CI fails
+    uv = next((ROOT / ".data" / "tools").glob("uv-*/bin/uv"))  # ./dev installed it
+    for name in ("pyproject.toml", "uv.lock", "sandbox/pyproject.toml"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    check = [str(uv), "lock", "--check", "--offline", "--python", sys.executable]
+    assert subprocess.run(check, cwd=tmp_path, capture_output=True, text=True).returncode == 0
+    declared = (tmp_path / "pyproject.toml").read_text()
+    (tmp_path / "pyproject.toml").write_text(declared.replace('  "us>=4.0",\n', ""))
+    stale = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True)
+    assert stale.returncode != 0 and "needs to be updated" in stale.stderr
