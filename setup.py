@@ -1,12 +1,8 @@
-"""Packaging for `scrapyd-deploy` (it builds an egg from this) and `pip install -e .`."""
+"""`scrapyd-deploy` runs `python setup.py bdist_egg` to build the egg it uploads; everything the egg
+holds is declared in pyproject.toml ([project], [tool.setuptools]): the cannaspider package, its
+templates and data, and the `scrapy` settings entry point. The sandbox is not in it (sandbox/ is a
+development-only distribution of its own)."""
 
-from setuptools import find_packages, setup
+from setuptools import setup
 
-setup(
-    name="cannaspider",
-    version="0.1.0",
-    packages=find_packages(include=["cannaspider", "cannaspider.*"]),
-    package_data={"cannaspider.sandbox": ["*.json", "*.html"], "cannaspider.web": ["templates/*.html"]},
-    python_requires=">=3.11",
-    entry_points={"scrapy": ["settings = cannaspider.settings"]},
-)
+setup()

@@ -45,7 +45,7 @@ def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
         [
             sys.executable,
             "-m",
-            "cannaspider.sandbox",
+            "sandbox",
             "--port",
             "0",
             "--firecrawl-port",

@@ -43,9 +43,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.ingest import bench_database  # noqa: E402
 from cannaspider.firecrawl import classify, onpage, profile  # noqa: E402
 from cannaspider.firecrawl.batch import PageOutcome  # noqa: E402
-from cannaspider.sandbox.catalog import CatalogConfig  # noqa: E402
-from cannaspider.sandbox.server import Sandbox  # noqa: E402
-from cannaspider.sandbox.websites import ARTICLES, COMPETITOR_PAGES  # noqa: E402
+from sandbox.catalog import CatalogConfig  # noqa: E402
+from sandbox.server import Sandbox  # noqa: E402
+from sandbox.websites import ARTICLES, COMPETITOR_PAGES  # noqa: E402
 
 PAGES = ("page-a.html", "page-b.html", "blocked.html", "incapsula.html")
 

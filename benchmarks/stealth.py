@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import bench_database, crawl, seed, start_sandbox  # noqa: E402
-from cannaspider.sandbox.forward_proxy import ForwardProxy  # noqa: E402
+from sandbox.forward_proxy import ForwardProxy  # noqa: E402
 
 AUTH = ("bench", "b3nch@pw")
 OFF_ARGS = [

@@ -6,17 +6,20 @@
 
     @website sandbox:AZ:3
 
-`sandbox:STATE:N` names the N-th store of that state in the default sandbox catalog, so
-`scrapy check` runs against `scrapy sandbox` (DUTCHIE_GRAPHQL_URL pointing at it); any other value
-is used as is (a platform id or a slug), for checks against the real service.
+A store reference such as `sandbox:STATE:N` (the N-th store of that state in the default sandbox
+catalog) is looked up in the CONTRACT_STORES setting ({ref: {"id", "cname", "lat", "lng"}}); any
+value not listed there is used as is (a platform id, a slug, "lat,lng"), for checks against the
+real service. The development environment's `scrapy check` (sandbox/commands/check.py) starts a
+sandbox and fills CONTRACT_STORES from its catalog; production code knows nothing of the sandbox.
+Settings are read from the checked spider's crawler, so what a command sets reaches them.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from types import SimpleNamespace
 
 from scrapy.contracts import Contract
-from scrapy.utils.project import get_project_settings
+from scrapy.settings import BaseSettings
 
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.operations import (
@@ -29,27 +32,29 @@ from cannaspider.dutchie.operations import (
 )
 
 
-@lru_cache(maxsize=1)
-def _sandbox_catalog():
-    from cannaspider.sandbox.catalog import Catalog
-
-    return Catalog()
+def _settings(args: dict) -> BaseSettings:
+    return args["callback"].__self__.settings  # the spider the checked callback is bound to
 
 
-def _store(ref: str):
+def _store(settings: BaseSettings, ref: str) -> SimpleNamespace | None:
+    known = settings.getdict("CONTRACT_STORES").get(ref)
+    if known is not None:
+        return SimpleNamespace(**known)
     if ref.startswith("sandbox:"):
-        _, state, index = ref.split(":")
-        return [s for s in _sandbox_catalog().stores if s.state == state][int(index)]
+        raise ValueError(
+            f"contract store {ref!r} is not in CONTRACT_STORES: run `scrapy check` in the development "
+            "environment (./dev setup), which starts a sandbox and lists its stores"
+        )
     return None
 
 
-def _store_id(ref: str) -> str:
-    store = _store(ref)
+def _store_id(settings: BaseSettings, ref: str) -> str:
+    store = _store(settings, ref)
     return store.id if store else ref
 
 
-def _slug(ref: str) -> str:
-    store = _store(ref)
+def _slug(settings: BaseSettings, ref: str) -> str:
+    store = _store(settings, ref)
     return store.cname if store else ref
 
 
@@ -61,19 +66,19 @@ class GraphQLContract(Contract):
     def adjust_request_args(self, args: dict) -> dict:
         operation, *pairs = self.args
         params = dict(p.split("=", 1) for p in pairs)
+        settings = _settings(args)
         if operation == FILTERED_PRODUCTS:
             variables = products_variables(
-                _store_id(params["store"]), int(params.get("page", 0)), int(params.get("perPage", 100))
+                _store_id(settings, params["store"]), int(params.get("page", 0)), int(params.get("perPage", 100))
             )
         elif operation == CONSUMER_DISPENSARIES:
-            variables = consumer_dispensaries_variables(_slug(params["slug"]))
+            variables = consumer_dispensaries_variables(_slug(settings, params["slug"]))
         elif operation == DISPENSARY_SEARCH:
-            store = _store(params["near"])
+            store = _store(settings, params["near"])
             lat, lng = (store.lat, store.lng) if store else map(float, params["near"].split(","))
             variables = dispensary_search_variables(lat, lng, float(params.get("distance", 50)), params["state"])
         else:
             raise ValueError(f"@graphql does not know operation {operation!r}")
-        settings = get_project_settings()
         owner = args["callback"].__self__  # the spider the checked callback is bound to
         meta = {**(args.get("meta") or {}), **owner.contract_meta(operation, variables)}
         request = graphql.build_request(
@@ -96,9 +101,10 @@ class WebsiteContract(Contract):
 
     def adjust_request_args(self, args: dict) -> dict:
         (ref,) = self.args
-        store = _store(ref)
+        settings = _settings(args)
+        store = _store(settings, ref)
         if store is not None:
-            base = get_project_settings().get("DUTCHIE_GRAPHQL_URL").split("/api-")[0].rsplit("/graphql", 1)[0]
+            base = settings.get("DUTCHIE_GRAPHQL_URL").split("/api-")[0].rsplit("/graphql", 1)[0]
             url = f"{base}/sites/{store.cname}/"
         else:
             url = ref

@@ -235,6 +235,9 @@ VIPS_CONCURRENCY = 1
 
 # --- Contracts (`scrapy check`) -------------------------------------------------------------
 SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}
+# the stores the contracts name ({"sandbox:AZ:0": {"id", "cname", "lat", "lng"}}): filled by the
+# development environment's `scrapy check` from the sandbox it starts (cannaspider/contracts.py)
+CONTRACT_STORES: dict = {}
 
 # --- Task queue, schedule and HTTP service (cannaspider/tasks, cannaspider/web; docs/operations.md)
 # tasks (stores) a draining spider runs at once: a task holds its slot until its rows are committed and

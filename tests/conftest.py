@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from cannaspider.db import embedded, migrations
-from cannaspider.sandbox.catalog import CatalogConfig
-from cannaspider.sandbox.server import Sandbox
+from sandbox.catalog import CatalogConfig
+from sandbox.server import Sandbox
 from tests.helpers import (
     SANDBOX_PROXY_AUTH,
     TEST_PGDATA,

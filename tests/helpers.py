@@ -26,7 +26,7 @@ from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings, Settings
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
-from cannaspider.sandbox.server import Sandbox, SandboxURLs
+from sandbox.server import Sandbox, SandboxURLs
 from tests.httpclient import http
 
 ROOT = Path(__file__).resolve().parent.parent

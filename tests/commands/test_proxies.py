@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cannaspider.sandbox.forward_proxy import ForwardProxy
+from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import SANDBOX_PROXY_AUTH, run_scrapy
 
 

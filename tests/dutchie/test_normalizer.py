@@ -14,7 +14,7 @@ import pytest
 from cannaspider.dutchie import normalizer
 from cannaspider.dutchie.normalizer import NormalizationError, money, normalize, parse_option_size, potency
 from cannaspider.items import RawProduct
-from cannaspider.sandbox.catalog import _product
+from sandbox.catalog import _product
 
 BASE = {
     "_id": "6913e3cd444eac3935e928b9",

@@ -13,7 +13,7 @@ from cannaspider.firecrawl.batch import PageOutcome
 from cannaspider.firecrawl.classify import classify, detect_challenge
 from tests.firecrawl.conftest import fixture
 
-CLOUDFLARE_BLOCK = (Path(__file__).resolve().parents[2] / "cannaspider/sandbox/cloudflare_403.html").read_text()
+CLOUDFLARE_BLOCK = (Path(__file__).resolve().parents[2] / "sandbox/cloudflare_403.html").read_text()
 
 
 def docs(capture: str) -> dict[str, dict]:

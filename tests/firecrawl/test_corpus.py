@@ -8,7 +8,7 @@ import json
 
 from cannaspider.firecrawl import classify, corpus, onpage, stopwords, terms
 from cannaspider.firecrawl.batch import PageOutcome
-from cannaspider.sandbox.websites import COMPETITOR_PAGES
+from sandbox.websites import COMPETITOR_PAGES
 from tests.firecrawl.conftest import fixture
 
 
@@ -144,7 +144,7 @@ def no_network(*args, **kwargs):
     raise AssertionError("network used")
 socket.socket.connect = socket.socket.connect_ex = socket.create_connection = socket.getaddrinfo = no_network
 from cannaspider.firecrawl import corpus, onpage, profile, stopwords  # trafilatura, stop-words imported here
-from cannaspider.sandbox.websites import COMPETITOR_PAGES
+from sandbox.websites import COMPETITOR_PAGES
 html = COMPETITOR_PAGES["fr-guide.html"][1]
 sel = onpage.selector(html)
 c = corpus.extract(sel, "https://fr.example/", onpage.parse(html, "https://fr.example/", sel))

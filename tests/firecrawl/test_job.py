@@ -223,7 +223,7 @@ def _json_ld_of(name: str) -> list:
     import json
     import re
 
-    from cannaspider.sandbox.websites import COMPETITOR_PAGES
+    from sandbox.websites import COMPETITOR_PAGES
 
     html = COMPETITOR_PAGES[name][1]
     return [json.loads(m) for m in re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from cannaspider.sandbox.forward_proxy import ForwardProxy
+from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, runs_of
 
 BAD_AUTH = ("other", "s3cret/pw")

@@ -15,10 +15,10 @@ import sys
 
 import pytest
 
-from cannaspider.sandbox.forward_proxy import ForwardProxy
-from cannaspider.sandbox.websites import VISITS
 from cannaspider.settings import CHROMIUM_PATH
 from cannaspider.stealth.browser import chrome_brands, sec_ch_ua
+from sandbox.forward_proxy import ForwardProxy
+from sandbox.websites import VISITS
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, register_proxy, scrapy_environment
 
 pytestmark = pytest.mark.skipif(

@@ -22,7 +22,7 @@ from cannaspider.stealth.identity import IdentityError, coherence_problems
 from cannaspider.stealth.proxies import ProxyRecord
 
 URL = "http://127.0.0.1:1/api-3/graphql?operationName=FilteredProducts"
-BLOCK_PAGE = resources.files("cannaspider.sandbox").joinpath("cloudflare_403.html").read_bytes()
+BLOCK_PAGE = resources.files("sandbox").joinpath("cloudflare_403.html").read_bytes()
 WITH_AUTH = ProxyRecord(1, "http", "10.0.0.1", 3128, "scout", "pa55@w0rd")
 NO_AUTH = ProxyRecord(2, "http", "10.0.0.2", 3128)
 

@@ -17,9 +17,9 @@ from cannaspider.items import CrawlCompletion, RawProduct
 from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
-from cannaspider.sandbox.catalog import _product
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
+from sandbox.catalog import _product
 from tests.helpers import project_crawler
 
 BASE = "http://127.0.0.1:1"

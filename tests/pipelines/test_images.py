@@ -24,8 +24,8 @@ from cannaspider.items import Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.images import ProductImagesPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
-from cannaspider.sandbox.catalog import _product
 from cannaspider.spiders.products import ProductSpider
+from sandbox.catalog import _product
 from tests.helpers import add_store, fetch
 from tests.images.bombs import webp_declaring
 
@@ -139,7 +139,7 @@ def test_unusable_bodies_say_why(body, reason):
 
 
 def test_a_decompression_bomb_is_refused_from_its_header():
-    from cannaspider.sandbox.websites import _bomb_png
+    from sandbox.websites import _bomb_png
 
     with pytest.raises(UnusableImage, match="decompression bomb"):
         to_webp(_bomb_png())
@@ -148,7 +148,7 @@ def test_a_decompression_bomb_is_refused_from_its_header():
 
 
 def test_a_100_byte_file_declaring_30000_squared_is_refused_before_decoding():
-    from cannaspider.sandbox.websites import _bomb_png
+    from sandbox.websites import _bomb_png
 
     bomb = _bomb_png(30_000)
     assert len(bomb) <= 100

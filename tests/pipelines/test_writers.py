@@ -19,7 +19,7 @@ from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
-from cannaspider.sandbox.catalog import _product
+from sandbox.catalog import _product
 from tests.helpers import project_crawler
 
 

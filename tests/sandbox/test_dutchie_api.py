@@ -99,7 +99,7 @@ def test_apollo_csrf_rule_blocks_simple_get(sandbox):
 
 
 def test_consumer_dispensaries_by_slug_and_by_id_is_shaped_like_the_real_fixture(sandbox):
-    from cannaspider.sandbox.catalog import dispensary_template
+    from sandbox.catalog import dispensary_template
 
     template_keys = set(dispensary_template())
     store = sandbox.stores("MI")[2]

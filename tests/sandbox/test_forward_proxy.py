@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pytest
 
 from cannaspider.dutchie.operations import QUERIES, products_variables
-from cannaspider.sandbox.forward_proxy import ForwardProxy
+from sandbox.forward_proxy import ForwardProxy
 from tests.httpclient import http
 
 
@@ -109,9 +109,7 @@ def test_the_sandbox_process_stops_its_proxy_on_sigterm():
     from tests.helpers import ROOT
 
     argv = ["--port", "0", "--firecrawl-port", "0", "--proxy", "--states", "AZ", "--stores-per-state", "1"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cannaspider.sandbox", *argv], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox", *argv], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None
         port = int(json.loads(proc.stdout.readline())["proxy"].rsplit(":", 1)[1])

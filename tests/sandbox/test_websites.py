@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cannaspider.sandbox.websites import VISITS
+from sandbox.websites import VISITS
 from tests.httpclient import http
 
 CHROME = (

@@ -25,8 +25,8 @@ from cannaspider.items import CrawlCompletion, RawProduct
 from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
-from cannaspider.sandbox.catalog import _product
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
+from sandbox.catalog import _product
 from tests.helpers import add_store, products_of, project_crawler, runs_of
 
 GRAPHQL_URL = "http://127.0.0.1:1/graphql"

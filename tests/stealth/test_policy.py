@@ -14,7 +14,7 @@ from scrapy.utils.test import get_crawler
 from cannaspider import settings as project_settings
 from cannaspider.stealth.policy import BlockPolicy
 
-BLOCK_PAGE = resources.files("cannaspider.sandbox").joinpath("cloudflare_403.html").read_bytes()
+BLOCK_PAGE = resources.files("sandbox").joinpath("cloudflare_403.html").read_bytes()
 URL = "http://127.0.0.1:1/api-3/graphql"
 
 

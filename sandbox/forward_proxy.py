@@ -43,7 +43,7 @@ class ForwardProxy:
             "WARNING",
         ]
         self.answer_file = Path(tempfile.mkstemp(prefix="cannaspider-proxy-", suffix=".answer")[1])
-        cmd += ["--plugins", "cannaspider.sandbox.proxy_tag.ProxyTagPlugin"]
+        cmd += ["--plugins", "sandbox.proxy_tag.ProxyTagPlugin"]
         cmd += ["--sandbox-proxy-answer-file", str(self.answer_file)]
         if self.name:
             cmd += ["--sandbox-proxy-name", self.name]

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-from cannaspider.sandbox.faults import deeply_nested_json
+from sandbox.faults import deeply_nested_json
 
 ALLOWED_KEYS = {
     "urls",

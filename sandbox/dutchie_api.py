@@ -20,11 +20,11 @@ from cannaspider.dutchie.operations import (
     DISPENSARY_SEARCH,
     FILTERED_PRODUCTS,
 )
-from cannaspider.sandbox.catalog import Catalog
-from cannaspider.sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwitchboard, deeply_nested_json
+from sandbox.catalog import Catalog
+from sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwitchboard, deeply_nested_json
 
 # read through importlib.resources: it also works from a zipped egg (Scrapyd)
-BLOCK_PAGE = resources.files("cannaspider.sandbox").joinpath("cloudflare_403.html").read_text()
+BLOCK_PAGE = resources.files("sandbox").joinpath("cloudflare_403.html").read_text()
 CHALLENGE_PAGE = (
     '<!DOCTYPE html><html lang="en-US"><head><title>Just a moment...</title></head><body>'
     '<div id="challenge-running">Checking if the site connection is secure</div>'

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from cannaspider.sandbox.dutchie_api import DUTCHIE, DutchieState
+from sandbox.dutchie_api import DUTCHIE, DutchieState
 
 
 def _state(request: web.Request) -> DutchieState:
