@@ -89,7 +89,7 @@ SNAPSHOT = {
 # for each other instead of deadlocking). A key another batch inserted since this statement began
 # is a conflict that DO UPDATE turns into that row, returned (DO NOTHING would return nothing, and
 # this statement's snapshot does not see the row). A new brand is its operator alias's brand, else
-# the first brand of the same normalized name, else its own.
+# the first brand of the same normalized name (in the table, else in the batch), else its own.
 LINK = """
 keyed AS MATERIALIZED (
     SELECT b.*, CASE WHEN b.brand_id IS NOT NULL THEN 'd:' || b.brand_id
@@ -101,18 +101,34 @@ brand_keys AS (
 brands_found AS (
     SELECT br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical
       FROM brands br JOIN brand_keys k ON br.key = k.brand_key),
-brands_new AS (
+brand_new_keys AS MATERIALIZED (
+    SELECT k.*, coalesce((SELECT a.brand_id FROM brand_aliases a WHERE a.alias = k.brand_name_key),
+                         (SELECT coalesce(o.canonical_brand_id, o.id) FROM brands o
+                           WHERE o.normalized_name = k.brand_name_key ORDER BY o.id LIMIT 1)) AS known,
+           row_number() OVER (PARTITION BY k.brand_name_key ORDER BY k.brand_key) AS rank
+      FROM brand_keys k
+     WHERE NOT EXISTS (SELECT 1 FROM brands_found f WHERE f.key = k.brand_key)),
+-- a name new to the table: its first key in the batch ('d:' before 'n:') leads, the others of the
+-- same name join it (rows this statement inserts are invisible to its other parts but RETURNING)
+brands_leading AS (
+    INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name)
+    SELECT brand_key, brand_id, brand_name_raw, brand_name_key FROM brand_new_keys
+     WHERE known IS NULL AND (rank = 1 OR brand_name_key IS NULL)
+     ORDER BY brand_key
+    ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
+    RETURNING br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical, br.normalized_name),
+brands_joining AS (
     INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name, canonical_brand_id)
     SELECT k.brand_key, k.brand_id, k.brand_name_raw, k.brand_name_key,
-           coalesce((SELECT a.brand_id FROM brand_aliases a WHERE a.alias = k.brand_name_key),
-                    (SELECT coalesce(o.canonical_brand_id, o.id) FROM brands o
-                      WHERE o.normalized_name = k.brand_name_key ORDER BY o.id LIMIT 1))
-      FROM brand_keys k
-     WHERE NOT EXISTS (SELECT 1 FROM brands_found f WHERE f.key = k.brand_key)
+           coalesce(k.known, (SELECT l.canonical FROM brands_leading l WHERE l.normalized_name = k.brand_name_key))
+      FROM brand_new_keys k
+     WHERE NOT (k.known IS NULL AND (k.rank = 1 OR k.brand_name_key IS NULL))
      ORDER BY k.brand_key
     ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
     RETURNING br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical),
-brands_all AS (SELECT * FROM brands_found UNION ALL SELECT * FROM brands_new),
+brands_all AS (
+    SELECT * FROM brands_found UNION ALL SELECT key, id, canonical FROM brands_leading
+    UNION ALL SELECT * FROM brands_joining),
 product_keyed AS MATERIALIZED (
     SELECT k.*, ba.id AS brand_ref_id, ba.canonical AS canonical_brand_id,
            CASE WHEN k.enterprise_product_id IS NOT NULL THEN 'e:' || k.enterprise_product_id
