@@ -131,7 +131,8 @@ def list_brands(conn: psycopg.Connection) -> list[BrandRow]:
         SELECT b.id, b.name,
                (SELECT array_agg(DISTINCT c.name ORDER BY c.name) FROM canon c
                  WHERE c.brand_id = b.id AND c.name IS NOT NULL),
-               (SELECT coalesce(array_agg(a.alias ORDER BY a.alias), '{}') FROM brand_aliases a WHERE a.brand_id = b.id),
+               (SELECT coalesce(array_agg(a.alias ORDER BY a.alias), '{}') FROM brand_aliases a
+                 WHERE a.brand_id = b.id),
                (SELECT count(DISTINCT sp.dispensary_id) FROM store_products sp WHERE sp.canonical_brand_id = b.id),
                (SELECT count(*) FROM store_products sp WHERE sp.canonical_brand_id = b.id),
                (SELECT count(*) FROM canonical_products cp WHERE cp.canonical_brand_id = b.id)

@@ -47,9 +47,8 @@ def test_edibles_with_mg_potency_cost_per_100_mg_thc():
         THCContent={"unit": "MILLIGRAMS", "range": [100.0]},
     )
     assert (p.unit_price, p.unit_price_basis) == (18.0, "100mg_thc")
-    p = norm(
-        type="Edible", Options=["100mg"], recPrices=[9], recSpecialPrices=[], THCContent={"unit": "MILLIGRAMS", "range": [50.0]}
-    )
+    mg = {"unit": "MILLIGRAMS", "range": [50.0]}
+    p = norm(type="Edible", Options=["100mg"], recPrices=[9], recSpecialPrices=[], THCContent=mg)
     assert (p.unit_price, p.unit_price_basis) == (18.0, "100mg_thc")
 
 

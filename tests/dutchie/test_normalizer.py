@@ -45,6 +45,9 @@ BASE = {
 }
 
 
+NO_UNIT_PRICE = {"unit_price": None, "unit_price_basis": None}  # no price, no unit price
+
+
 @pytest.fixture(autouse=True)
 def fresh_degradation_log(monkeypatch):
     """Each test starts with an empty rate limit for the warnings about degraded values, and empty
@@ -236,7 +239,7 @@ def test_strain_types_beyond_the_three():
         (
             {"recPrices": None, "Prices": None},
             None,
-            {"price_rec": None, "options.price_rec": [None, None, None], "unit_price": None, "unit_price_basis": None},
+            {"price_rec": None, "options.price_rec": [None, None, None], **NO_UNIT_PRICE},
         ),
         ("medicalPrices", [None, "x", True], {}),
         ("Options", None, {"options": [], "size_key": ""}),
@@ -252,7 +255,7 @@ def test_strain_types_beyond_the_three():
             None,
             {"brand_name_raw": None, "brand_id": None, "brand_name_key": None},
         ),
-        ("brandName", 12, {"brand_name_raw": "Bud Bros"}),  # (its key the same: 'bud bros')  # not a string: the brand object's name
+        ("brandName", 12, {"brand_name_raw": "Bud Bros"}),  # not a string: the brand object's name
         ("createdAt", None, {"provider_created_at": None}),
         ("updatedAt", {"at": 1}, {"provider_updated_at": None}),
         ("type", 5, {"category": None}),
@@ -334,9 +337,12 @@ def assert_storable(p) -> None:
 HOSTILE = [
     # numbers beyond their columns
     ({"recPrices": [1e15, 12, 5]}, {"options.price_rec": [None, 12.0, 5.0]}),
-    ({"recPrices": [1e15, 1e15, 1e15]}, {"price_rec": None, "options.price_rec": [None, None, None], "unit_price": None, "unit_price_basis": None}),
-    ({"recPrices": ["1e15", 10**30, 9_999_999_999.995]}, {"price_rec": None, "options.price_rec": [None] * 3, "unit_price": None, "unit_price_basis": None}),
-    ({"recPrices": [inf, nan, -inf]}, {"price_rec": None, "options.price_rec": [None] * 3, "unit_price": None, "unit_price_basis": None}),
+    ({"recPrices": [1e15, 1e15, 1e15]}, {"price_rec": None, "options.price_rec": [None, None, None], **NO_UNIT_PRICE}),
+    (
+        {"recPrices": ["1e15", 10**30, 9_999_999_999.995]},
+        {"price_rec": None, "options.price_rec": [None] * 3, **NO_UNIT_PRICE},
+    ),
+    ({"recPrices": [inf, nan, -inf]}, {"price_rec": None, "options.price_rec": [None] * 3, **NO_UNIT_PRICE}),
     (
         {"recSpecialPrices": [1e12, None, None], "medicalSpecialPrices": ["1e15"]},
         {"options.price_rec_special": [None] * 3, "options.price_med_special": [None] * 3},
