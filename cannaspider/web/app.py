@@ -27,7 +27,7 @@ from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.roles import TaskInputError
-from cannaspider.web import dashboard, dashboard_api
+from cannaspider.web import dashboard, dashboard_api, docs, market_api
 from cannaspider.web.auth import require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
@@ -66,6 +66,8 @@ def create_app(
         version="1",
         description="Task queue of the cannaspider crawlers. Reads are open; writes need a bearer token.",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc serve their own assets: web/docs.py
+        redoc_url=None,
     )
     app.state.api_token = api_token or None
     # the crawl-health reports the dashboard shows (cannaspider/monitors/alerts.py writes them)
@@ -74,6 +76,8 @@ def create_app(
     app.include_router(dashboard.router)
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
+    app.include_router(market_api.router)  # canonical brands and products
+    docs.install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 
     @app.exception_handler(TaskInputError)
     async def bad_task_input(request: Request, exc: TaskInputError) -> JSONResponse:
