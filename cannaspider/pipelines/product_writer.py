@@ -63,8 +63,6 @@ COLUMNS = (
 )
 KEYS_ONLY = ("seq", "brand_name_key", "name_key", "size_key")  # in the batch, not columns of store_products
 LINKS = ("brand_ref_id", "canonical_brand_id", "canonical_product_id")
-TARGET = [name for name, _ in COLUMNS if name not in KEYS_ONLY] + list(LINKS)
-UPDATABLE = [c for c in TARGET if c not in ("dispensary_id", "provider", "provider_product_id")]
 # a snapshot: what the product looked like in this crawl (in the feed, so in stock), in the lean
 # layout of migrations/011_lean_snapshots.sql: the product by its store_products id, units as codes
 SNAPSHOT = {
@@ -156,20 +154,26 @@ linked AS (
     SELECT pk.*, pa.id AS canonical_product_id
       FROM product_keyed pk JOIN products_all pa ON pa.key = pk.product_key),"""
 
-# Data-modifying CTEs all run, each seeing the batch once. Two crawls of one store in the same
-# batch send a product twice: both are snapshots, the later one is the product row (seq).
-WRITE = f"""
+
+def write_statement(columns: tuple[tuple[str, str], ...], link: bool = True) -> str:
+    """The batch's statement for rows of `columns`; `link`: with the brands and canonical products
+    (without: the statement before migration 016, for benchmarks/ingest.py --market-cost)."""
+    target = [name for name, _ in columns if name not in KEYS_ONLY] + (list(LINKS) if link else [])
+    updatable = [c for c in target if c not in ("dispensary_id", "provider", "provider_product_id")]
+    # Data-modifying CTEs all run, each seeing the batch once. Two crawls of one store in the same
+    # batch send a product twice: both are snapshots, the later one is the product row (seq).
+    return f"""
 WITH batch AS MATERIALIZED (
-    SELECT {json_columns(COLUMNS)} FROM jsonb_array_elements(%t) AS r),{LINK}
+    SELECT {json_columns(columns)} FROM jsonb_array_elements(%t) AS r),{LINK if link else ""}
 upserted AS (
-    INSERT INTO store_products AS sp ({", ".join(TARGET)}, is_in_stock, stock_status, consecutive_misses,
+    INSERT INTO store_products AS sp ({", ".join(target)}, is_in_stock, stock_status, consecutive_misses,
                                       last_seen_at, updated_at)
     SELECT DISTINCT ON (dispensary_id, provider, provider_product_id)
-           {", ".join(TARGET)}, true, 'in_stock', 0, now(), now()
-      FROM linked
+           {", ".join(target)}, true, 'in_stock', 0, now(), now()
+      FROM {"linked" if link else "batch"}
      ORDER BY dispensary_id, provider, provider_product_id, seq DESC
     ON CONFLICT (dispensary_id, provider, provider_product_id) DO UPDATE SET
-        {", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATABLE)},
+        {", ".join(f"{c} = EXCLUDED.{c}" for c in updatable)},
         is_in_stock = true, stock_status = 'in_stock', consecutive_misses = 0,
         last_seen_at = now(), updated_at = now()
     RETURNING (xmax = 0) AS inserted, id, dispensary_id, provider, provider_product_id, last_crawl_run_id),
@@ -182,8 +186,12 @@ SELECT dispensary_id, last_crawl_run_id, count(*) FROM upserted WHERE inserted
 """
 
 
+WRITE = write_statement(COLUMNS)
+
+
 class ProductWriterPipeline(BatchWriterPipeline):
     item_class = StoreProduct
+    statement = WRITE
     seq = 0
 
     def row(self, p: StoreProduct) -> tuple:
@@ -233,7 +241,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
 
     async def write(self, conn, batch) -> dict:
         # new rows per store and crawl; rows settled are counted from the batch's keys (after_write)
-        cur = await conn.execute(WRITE, (batch,))
+        cur = await conn.execute(self.statement, (batch,))
         return {(d, r): n for d, r, n in await cur.fetchall()}
 
     def after_refused(self, keys: list[tuple], *, bad_rows: bool = False) -> None:
