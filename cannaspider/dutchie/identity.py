@@ -24,7 +24,6 @@ from functools import lru_cache
 from cannaspider.items import Potency, ProductOption
 
 NOT_ALNUM = re.compile(r"[^0-9a-z]+")
-AND = re.compile(r"\s*&\s*|\band\b")
 EDIBLE_CATEGORIES = frozenset({"Edible", "Edibles"})
 UNIT_PRICE_PLACES = 4  # numeric(16, 4) (migrations/017_unit_prices.sql)
 UNIT_PRICE_MAX = 999_999_999_999.0  # beyond it (a price over a size near zero) no real unit price: None
@@ -34,12 +33,14 @@ def normalize_name(text: str | None) -> str | None:
     """'Dr. Zodiak's' → 'dr zodiaks'; 'Bud & Bros' and 'Bud and Bros' → 'bud and bros'; None when empty."""
     if not text:
         return None
-    if not text.isascii():  # accents off: 'Cañamo' → 'canamo'
-        text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    text = text.lower().replace("'", "").replace("\u2019", "")
-    if "&" in text or "and" in text:
-        text = AND.sub(" and ", text)
-    return " ".join(NOT_ALNUM.sub(" ", text).split()) or None
+    if not text.isascii():  # accents off: 'Cañamo' → 'canamo' (and the typographic apostrophe)
+        text = unicodedata.normalize("NFKD", text.replace("\u2019", "")).encode("ascii", "ignore").decode()
+    text = text.lower()
+    if "'" in text:
+        text = text.replace("'", "")
+    if "&" in text:  # the word 'and' stays itself: 'Bud & Bros' is 'bud and bros'
+        text = text.replace("&", " and ")
+    return NOT_ALNUM.sub(" ", text).strip() or None  # (one space for each run: nothing to collapse)
 
 
 @lru_cache(maxsize=4096)
@@ -63,7 +64,7 @@ def size_key(options: list[ProductOption]) -> str:
     sizes = {(o.size_unit, o.size_value) for o in options if o.size_value is not None and o.size_unit}
     if not sizes:
         return ""
-    return ",".join(f"{value:g}{unit}" for unit, value in sorted(sizes, key=lambda s: (s[0], s[1])))
+    return ",".join(f"{value:g}{unit}" for unit, value in sorted(sizes))
 
 
 def unit_prices(
@@ -72,7 +73,11 @@ def unit_prices(
     """(unit price, unit price on special, basis: 'g' | '100mg_thc' | 'unit'), or Nones without a price."""
     if price is None:
         return None, None, None
-    option = next((o for o in options if o.price_rec == price), None)
+    option = None
+    for candidate in options:
+        if candidate.price_rec == price:
+            option = candidate
+            break
     special = option.price_rec_special if option is not None else None
     if category in EDIBLE_CATEGORIES and thc.unit == "mg" and thc.value:
         per, basis = thc.value / 100.0, "100mg_thc"

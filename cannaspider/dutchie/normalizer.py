@@ -291,6 +291,22 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
     return None, None
 
 
+@lru_cache(maxsize=4096)
+def _size_key_of(option_strings: tuple[str, ...]) -> str:
+    """identity.size_key() of the options sent as these strings (a few hundred distinct lists)."""
+    sizes = {(unit, value) for value, unit in map(parse_option_size, option_strings) if value is not None and unit}
+    return ",".join(f"{value:g}{unit}" for unit, value in sorted(sizes)) if sizes else ""
+
+
+def _size_key(options_raw: object, options: list[ProductOption]) -> str:
+    if type(options_raw) is list:
+        try:
+            return _size_key_of(tuple(options_raw))
+        except TypeError:  # an option that is a list or an object: not hashable
+            pass
+    return size_key(options)
+
+
 def _prices(values: object) -> list[float | None]:
     if not values or type(values) is not list:
         return []
@@ -621,7 +637,7 @@ def normalize(item: RawProduct) -> StoreProduct:
         enterprise_id,  # enterprise_product_id
         brand_norm,  # brand_name_key
         product_name_key(name, brand_norm),  # name_key
-        size_key(options),  # size_key
+        _size_key(options_raw, options),  # size_key
         unit_price,  # unit_price
         unit_price_special,  # unit_price_special
         unit_basis,  # unit_price_basis

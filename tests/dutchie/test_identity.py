@@ -91,3 +91,13 @@ def test_identity_keys():
     assert norm(enterpriseProductId=12).enterprise_product_id is None
     # a name that only starts like the brand keeps it
     assert product_name_key("Bud Brosette OG", "bud bros") == "bud brosette og"
+
+
+def test_the_cached_size_key_is_the_options_own():
+    from cannaspider.dutchie.identity import size_key
+    from cannaspider.sandbox.catalog import _product
+
+    for index in range(300):
+        p = normalize(RawProduct(1, 1, _product(42, "sizes", index, 0, "http://127.0.0.1:1")))
+        assert p.size_key == size_key(p.options)
+    assert norm(Options=["1g", ["x"]], recPrices=[1, 2]).size_key == "1g"  # unhashable: the slow path
