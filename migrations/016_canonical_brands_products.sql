@@ -50,4 +50,3 @@ ALTER TABLE store_products
     ADD COLUMN enterprise_product_id text;
 CREATE INDEX store_products_canonical_product_idx ON store_products (canonical_product_id);
 CREATE INDEX store_products_canonical_brand_idx ON store_products (canonical_brand_id);
-CREATE INDEX store_products_brand_ref_idx ON store_products (brand_ref_id);
