@@ -12,14 +12,18 @@ which leaves a blank page on a machine without internet; create_app() turns them
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import resources
 
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 ASSETS = "/docs-assets"
+# ReDoc's bundle shows its "powered by" logo from Redocly's CDN (a headless browser caught the
+# request: tests/web/test_docs_browser.py): our copy names our own icon instead
+REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
 
 
 def install(app: FastAPI) -> None:
@@ -29,6 +33,17 @@ def install(app: FastAPI) -> None:
 
 
 router = APIRouter(include_in_schema=False)
+
+
+@lru_cache(maxsize=1)
+def _redoc_js() -> bytes:
+    bundle = (resources.files("fastapi_offline") / "static" / "redoc.standalone.js").read_bytes()
+    return bundle.replace(REDOC_CDN_LOGO, f"{ASSETS}/favicon.png".encode())
+
+
+@router.get(f"{ASSETS}/redoc.standalone.js")  # before the static files (install() includes this first)
+async def redoc_js() -> Response:
+    return Response(_redoc_js(), media_type="text/javascript", headers={"cache-control": "max-age=86400"})
 
 
 @router.get("/")
