@@ -6,6 +6,7 @@ code libvips replaced) instead of libvips, in the same run.
 
     ./dev bench                          # 50 stores × 300 products, each measurement 2 crawls, 5 repeats
     python benchmarks/ingest.py --stores 80 --products 300 --repeats 5
+    python benchmarks/ingest.py --market-cost    # also without identity keys and unit prices (issue 17)
 
 Everything talks to 127.0.0.1 only: the sandbox runs as a child process, the database is
 DATABASE_URL's server or the embedded one.
@@ -28,12 +29,27 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cannaspider import settings  # noqa: E402
 from cannaspider.db import database_url, migrations  # noqa: E402
 
 FULL = None  # the project's ITEM_PIPELINES
 OFF = {}
 NORMALIZE_ONLY = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200}
 PILLOW_CONVERSION = ("-s", "IMAGES_CONVERTER=benchmarks.pillow_convert.to_webp")
+# the full pipeline without identity keys, canonical links and unit prices (benchmarks/market_off.py)
+MARKET_OFF = {
+    **{
+        k: v
+        for k, v in settings.ITEM_PIPELINES.items()
+        if v is not None and not k.endswith(("NormalizeProductPipeline", "ProductWriterPipeline"))
+    },
+    "benchmarks.market_off.NormalizeWithoutMarket": settings.ITEM_PIPELINES[
+        "cannaspider.pipelines.normalize.NormalizeProductPipeline"
+    ],
+    "benchmarks.market_off.ProductWriterWithoutMarket": settings.ITEM_PIPELINES[
+        "cannaspider.pipelines.product_writer.ProductWriterPipeline"
+    ],
+}
 PER_ROW = {
     "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
     "benchmarks.perrow_pipeline.PerRowUpsertPipeline": 300,
@@ -151,6 +167,11 @@ def main() -> None:
         default=5,
         help="measurements per variant, interleaved across variants; the median is reported",
     )
+    parser.add_argument(
+        "--market-cost",
+        action="store_true",
+        help="also measure the full pipeline without identity keys, canonical links and unit prices",
+    )
     args = parser.parse_args()
 
     url = bench_database()
@@ -172,7 +193,7 @@ def main() -> None:
             ("full, Pillow conversion", FULL, PILLOW_CONVERSION),
             ("per-row upsert baseline", PER_ROW, ()),
             ("normalize only", NORMALIZE_ONLY, ()),
-        )
+        ) + ((("full, no market fields", MARKET_OFF, ()),) if args.market_cost else ())
         measured: dict[str, list[dict]] = {name: [] for name, _, _ in variants}
         for repeat in range(args.repeats):
             # interleaved and rotated, so drift in a shared machine's speed hits every variant alike
@@ -223,6 +244,12 @@ def main() -> None:
         f"  full / normalize only      {full / normalized:9.2f}   (information: the writers' share, if "
         "normalizing counted as parsing)"
     )
+    if args.market_cost:
+        without = results["full, no market fields"]["products_per_s"]
+        print(
+            f"  full / no market fields    {full / without:9.2f}   (identity keys, canonical links and unit "
+            f"prices cost {100 * (1 - full / without):.1f} %; issue 17's bound, with events: <= 5 %)"
+        )
     small_rss = small["memusage/max"] / 2**20
     big_rss = results["full pipeline"]["peak_rss_mb"]
     print(f"  peak RSS, {max(len(ids) // 5, 1):3d} stores        {small_rss:9.0f} MB")

@@ -112,6 +112,14 @@ class StoreProduct:
     provider_updated_at: datetime | None
     provider: str = "dutchie"
     brand_logo_url: str | None = None  # brand.imageUrl: stored once per brand (pipelines/images.py)
+    # identity across stores and unit prices (cannaspider/dutchie/identity.py, docs/analytics.md)
+    enterprise_product_id: str | None = None  # Dutchie's enterpriseProductId, when sent
+    brand_name_key: str | None = None  # the brand's normalized name
+    name_key: str | None = None  # the product's normalized name, without the brand's in front
+    size_key: str = ""  # the options' sizes, smallest first ('1g,3.5g')
+    unit_price: float | None = None  # price_rec per unit_price_basis
+    unit_price_special: float | None = None  # the same option's special price per unit_price_basis
+    unit_price_basis: str | None = None  # 'g' | '100mg_thc' | 'unit'
 
 
 @dataclass

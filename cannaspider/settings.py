@@ -190,6 +190,8 @@ ITEM_PROCESSOR = "cannaspider.pipelines.item_processor.DirectCallItemPipelineMan
 ADDONS = {"cannaspider.feeds.DefaultFeed": 0}
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
 FEED_EXPORT_ENCODING = "utf-8"
+# -O file.csv: flat columns, nested values as JSON text (cannaspider/exporters.py)
+FEED_EXPORTERS = {"csv": "cannaspider.exporters.FlatCsvItemExporter"}
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
 
 # --- Images (docs/images.md) ---------------------------------------------------------------

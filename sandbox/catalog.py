@@ -136,6 +136,22 @@ CHAINS = [
     "Tumbleweed",
 ]
 MENU_URL_STYLES = ("dispensary", "embedded-menu", "stores", "website", "website-iframe")
+# The same product sold by several stores (docs/analytics.md, "One brand, one product"): half of a
+# menu's products come from a catalog-wide library of LIBRARY_SIZE products (their name, brand,
+# category, sizes and potency are the library's; price, stock, specials and name noise are the
+# store's); a third of the library carries an enterpriseProductId. Brands are sometimes spelled
+# otherwise by a store, and sometimes sent as a name without brandId; two spellings below are
+# beyond what normalization resolves (an operator's alias does).
+LIBRARY_SIZE = 400
+ALIAS_SPELLINGS = {"Item 9 Labs": "Item Nine Labs", "Mohave Cannabis Co.": "Mohave Cannabis Company"}
+
+
+@dataclass(frozen=True)
+class ProductTruth:
+    """What a sandbox product really is: its brand and the product it is across stores."""
+
+    brand: str
+    product: str  # 'library:<k>' for a library product, else '<store id>:<index>'
 
 
 def h(*parts: object) -> int:
@@ -313,26 +329,61 @@ class Catalog:
     def product(self, store: Store, index: int, epoch: int, base: str) -> dict:
         return _product(self.config.seed, store.id, index, epoch, base)
 
+    def truth(self, store: Store, index: int) -> ProductTruth:
+        return product_truth(self.config.seed, store.id, index)
+
+
+def _library_index(seed: int, store_id: str, index: int) -> int | None:
+    """The library product a store's product `index` is, or None for a product of its own."""
+    if h(seed, store_id, index, "shared") % 2:
+        return None
+    return h(seed, store_id, index, "lib") % LIBRARY_SIZE
+
+
+def product_truth(seed: int, store_id: str, index: int) -> ProductTruth:
+    k = _library_index(seed, store_id, index)
+    if k is None:
+        return ProductTruth(BRANDS[h(seed, store_id, index, "brand") % len(BRANDS)], f"{store_id}:{index}")
+    return ProductTruth(BRANDS[h(seed, "library", k, "brand") % len(BRANDS)], f"library:{k}")
+
+
+def _brand_as_sent(brand: str, r) -> tuple[str, bool]:
+    """The brand's name as this store sends it, and whether it sends its brandId."""
+    with_id = r("nobrandid") % 12 != 0
+    spelling = r("spell") % 10
+    if not with_id and brand in ALIAS_SPELLINGS and spelling < 5:
+        return ALIAS_SPELLINGS[brand], False
+    if spelling == 0:
+        return brand.upper(), with_id
+    if spelling == 1:
+        return "".join(c for c in brand if c.isalnum() or c == " "), with_id
+    return brand, with_id
+
 
 @lru_cache(maxsize=200_000)
 def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dict:
     """One raw FilteredProducts product, with the quirks of the real payload (docs/dutchie.md, "Products")."""
     r = lambda *k: h(seed, store_id, index, *k)  # noqa: E731 - a local shorthand
     pid = object_id(seed, store_id, "product", index)
-    category = list(CATEGORIES)[r("cat") % len(CATEGORIES)]
-    subcategory = CATEGORIES[category][r("sub") % len(CATEGORIES[category])]
-    brand = BRANDS[r("brand") % len(BRANDS)]
-    name = f"{ADJECTIVES[r('a') % len(ADJECTIVES)]} {NOUNS[r('n') % len(NOUNS)]}"
+    k = _library_index(seed, store_id, index)
+    # what the product is: the library's draws for a library product, the store's own otherwise
+    ident = r if k is None else (lambda *key: h(seed, "library", k, *key))
+    category = list(CATEGORIES)[ident("cat") % len(CATEGORIES)]
+    subcategory = CATEGORIES[category][ident("sub") % len(CATEGORIES[category])]
+    brand = BRANDS[ident("brand") % len(BRANDS)]
+    brand_sent, with_brand_id = _brand_as_sent(brand, r)
+    enterprise_id = object_id(seed, "enterprise", k) if k is not None and ident("ent") % 3 == 0 else None
+    name = f"{ADJECTIVES[ident('a') % len(ADJECTIVES)]} {NOUNS[ident('n') % len(NOUNS)]}"
     if category != "Flower":
         name = f"{name} {subcategory.rstrip('s')}".strip()
     if r("html") % 29 == 0:
         name = f"{name} <b>NEW</b> &amp; Improved"
     if category in ("Flower", "Pre-Rolls", "Concentrate"):
-        options = list(FLOWER_OPTIONS[r("opt") % len(FLOWER_OPTIONS)])
+        options = list(FLOWER_OPTIONS[ident("opt") % len(FLOWER_OPTIONS)])
     elif category == "Edible":
-        options = [["100mg"], ["10pk"], ["N/A"]][r("opt") % 3]
+        options = [["100mg"], ["10pk"], ["N/A"]][ident("opt") % 3]
     else:
-        options = [["1g"], [".5g", "1g"], ["each"]][r("opt") % 3]
+        options = [["1g"], [".5g", "1g"], ["each"]][ident("opt") % 3]
     base_price = 10 + r("price") % 60
     drift = 1 + 0.05 * ((h(seed, store_id, index, "drift", epoch) % 3) - 1) if r("vol") % 4 == 0 else 1
     rec_prices = [round(base_price * (1 + 1.6 * j) * drift, 2) for j in range(len(options))]
@@ -341,15 +392,17 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
     rec_special = [round(p * 0.8, 2) for p in rec_prices] if on_special else []
     med_special = [round(p * 0.8, 2) for p in med_prices] if on_special and med_prices else []
 
-    unit = ["PERCENTAGE", "PERCENTAGE", "MILLIGRAMS", "MILLIGRAMS_PER_GRAM"][r("unit") % 4]
+    unit = ["PERCENTAGE", "PERCENTAGE", "MILLIGRAMS", "MILLIGRAMS_PER_GRAM"][ident("unit") % 4]
     if category in ("Edible", "Tincture"):
         unit = "MILLIGRAMS"
     thc = (
         None
         if r("thcnull") % 9 == 0
-        else ([round(14 + r("thc") % 200 / 10, 1)] if unit == "PERCENTAGE" else [float(5 * (1 + r("thc") % 20))])
+        else (
+            [round(14 + ident("thc") % 200 / 10, 1)] if unit == "PERCENTAGE" else [float(5 * (1 + ident("thc") % 20))]
+        )
     )
-    if thc and r("thcrange") % 5 == 0:
+    if thc and ident("thcrange") % 5 == 0:
         thc = [thc[0], round(thc[0] + 2, 1)]
     stock_children = None
     if r("pos") % 3 == 0:
@@ -388,17 +441,20 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
         "id": pid,
         "Name": name,
         "cName": slugify(name) + f"-{index}",
-        "brandName": brand,
+        "brandName": brand_sent,
         "brand": {
             "id": uuid_like(brand),
-            "name": brand,
+            "name": brand_sent,
             "description": None,
             "imageUrl": f"{base}/images/brands/{slugify(brand)}.png",
-        },
-        "brandId": uuid_like(brand),
+        }
+        if with_brand_id
+        else None,
+        "brandId": uuid_like(brand) if with_brand_id else None,
+        "enterpriseProductId": enterprise_id,
         "type": category,
         "subcategory": subcategory.lower().replace(" ", "-") if subcategory else None,
-        "strainType": STRAIN_TYPES[r("strain") % len(STRAIN_TYPES)],
+        "strainType": STRAIN_TYPES[ident("strain") % len(STRAIN_TYPES)],
         "Status": "Active",
         "Image": image,
         "images": [{"url": image, "description": None}] if image else [],

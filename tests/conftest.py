@@ -36,6 +36,9 @@ TABLES = (
     "dispensaries",
     "proxies",
     "keywords",
+    "brand_aliases",  # canonical brands and products (migration 016)
+    "canonical_products",
+    "brands",
 )
 
 

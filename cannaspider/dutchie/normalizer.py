@@ -36,6 +36,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from functools import lru_cache
 from math import inf
 
+from cannaspider.dutchie.identity import brand_key_name, product_name_key, size_key, unit_prices
 from cannaspider.dutchie.ids import product_id
 from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 
@@ -288,6 +289,22 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
     if unit in ("pk", "ct"):
         return float(value), "each"
     return None, None
+
+
+@lru_cache(maxsize=4096)
+def _size_key_of(option_strings: tuple[str, ...]) -> str:
+    """identity.size_key() of the options sent as these strings (a few hundred distinct lists)."""
+    sizes = {(unit, value) for value, unit in map(parse_option_size, option_strings) if value is not None and unit}
+    return ",".join(f"{value:g}{unit}" for unit, value in sorted(sizes)) if sizes else ""
+
+
+def _size_key(options_raw: object, options: list[ProductOption]) -> str:
+    if type(options_raw) is list:
+        try:
+            return _size_key_of(tuple(options_raw))
+        except TypeError:  # an option that is a list or an object: not hashable
+            pass
+    return size_key(options)
 
 
 def _prices(values: object) -> list[float | None]:
@@ -605,6 +622,16 @@ def normalize(item: RawProduct) -> StoreProduct:
     category, subcategory, strain = get("type"), get("subcategory"), get("strainType")
     cannabinoids = get("cannabinoidsV2")
     images = _images(raw)
+    category = _label(category) if type(category) is str else None
+    price_rec = _lowest(rec)
+    thc = potency(get("THCContent"), get("THC"), "THC")
+    brand_norm = brand_key_name(brand_name)
+    enterprise_id = get("enterpriseProductId")
+    if type(enterprise_id) is not str or not enterprise_id.strip():
+        enterprise_id = None
+    else:
+        enterprise_id = _text(enterprise_id.strip(), "enterpriseProductId")
+    unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc)
     product = StoreProduct(
         # positional, in field order (keywords cost a dict and a parse per product)
         item.dispensary_id,  # dispensary_id
@@ -614,16 +641,16 @@ def normalize(item: RawProduct) -> StoreProduct:
         name,  # name
         brand_name,  # brand_name_raw
         brand_id,  # brand_id
-        _label(category) if type(category) is str else None,  # category
+        category,  # category
         _label(subcategory) if type(subcategory) is str else None,  # subcategory
         _strain_of(strain) if type(strain) is str else None,  # strain_type
-        _lowest(rec),  # price_rec
+        price_rec,  # price_rec
         _lowest(med),  # price_med
         rec_special,  # price_rec_special
         _lowest(med_sp),  # price_med_special
         bool(get("special")) or bool(specials) or rec_special is not None,  # is_on_special
         options,  # options
-        potency(get("THCContent"), get("THC"), "THC"),  # thc
+        thc,  # thc
         potency(get("CBDContent"), get("CBD"), "CBD"),  # cbd
         _cannabinoids(cannabinoids) if cannabinoids and type(cannabinoids) is list else [],  # cannabinoids
         specials,  # specials
@@ -635,6 +662,13 @@ def normalize(item: RawProduct) -> StoreProduct:
         timestamp(get("updatedAt"), "updatedAt"),  # provider_updated_at
         "dutchie",  # provider
         _logo(get("brand")),  # brand_logo_url
+        enterprise_id,  # enterprise_product_id
+        brand_norm,  # brand_name_key
+        product_name_key(name, brand_norm),  # name_key
+        _size_key(options_raw, options),  # size_key
+        unit_price,  # unit_price
+        unit_price_special,  # unit_price_special
+        unit_basis,  # unit_price_basis
     )
     if _lost:
         DEGRADATIONS.report(pid, _lost.copy())

@@ -19,7 +19,7 @@ _DISPENSARY_FIELDS = """
 """
 
 _PRODUCT_FIELDS = """
-      _id id Name cName brandName brand { id name description imageUrl } brandId
+      _id id Name cName brandName brand { id name description imageUrl } brandId enterpriseProductId
       type subcategory strainType Status Image images { url description }
       Options rawOptions Prices recPrices medicalPrices recSpecialPrices medicalSpecialPrices
       special specialData { saleSpecials { specialName specialType discount percentDiscount }

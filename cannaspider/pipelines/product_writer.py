@@ -52,9 +52,17 @@ COLUMNS = (
     ("provider_created_at", "timestamptz"),
     ("provider_updated_at", "timestamptz"),
     ("last_crawl_run_id", "bigint"),
+    ("enterprise_product_id", "text"),
+    ("unit_price", "numeric"),
+    ("unit_price_special", "numeric"),
+    ("unit_price_basis", "text"),
+    # the keys that name the product's brand and canonical product (cannaspider/dutchie/identity.py)
+    ("brand_name_key", "text"),
+    ("name_key", "text"),
+    ("size_key", "text"),
 )
-TARGET = [name for name, _ in COLUMNS[1:]]
-UPDATABLE = [c for c in TARGET if c not in ("dispensary_id", "provider", "provider_product_id")]
+KEYS_ONLY = ("seq", "brand_name_key", "name_key", "size_key")  # in the batch, not columns of store_products
+LINKS = ("brand_ref_id", "canonical_brand_id", "canonical_product_id")
 # a snapshot: what the product looked like in this crawl (in the feed, so in stock), in the lean
 # layout of migrations/011_lean_snapshots.sql: the product by its store_products id, units as codes
 SNAPSHOT = {
@@ -74,20 +82,98 @@ SNAPSHOT = {
     "cbd_unit": "snapshot_unit_code(b.cbd_unit)",
 }
 
-# Data-modifying CTEs all run, each seeing the batch once. Two crawls of one store in the same
-# batch send a product twice: both are snapshots, the later one is the product row (seq).
-WRITE = f"""
+# The batch's brands and canonical products (docs/analytics.md, "One brand, one product"): those
+# that exist are read, the others inserted, in key order (two batches inserting the same keys wait
+# for each other instead of deadlocking). A key another batch inserted since this statement began
+# is a conflict that DO UPDATE turns into that row, returned (DO NOTHING would return nothing, and
+# this statement's snapshot does not see the row). A new brand is its operator alias's brand, else
+# the first brand of the same normalized name (in the table, else in the batch), else its own.
+LINK = """
+keyed AS MATERIALIZED (
+    SELECT b.*, CASE WHEN b.brand_id IS NOT NULL THEN 'd:' || b.brand_id
+                     WHEN b.brand_name_key IS NOT NULL THEN 'n:' || b.brand_name_key END AS brand_key
+      FROM batch b),
+brand_keys AS (
+    SELECT DISTINCT ON (brand_key) brand_key, brand_id, brand_name_raw, brand_name_key
+      FROM keyed WHERE brand_key IS NOT NULL ORDER BY brand_key, seq),
+brands_found AS (
+    SELECT br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical
+      FROM brands br JOIN brand_keys k ON br.key = k.brand_key),
+brand_new_keys AS MATERIALIZED (
+    SELECT k.*, coalesce((SELECT a.brand_id FROM brand_aliases a WHERE a.alias = k.brand_name_key),
+                         (SELECT coalesce(o.canonical_brand_id, o.id) FROM brands o
+                           WHERE o.normalized_name = k.brand_name_key ORDER BY o.id LIMIT 1)) AS known,
+           row_number() OVER (PARTITION BY k.brand_name_key ORDER BY k.brand_key) AS rank
+      FROM brand_keys k
+     WHERE NOT EXISTS (SELECT 1 FROM brands_found f WHERE f.key = k.brand_key)),
+-- a name new to the table: its first key in the batch ('d:' before 'n:') leads, the others of the
+-- same name join it (rows this statement inserts are invisible to its other parts but RETURNING)
+brands_leading AS (
+    INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name)
+    SELECT brand_key, brand_id, brand_name_raw, brand_name_key FROM brand_new_keys
+     WHERE known IS NULL AND (rank = 1 OR brand_name_key IS NULL)
+     ORDER BY brand_key
+    ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
+    RETURNING br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical, br.normalized_name),
+brands_joining AS (
+    INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name, canonical_brand_id)
+    SELECT k.brand_key, k.brand_id, k.brand_name_raw, k.brand_name_key,
+           coalesce(k.known, (SELECT l.canonical FROM brands_leading l WHERE l.normalized_name = k.brand_name_key))
+      FROM brand_new_keys k
+     WHERE NOT (k.known IS NULL AND (k.rank = 1 OR k.brand_name_key IS NULL))
+     ORDER BY k.brand_key
+    ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
+    RETURNING br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical),
+brands_all AS (
+    SELECT * FROM brands_found UNION ALL SELECT key, id, canonical FROM brands_leading
+    UNION ALL SELECT * FROM brands_joining),
+product_keyed AS MATERIALIZED (
+    SELECT k.*, ba.id AS brand_ref_id, ba.canonical AS canonical_brand_id,
+           CASE WHEN k.enterprise_product_id IS NOT NULL THEN 'e:' || k.enterprise_product_id
+                WHEN ba.canonical IS NOT NULL AND k.name_key IS NOT NULL
+                THEN 'b' || ba.canonical || '|' || coalesce(k.category, '') || '|' || k.name_key || '|' || k.size_key
+                ELSE 's:' || k.dispensary_id || ':' || k.provider || ':' || k.provider_product_id END AS product_key
+      FROM keyed k LEFT JOIN brands_all ba ON ba.key = k.brand_key),
+product_keys AS (
+    SELECT DISTINCT ON (product_key) product_key, canonical_brand_id, category, name, name_key, size_key,
+           enterprise_product_id
+      FROM product_keyed ORDER BY product_key, seq),
+products_found AS (
+    SELECT cp.key, cp.id FROM canonical_products cp JOIN product_keys k ON cp.key = k.product_key),
+products_new AS (
+    INSERT INTO canonical_products AS cp (key, canonical_brand_id, category, name, name_key, size_key,
+                                          enterprise_product_id)
+    SELECT k.product_key, k.canonical_brand_id, k.category, k.name, k.name_key, k.size_key, k.enterprise_product_id
+      FROM product_keys k
+     WHERE NOT EXISTS (SELECT 1 FROM products_found f WHERE f.key = k.product_key)
+     ORDER BY k.product_key
+    ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
+    RETURNING cp.key, cp.id),
+products_all AS (SELECT * FROM products_found UNION ALL SELECT * FROM products_new),
+linked AS (
+    SELECT pk.*, pa.id AS canonical_product_id
+      FROM product_keyed pk JOIN products_all pa ON pa.key = pk.product_key),"""
+
+
+def write_statement(columns: tuple[tuple[str, str], ...], link: bool = True) -> str:
+    """The batch's statement for rows of `columns`; `link`: with the brands and canonical products
+    (without: the statement before migration 016, for benchmarks/ingest.py --market-cost)."""
+    target = [name for name, _ in columns if name not in KEYS_ONLY] + (list(LINKS) if link else [])
+    updatable = [c for c in target if c not in ("dispensary_id", "provider", "provider_product_id")]
+    # Data-modifying CTEs all run, each seeing the batch once. Two crawls of one store in the same
+    # batch send a product twice: both are snapshots, the later one is the product row (seq).
+    return f"""
 WITH batch AS MATERIALIZED (
-    SELECT {json_columns(COLUMNS)} FROM jsonb_array_elements(%t) AS r),
+    SELECT {json_columns(columns)} FROM jsonb_array_elements(%t) AS r),{LINK if link else ""}
 upserted AS (
-    INSERT INTO store_products AS sp ({", ".join(TARGET)}, is_in_stock, stock_status, consecutive_misses,
+    INSERT INTO store_products AS sp ({", ".join(target)}, is_in_stock, stock_status, consecutive_misses,
                                       last_seen_at, updated_at)
     SELECT DISTINCT ON (dispensary_id, provider, provider_product_id)
-           {", ".join(TARGET)}, true, 'in_stock', 0, now(), now()
-      FROM batch
+           {", ".join(target)}, true, 'in_stock', 0, now(), now()
+      FROM {"linked" if link else "batch"}
      ORDER BY dispensary_id, provider, provider_product_id, seq DESC
     ON CONFLICT (dispensary_id, provider, provider_product_id) DO UPDATE SET
-        {", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATABLE)},
+        {", ".join(f"{c} = EXCLUDED.{c}" for c in updatable)},
         is_in_stock = true, stock_status = 'in_stock', consecutive_misses = 0,
         last_seen_at = now(), updated_at = now()
     RETURNING (xmax = 0) AS inserted, id, dispensary_id, provider, provider_product_id, last_crawl_run_id),
@@ -100,8 +186,12 @@ SELECT dispensary_id, last_crawl_run_id, count(*) FROM upserted WHERE inserted
 """
 
 
+WRITE = write_statement(COLUMNS)
+
+
 class ProductWriterPipeline(BatchWriterPipeline):
     item_class = StoreProduct
+    statement = WRITE
     seq = 0
 
     def row(self, p: StoreProduct) -> tuple:
@@ -137,6 +227,13 @@ class ProductWriterPipeline(BatchWriterPipeline):
             p.provider_created_at,
             p.provider_updated_at,
             p.crawl_run_id,
+            p.enterprise_product_id,
+            p.unit_price,
+            p.unit_price_special,
+            p.unit_price_basis,
+            p.brand_name_key,
+            p.name_key,
+            p.size_key,
         )
 
     def after_buffered(self, item: StoreProduct) -> None:
@@ -144,7 +241,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
 
     async def write(self, conn, batch) -> dict:
         # new rows per store and crawl; rows settled are counted from the batch's keys (after_write)
-        cur = await conn.execute(WRITE, (batch,))
+        cur = await conn.execute(self.statement, (batch,))
         return {(d, r): n for d, r, n in await cur.fetchall()}
 
     def after_refused(self, keys: list[tuple], *, bad_rows: bool = False) -> None:

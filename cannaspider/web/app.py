@@ -28,7 +28,7 @@ from scrapy.settings import BaseSettings
 from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
-from cannaspider.web import dashboard, dashboard_api, errors, keyword_profile
+from cannaspider.web import dashboard, dashboard_api, docs, errors, keyword_profile, market_api
 from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.limits import BodyLimit
@@ -81,6 +81,8 @@ def create_app(
         version="1",
         description="Task queue of the cannaspider crawlers. Reads are open; writes need a bearer token.",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc serve their own assets: web/docs.py
+        redoc_url=None,
     )
     # the last added runs first: the token is checked before the size (an unauthenticated upload
     # is a 401 whatever its size), and neither reads the body
@@ -96,6 +98,8 @@ def create_app(
     app.include_router(keyword_profile.page_router)
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
+    app.include_router(market_api.router)  # canonical brands and products
+    docs.install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 
     for error, handler in errors.HANDLERS.items():
         app.add_exception_handler(error, handler)

@@ -45,6 +45,9 @@ BASE = {
 }
 
 
+NO_UNIT_PRICE = {"unit_price": None, "unit_price_basis": None}  # no price, no unit price
+
+
 @pytest.fixture(autouse=True)
 def fresh_degradation_log(monkeypatch):
     """Each test starts with an empty rate limit for the warnings about degraded values, and empty
@@ -233,9 +236,13 @@ def test_strain_types_beyond_the_three():
     [
         ("Prices", None, {}),  # recPrices are there: Prices is only their fallback
         ("recPrices", "35", {}),  # not a list: Prices instead
-        ({"recPrices": None, "Prices": None}, None, {"price_rec": None, "options.price_rec": [None, None, None]}),
+        (
+            {"recPrices": None, "Prices": None},
+            None,
+            {"price_rec": None, "options.price_rec": [None, None, None], **NO_UNIT_PRICE},
+        ),
         ("medicalPrices", [None, "x", True], {}),
-        ("Options", None, {"options": []}),
+        ("Options", None, {"options": [], "size_key": ""}),
         ("THCContent", "21%", {"thc": {"value": None, "unit": None, "range": None}}),
         ("THCContent", {"unit": "GRAMS", "range": [3]}, {"thc": {"value": None, "unit": None, "range": None}}),
         ("POSMetaData", {"children": "none"}, {}),
@@ -243,7 +250,11 @@ def test_strain_types_beyond_the_three():
         ("images", None, {}),
         ("Image", None, {"image_url": None, "images": []}),
         ("brand", None, {}),
-        ({"brand": None, "brandName": None, "brandId": None}, None, {"brand_name_raw": None, "brand_id": None}),
+        (
+            {"brand": None, "brandName": None, "brandId": None},
+            None,
+            {"brand_name_raw": None, "brand_id": None, "brand_name_key": None},
+        ),
         ("brandName", 12, {"brand_name_raw": "Bud Bros"}),  # not a string: the brand object's name
         ("createdAt", None, {"provider_created_at": None}),
         ("updatedAt", {"at": 1}, {"provider_updated_at": None}),
@@ -326,9 +337,12 @@ def assert_storable(p) -> None:
 HOSTILE = [
     # numbers beyond their columns
     ({"recPrices": [1e15, 12, 5]}, {"options.price_rec": [None, 12.0, 5.0]}),
-    ({"recPrices": [1e15, 1e15, 1e15]}, {"price_rec": None, "options.price_rec": [None, None, None]}),
-    ({"recPrices": ["1e15", 10**30, 9_999_999_999.995]}, {"price_rec": None, "options.price_rec": [None] * 3}),
-    ({"recPrices": [inf, nan, -inf]}, {"price_rec": None, "options.price_rec": [None] * 3}),
+    ({"recPrices": [1e15, 1e15, 1e15]}, {"price_rec": None, "options.price_rec": [None, None, None], **NO_UNIT_PRICE}),
+    (
+        {"recPrices": ["1e15", 10**30, 9_999_999_999.995]},
+        {"price_rec": None, "options.price_rec": [None] * 3, **NO_UNIT_PRICE},
+    ),
+    ({"recPrices": [inf, nan, -inf]}, {"price_rec": None, "options.price_rec": [None] * 3, **NO_UNIT_PRICE}),
     (
         {"recSpecialPrices": [1e12, None, None], "medicalSpecialPrices": ["1e15"]},
         {"options.price_rec_special": [None] * 3, "options.price_med_special": [None] * 3},
@@ -482,7 +496,7 @@ def test_values_postgresql_cannot_hold_degrade_and_the_row_stays_storable(patch,
     [
         (
             {"recPrices": [MONEY_MAX, "9999999999.99", 10**9]},
-            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9]},
+            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9], "unit_price": 1e9},
         ),
         (
             {"THCContent": {"unit": "MILLIGRAMS", "range": [POTENCY_MAX, -POTENCY_MAX]}},
@@ -643,6 +657,7 @@ def test_every_field_lands_under_its_own_name():
             "Effects": {"Calm": 2},
             "POSMetaData": {"children": [{"option": "1gC", "quantityAvailable": 6}]},
             "specialData": {"saleSpecials": [{"specialName": "Deal"}]},
+            "enterpriseProductId": " 5f1e2d3c4b5a69788796a5b4 ",
         }
     )
     assert dataclasses.asdict(p) | {"options": None, "thc": None, "cbd": None} == {
@@ -683,6 +698,13 @@ def test_every_field_lands_under_its_own_name():
         "provider_updated_at": datetime(2026, 3, 4, 12, 0, tzinfo=UTC),
         "provider": "dutchie",
         "brand_logo_url": None,
+        "enterprise_product_id": "5f1e2d3c4b5a69788796a5b4",
+        "brand_name_key": "bud bros",
+        "name_key": "blue dream",
+        "size_key": "1g,3.5g",
+        "unit_price": 5.0,
+        "unit_price_special": 4.5,
+        "unit_price_basis": "unit",
     }
     assert [o.option for o in p.options] == BASE["Options"] and p.thc.unit == "percent" and p.cbd.value is None
 

@@ -247,7 +247,11 @@ def test_stalled_calls_answer_late_then_reset_restores_defaults(sandbox):
         t0 = time.monotonic()
         start(sandbox, [page(sandbox, "page-a.html")])
         assert time.monotonic() - t0 < 0.9  # only `count` calls stall
-        http("POST", fc + "/_sandbox/state", {"api_key": "k", "down": True, "hostile": True, "stall": {"seconds": 5, "count": 3}})
+        http(
+            "POST",
+            fc + "/_sandbox/state",
+            {"api_key": "k", "down": True, "hostile": True, "stall": {"seconds": 5, "count": 3}},
+        )
         reset = http("POST", fc + "/_sandbox/state", {"reset": True}).json()
         assert reset == {
             "api_key_required": False,

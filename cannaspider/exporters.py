@@ -1,0 +1,42 @@
+"""Feed exporters. `FlatCsvItemExporter` is the `csv` format of our feeds (FEED_EXPORTERS in
+settings.py): one flat column per field that a spreadsheet or pandas reads as it is (README,
+"Feeds and the item schema").
+
+Scrapy's own CSV exporter writes a nested value as Python's repr (`[ProductOption(option='10pk',
+…)]`, `Potency(value=97.0, …)`), which nothing reads back. Here scalars are written as they are,
+booleans as `true`/`false`, timestamps in ISO 8601, None as an empty cell, and every nested value
+(lists, dicts, dataclasses such as the options and the potencies) as JSON text, the same JSON as
+the JSON-lines feed carries for that field.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+import orjson
+from scrapy.exporters import CsvItemExporter
+
+
+def flat_value(value: Any) -> Any:
+    """A field's value as one CSV cell."""
+    if value is None:
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    # lists, dicts, dataclasses: JSON (orjson encodes dataclasses and datetimes itself)
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class FlatCsvItemExporter(CsvItemExporter):
+    """CsvItemExporter whose cells are flat_value()s (a field's own serializer still wins)."""
+
+    def serialize_field(self, field: Any, name: str, value: Any) -> Any:
+        serializer = field.get("serializer") if field else None
+        return serializer(value) if serializer else flat_value(value)
