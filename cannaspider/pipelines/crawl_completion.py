@@ -48,6 +48,12 @@ OOS_AFTER_MISSES = 3
 # from all three reaches 3 and is 'oos'), the streak ends, and the next crawl is judged against the
 # menu that is left. A crawl that is not suspect ends a streak too, discarding its suspect misses:
 # a collapse of one or two crawls marks nothing.
+# Events (migrations/014_product_events.sql, docs/analytics.md "Events"): the same statement writes
+# one product_events row per change, judged against the state the product had at the last crawl
+# that wrote events (event_* and oos_since on its row; the writer's upsert has overwritten the
+# rest by now). A crawl that is not suspect writes them all; a suspect one only what it concludes,
+# the out_of_stock of a confirmed collapse, and leaves the other changes for the next crawl to
+# report. ON CONFLICT: a run's events exist once, whatever retries its close.
 CLOSE_COMPLETE = """
 WITH seen AS MATERIALIZED (SELECT jsonb_array_elements_text(%(seen)s::jsonb) AS id),
 guard AS MATERIALIZED (
@@ -67,19 +73,34 @@ judged AS MATERIALIZED (
       FROM guard),
 verdict AS MATERIALIZED (
     SELECT j.*, s.streak, coalesce(s.streak >= %(limit)s, false) AS confirmed,
-           NOT j.suspect OR coalesce(s.streak >= %(limit)s, false) AS counts
+           NOT j.suspect OR coalesce(s.streak >= %(limit)s, false) AS counts,
+           %(events)s AND NOT j.suspect AS writes_events, %(events)s::boolean AS writes_oos
       FROM judged j
      CROSS JOIN LATERAL (
             SELECT CASE WHEN j.suspect THEN 1 + coalesce(
                        (SELECT p.suspect_streak FROM previous p
                          WHERE p.suspect AND p.suspect_streak BETWEEN 1 AND %(limit)s - 1), 0) END AS streak) s),
-reset AS (
-    UPDATE store_products
-       SET consecutive_misses = 0, suspect_misses = 0, last_seen_at = now(), is_in_stock = true,
-           stock_status = 'in_stock'
+before AS MATERIALIZED (  -- the seen products to update, with their state at the last event-writing crawl
+    SELECT id, event_price_rec AS old_rec, event_price_med AS old_med, event_on_special AS old_special,
+           oos_since AS old_oos_since
+      FROM store_products
      WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id IN (SELECT id FROM seen)
-       AND (consecutive_misses <> 0 OR suspect_misses <> 0 OR stock_status <> 'in_stock')
-    RETURNING 1),
+       AND (consecutive_misses <> 0 OR suspect_misses <> 0 OR stock_status <> 'in_stock'
+            OR ((SELECT writes_events FROM verdict)
+                AND (event_on_special IS NULL OR oos_since IS NOT NULL OR event_on_special <> is_on_special
+                     OR event_price_rec IS DISTINCT FROM price_rec OR event_price_med IS DISTINCT FROM price_med)))),
+reset AS (
+    UPDATE store_products sp
+       SET consecutive_misses = 0, suspect_misses = 0, last_seen_at = now(), is_in_stock = true,
+           stock_status = 'in_stock',
+           event_price_rec = CASE WHEN v.writes_events THEN sp.price_rec ELSE sp.event_price_rec END,
+           event_price_med = CASE WHEN v.writes_events THEN sp.price_med ELSE sp.event_price_med END,
+           event_on_special = CASE WHEN v.writes_events THEN sp.is_on_special ELSE sp.event_on_special END,
+           oos_since = CASE WHEN v.writes_events THEN NULL ELSE sp.oos_since END
+      FROM before b, verdict v
+     WHERE sp.id = b.id
+    RETURNING sp.id, b.old_rec, b.old_med, b.old_special, b.old_oos_since, sp.price_rec, sp.price_med,
+              sp.price_rec_special, sp.price_med_special, sp.is_on_special, v.writes_events),
 missed AS (
     UPDATE store_products
        SET consecutive_misses = CASE WHEN NOT v.counts THEN consecutive_misses
@@ -91,11 +112,46 @@ missed AS (
            is_in_stock = CASE WHEN v.counts AND consecutive_misses + 1
                    + CASE WHEN v.confirmed THEN suspect_misses ELSE 0 END >= %(limit)s THEN false
                ELSE is_in_stock END,
+           -- an out-of-stock interval opens here, unless one is open already (an incomplete crawl,
+           -- which writes no event, saw the product in between)
+           oos_since = CASE WHEN v.writes_oos AND v.counts AND oos_since IS NULL AND consecutive_misses + 1
+                   + CASE WHEN v.confirmed THEN suspect_misses ELSE 0 END >= %(limit)s THEN now()
+               ELSE oos_since END,
            updated_at = now()
       FROM verdict v
      WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id NOT IN (SELECT id FROM seen)
        AND consecutive_misses < %(limit)s
-    RETURNING store_products.consecutive_misses, v.counts AS counted),
+    RETURNING store_products.id, store_products.consecutive_misses, v.counts AS counted,
+              store_products.oos_since = now() AS went_oos,  -- now() is the transaction's start: set above
+              store_products.price_rec, store_products.price_med, store_products.price_rec_special,
+              store_products.price_med_special),
+events AS (
+    INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, price_rec_old,
+                                price_med_old, price_rec, price_med, price_rec_special, price_med_special)
+    SELECT cr.started_at, cr.id, %(d)s, e.id, e.type, e.rec_old, e.med_old, e.price_rec, e.price_med,
+           e.price_rec_special, e.price_med_special
+      FROM crawl_runs cr
+     CROSS JOIN (
+            SELECT r.id, t.type, CASE WHEN t.type = 'price_changed' THEN r.old_rec END AS rec_old,
+                   CASE WHEN t.type = 'price_changed' THEN r.old_med END AS med_old,
+                   r.price_rec, r.price_med, r.price_rec_special, r.price_med_special
+              FROM reset r
+             CROSS JOIN LATERAL (VALUES
+                    ('listed', r.old_special IS NULL),
+                    ('back_in_stock', r.old_oos_since IS NOT NULL),
+                    ('price_changed', r.old_special IS NOT NULL
+                        AND (r.old_rec IS DISTINCT FROM r.price_rec OR r.old_med IS DISTINCT FROM r.price_med)),
+                    ('special_started', r.old_special IS NOT NULL AND r.is_on_special AND NOT r.old_special),
+                    ('special_ended', r.old_special IS NOT NULL AND NOT r.is_on_special AND r.old_special)
+                   ) AS t(type, happened)
+             WHERE r.writes_events AND t.happened
+            UNION ALL
+            SELECT m.id, 'out_of_stock', NULL, NULL, m.price_rec, m.price_med, m.price_rec_special,
+                   m.price_med_special
+              FROM missed m WHERE m.went_oos) e
+     WHERE cr.id = %(run)s
+    ON CONFLICT ON CONSTRAINT product_events_once DO NOTHING
+    RETURNING 1),
 store AS (
     UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() WHERE id = %(d)s RETURNING 1),
 run AS (
@@ -124,7 +180,7 @@ run AS (
 SELECT (SELECT count(*) FROM missed WHERE counted),
        (SELECT count(*) FROM missed WHERE counted AND consecutive_misses >= %(limit)s),
        (SELECT count(*) FROM reset), (SELECT count(*) FROM store), (SELECT count(*) FROM run),
-       v.suspect, v.seen_in_stock, v.in_stock, v.streak, v.confirmed
+       v.suspect, v.seen_in_stock, v.in_stock, v.streak, v.confirmed, (SELECT count(*) FROM events)
   FROM verdict v
 """
 CLOSE_INCOMPLETE = """
@@ -145,6 +201,7 @@ class CrawlCompletionPipeline:
         self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S")
         self.pending: set[asyncio.Future] = set()
         self.oos_guard_min_share = crawler.settings.getfloat("OOS_GUARD_MIN_SHARE")
+        self.events = crawler.settings.getbool("PRODUCT_EVENTS_ENABLED")
         if not 0 <= self.oos_guard_min_share <= 1:
             raise ValueError(f"OOS_GUARD_MIN_SHARE must be within [0, 1], got {self.oos_guard_min_share}")
 
@@ -296,8 +353,10 @@ class CrawlCompletionPipeline:
             "oos": 0,
             "error": error,
             "min_share": self.oos_guard_min_share,
+            "events": self.events,
         }
         suspect = confirmed = False
+        events = 0
         drain = self._drain(item)
         pool = await self.store.open()
         async with pool.connection() as conn:
@@ -310,13 +369,14 @@ class CrawlCompletionPipeline:
                         row = await (await conn.execute(CLOSE_COMPLETE, figures)).fetchone()
                         assert row is not None  # the statement always returns its one row of figures
                         figures["missed"], figures["oos"] = row[0], row[1]
-                        suspect, seen_in_stock, in_stock, streak, confirmed = row[5:10]
+                        suspect, seen_in_stock, in_stock, streak, confirmed, events = row[5:11]
                         if drain is not None and item.task is not None:
                             await drain.complete(item.task, self._result(item, figures), conn=conn)
                 except LeaseLost as exc:
                     complete, error = False, f"the crawl's task was lost ({exc}): nothing recorded"
                     figures["error"], figures["missed"], figures["oos"] = error, 0, 0
                     suspect = confirmed = False
+                    events = 0
                     await conn.execute(CLOSE_INCOMPLETE, figures)
                     drain = None  # not ours to fail either
             elif item.crawl_run_id is not None:
@@ -325,6 +385,8 @@ class CrawlCompletionPipeline:
             await self._fail_task(item, f"crawl incomplete: {error}")
         stats = self.crawler.stats
         stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
+        if events:
+            stats.inc_value("cannaspider/product_events", events)
         if suspect:
             stats.inc_value("cannaspider/stores_suspect")
             if confirmed:

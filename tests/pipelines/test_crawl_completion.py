@@ -59,15 +59,6 @@ class Pipelines:
         await self.store.close()
 
 
-@pytest.fixture
-def dispensary(db, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", db)
-    with psycopg.connect(db, autocommit=True) as conn:
-        return conn.execute(
-            "INSERT INTO dispensaries (name, platform_dispensary_id) VALUES ('G', %s) RETURNING id", ("d" * 24,)
-        ).fetchone()[0]
-
-
 def misses(sql, dispensary) -> list[int]:
     return [r[0] for r in sql("SELECT consecutive_misses FROM store_products WHERE dispensary_id = %s", (dispensary,))]
 
