@@ -1,9 +1,12 @@
 """Ingest benchmark: the product crawl against the sandbox, with every pipeline on, with
 pipelines off (the crawl ceiling) and with a per-row INSERT … ON CONFLICT pipeline (the
-baseline), all measured in this one run; plus peak RSS for two store counts.
+baseline), and with every pipeline on but product events off (what the events cost: each complete
+crawl's close writes them, docs/analytics.md "Events"), all measured in this one run; plus peak RSS
+for two store counts.
 
     ./dev bench                          # 50 stores × 300 products, each measurement 2 crawls, 5 repeats
     python benchmarks/ingest.py --stores 80 --products 300 --repeats 5
+    python benchmarks/ingest.py --events-only   # just the full pipeline with and without events
 
 Everything talks to 127.0.0.1 only: the sandbox runs as a child process, the database is
 DATABASE_URL's server or the embedded one.
@@ -28,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from cannaspider.db import database_url, migrations  # noqa: E402
 
 FULL = None  # the project's ITEM_PIPELINES
+NO_EVENTS = "full, product events off"
 OFF = {}
 NORMALIZE_ONLY = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200}
 PER_ROW = {
@@ -96,7 +100,7 @@ def seed(url: str, base: str) -> list[int]:
         ]
 
 
-def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
+def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], *settings: str) -> dict:
     args = [
         sys.executable,
         "-m",
@@ -112,6 +116,8 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
     ]
     if pipelines is not None:
         args += ["-s", "ITEM_PIPELINES=" + json.dumps(pipelines)]
+    for setting in settings:
+        args += ["-s", setting]
     result = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0 or "Traceback" in result.stderr:
         raise SystemExit(f"crawl failed:\n{result.stderr[-3000:]}")
@@ -131,7 +137,8 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int]) -> dict:
 
 def reset(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE product_snapshots, store_products, crawl_runs CASCADE")  # snapshots: migration 011
+        # snapshots: migration 011; events: 014
+        conn.execute("TRUNCATE product_snapshots, product_events, store_products, crawl_runs CASCADE")
 
 
 def main() -> None:
@@ -144,6 +151,11 @@ def main() -> None:
         type=int,
         default=5,
         help="measurements per variant, interleaved across variants; the median is reported",
+    )
+    parser.add_argument(
+        "--events-only",
+        action="store_true",
+        help="measure only the full pipeline with product events on and off (PRODUCT_EVENTS_ENABLED)",
     )
     args = parser.parse_args()
 
@@ -160,18 +172,21 @@ def main() -> None:
         }
         products = len(ids) * args.products
         crawl(env, OFF, ids[:2])  # warm the sandbox's page cache and the OS file cache
-        variants = (
-            ("ceiling (pipelines off)", OFF),
-            ("full pipeline", FULL),
-            ("per-row upsert baseline", PER_ROW),
-            ("normalize only", NORMALIZE_ONLY),
+        variants: tuple[tuple[str, dict | None, tuple[str, ...]], ...] = (
+            ("ceiling (pipelines off)", OFF, ()),
+            ("full pipeline", FULL, ()),
+            ("per-row upsert baseline", PER_ROW, ()),
+            ("normalize only", NORMALIZE_ONLY, ()),
+            (NO_EVENTS, FULL, ("PRODUCT_EVENTS_ENABLED=False",)),
         )
-        measured: dict[str, list[dict]] = {name: [] for name, _ in variants}
+        if args.events_only:
+            variants = tuple(v for v in variants if v[1] is FULL)
+        measured: dict[str, list[dict]] = {name: [] for name, _, _ in variants}
         for repeat in range(args.repeats):
             # interleaved and rotated, so drift in a shared machine's speed hits every variant alike
-            for name, pipelines in variants[repeat % len(variants) :] + variants[: repeat % len(variants)]:
+            for name, pipelines, settings in variants[repeat % len(variants) :] + variants[: repeat % len(variants)]:
                 reset(url)
-                runs = [crawl(env, pipelines, ids) for _ in range(args.crawls)]
+                runs = [crawl(env, pipelines, ids, *settings) for _ in range(args.crawls)]
                 if pipelines is FULL and any(r["cannaspider/stores_complete"] != len(ids) for r in runs):
                     raise SystemExit(f"the full pipeline did not complete every store: {runs}")
                 seconds = sum(r["elapsed_time_seconds"] for r in runs)
@@ -184,14 +199,12 @@ def main() -> None:
                 )
         results = {name: sorted(ms, key=lambda m: m["products_per_s"])[len(ms) // 2] for name, ms in measured.items()}
         reset(url)
-        small = crawl(env, FULL, ids[: max(len(ids) // 5, 1)])
+        small = None if args.events_only else crawl(env, FULL, ids[: max(len(ids) // 5, 1)])
     finally:
         sandbox.terminate()
         sandbox.wait(10)
 
-    ceiling = results["ceiling (pipelines off)"]["products_per_s"]
     full = results["full pipeline"]["products_per_s"]
-    per_row = results["per-row upsert baseline"]["products_per_s"]
     print(
         f"ingest benchmark: {len(ids)} stores x {args.products} products; each measurement is "
         f"{args.crawls} crawls; median of {args.repeats} interleaved measurements per variant"
@@ -201,6 +214,13 @@ def main() -> None:
         print(
             f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; all: {spread})"
         )
+    events_ratio = full / results[NO_EVENTS]["products_per_s"]
+    print(f"  full / full without events {events_ratio:9.2f}   (target >= 0.95: events cost at most 5 %)")
+    if small is None:
+        print("targets met" if events_ratio >= 0.95 else "targets NOT met")
+        return
+    ceiling = results["ceiling (pipelines off)"]["products_per_s"]
+    per_row = results["per-row upsert baseline"]["products_per_s"]
     print(f"  full / ceiling             {full / ceiling:9.2f}   (target >= 0.60)")
     print(f"  full / per-row baseline    {full / per_row:9.2f}   (target >= 3.00)")
     normalized = results["normalize only"]["products_per_s"]
@@ -215,7 +235,7 @@ def main() -> None:
         f"  peak RSS, {len(ids):3d} stores        {big_rss:9.0f} MB   (ratio {big_rss / small_rss:.2f}; "
         "flat means it does not grow with stores)"
     )
-    ok = full / ceiling >= 0.60 and full / per_row >= 3.0
+    ok = full / ceiling >= 0.60 and full / per_row >= 3.0 and events_ratio >= 0.95
     print("targets met" if ok else "targets NOT met")
 
 

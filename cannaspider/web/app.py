@@ -4,6 +4,7 @@
     POST /api/tasks                   an on-demand task (bearer token; see auth.py)
     GET  /api/tasks                   the queue, filtered, newest first, keyset-paged
     GET  /api/tasks/{id}              one task
+    GET  /api/events                  product events, filtered, keyset-paged (events.py)
 
 Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
 Other parts of the system add their routers to create_app() (image proxy, analytics pages); the
@@ -27,7 +28,7 @@ from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.roles import TaskInputError
-from cannaspider.web import dashboard, dashboard_api
+from cannaspider.web import dashboard, dashboard_api, events
 from cannaspider.web.auth import require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, TaskOut, TaskPage, TaskStatus
@@ -72,6 +73,7 @@ def create_app(
     app.state.reports_dir = reports_dir or env.data_dir() / "reports"
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)
+    app.include_router(events.router)  # GET /api/events (docs/analytics.md, "Events")
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
 
