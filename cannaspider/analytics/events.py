@@ -140,7 +140,7 @@ SELECT {", ".join(f"{expr} AS {name}" for name, expr in COLUMNS)}
 PAGE = SELECT + " LIMIT %(limit)s"
 
 
-def page_params(where: EventFilter, after_id: int, limit: int) -> dict[str, Any]:
+def page_params(where: EventFilter, after_id: int, limit: int | None) -> dict[str, Any]:
     return {**where.params(), "after": after_id, "limit": limit}
 
 
