@@ -14,6 +14,8 @@ from scrapy.exceptions import DropItem
 
 from cannaspider.items import CrawlCompletion, RawProduct
 from cannaspider.pipelines.crawl_completion import CLOSE_COMPLETE
+from cannaspider.tasks import queue
+from cannaspider.tasks.drain import TaskDrain
 from tests.pipelines.test_crawl_completion import Pipelines, product
 
 Menu = dict[int, dict]  # product index → overrides of its raw fields
@@ -33,15 +35,20 @@ def priced(price: float) -> dict:
     return {"Prices": [price], "recPrices": [price], "recSpecialPrices": [], "special": None, "specialData": None}
 
 
-async def crawl(pipelines: Pipelines, dispensary: int, menu: Menu, *, complete: bool = True) -> int:
-    run_id = await pipelines.store.start_run(dispensary, "product_resync")
+async def crawl(
+    pipelines: Pipelines, dispensary: int, menu: Menu, *, complete: bool = True, task=None, before=None
+) -> int:
+    run_id = await pipelines.store.start_run(dispensary, "product_resync", task.id if task else None)
     raws = [raw(i, changes) for i, changes in menu.items()]
     for r in raws:
         result = pipelines.products.process_item(pipelines.normalize.process_item(RawProduct(dispensary, run_id, r)))
         if inspect.isawaitable(result):
             await result
+    if before is not None:
+        await before()
     error = None if complete else "a page was blocked"
-    item = CrawlCompletion(dispensary, run_id, complete, len(raws), 1, [r["_id"] for r in raws], error=error)
+    seen = [r["_id"] for r in raws]
+    item = CrawlCompletion(dispensary, run_id, complete, len(raws), 1, seen, error=error, task=task)
     with pytest.raises(DropItem):
         pipelines.completion.process_item(item)
     await pipelines.completion.close_spider()
@@ -154,3 +161,30 @@ def test_a_close_run_twice_writes_no_event_twice(db, dispensary, sql):
 def test_events_off_writes_none(db, dispensary, sql):
     run_crawls(db, dispensary, plain(3), {0: priced(1.0)}, PRODUCT_EVENTS_ENABLED=False)
     assert events(sql, dispensary) == []
+
+
+def test_a_crawl_whose_lease_was_lost_writes_no_event_and_the_next_reports_the_change_once(db, dispensary, sql):
+    changed = {**plain(3), 1: priced(4.0)}
+
+    async def lose_the_lease():
+        await asyncio.sleep(1.3)  # the lease (1 s) expires: another worker takes the task
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            assert len(await queue.claim(conn, "product_resync", "other-worker", 1, 600)) == 1
+
+    async def scenario():
+        pipelines = Pipelines(db)
+        await crawl(pipelines, dispensary, plain(3))
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            await queue.enqueue(conn, "product_resync", dispensary_id=dispensary)
+        drain = TaskDrain.from_crawler(pipelines.crawler, "product_resync", db, lease_s=1.0)
+        async for task in drain.tasks():
+            lost = await crawl(pipelines, dispensary, changed, task=task, before=lose_the_lease)
+            break
+        await drain.close()
+        later = await crawl(pipelines, dispensary, changed)
+        await pipelines.close()
+        return lost, later
+
+    lost, later = asyncio.run(scenario())
+    assert sql("SELECT status FROM crawl_runs WHERE id = %s", (lost,)) == [("incomplete",)]
+    assert [e for e in events(sql, dispensary) if e[2] != "listed"] == [(later, 1, "price_changed", 11.0, 4.0, None)]
