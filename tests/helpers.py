@@ -255,6 +255,7 @@ def project_crawler(spidercls: type | None = None, **overrides) -> Crawler:
 
 def seed_events(sql) -> dict[str, int]:
     """Two stores (AZ, CA), three products, eleven events over three crawls; returns their ids."""
+    sql("SELECT ensure_snapshot_partitions('2026-11-01', 1)")  # the events' month, whatever today is
     az, ca = (
         sql("INSERT INTO dispensaries (name, state, city) VALUES (%s, %s, %s) RETURNING id", (n, s, c))[0][0]
         for n, s, c in (("Green AZ", "AZ", "Phoenix"), ("Blue CA", "CA", "Fresno"))
