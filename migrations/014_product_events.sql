@@ -1,20 +1,24 @@
 -- What changed (docs/analytics.md, "Events"): one row per change a complete crawl saw, written by
 -- the statement that closes the crawl (pipelines/crawl_completion.py, CLOSE_COMPLETE).
 --
--- A change is judged against the product's state as of the last crawl that wrote events, kept on
--- its row here: the product writer overwrites prices and stock as soon as any crawl, complete or
--- not, sees the product, so its row alone cannot say what changed. Only the close of a crawl that
--- writes events moves these columns on, so a change first seen by an incomplete crawl is reported by
--- the next complete one, never lost and never twice.
-ALTER TABLE store_products
-    ADD COLUMN event_price_rec  numeric(12, 2),
-    ADD COLUMN event_price_med  numeric(12, 2),
-    ADD COLUMN event_on_special boolean,      -- NULL: not listed yet (no event-writing crawl saw it)
-    ADD COLUMN oos_since        timestamptz;  -- set with its out_of_stock event, cleared with back_in_stock
+-- A change is judged against the product's state as of the last crawl that wrote its events, kept
+-- in product_event_state: the product writer overwrites prices and stock as soon as any crawl,
+-- complete or not, sees the product, so its row alone cannot say what changed. Only the close of a
+-- crawl that writes events moves this state on, so a change first seen by an incomplete crawl is
+-- reported by the next complete one, never lost and never twice. A table of its own, not columns
+-- of store_products: the close would otherwise update every newly listed product's row while the
+-- image pipeline updates the same rows (local_image_path) in another order, and deadlock.
+CREATE TABLE product_event_state (
+    store_product_id bigint PRIMARY KEY REFERENCES store_products (id) ON DELETE CASCADE,
+    price_rec        numeric(12, 2),
+    price_med        numeric(12, 2),
+    is_on_special    boolean,      -- NULL: not listed yet (no event-writing crawl saw it)
+    oos_since        timestamptz   -- set with its out_of_stock event, cleared with back_in_stock
+);
 -- the products known before events existed are listed already, as they are now
-UPDATE store_products
-   SET event_price_rec = price_rec, event_price_med = price_med, event_on_special = is_on_special,
-       oos_since = CASE WHEN stock_status = 'oos' THEN updated_at END;
+INSERT INTO product_event_state (store_product_id, price_rec, price_med, is_on_special, oos_since)
+SELECT id, price_rec, price_med, is_on_special, CASE WHEN stock_status = 'oos' THEN updated_at END
+  FROM store_products;
 
 CREATE TABLE product_events (
     occurred_at       timestamptz NOT NULL,  -- the start of the crawl that saw it (crawl_runs.started_at)

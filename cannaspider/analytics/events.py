@@ -155,15 +155,15 @@ SELECT e.id, e.occurred_at, e.type, e.crawl_run_id, e.price_rec_old::float8 AS p
  ORDER BY e.id
 """
 PRODUCT_OOS_SINCE = """
-SELECT oos_since FROM store_products
- WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id = %(p)s
+SELECT es.oos_since FROM store_products sp JOIN product_event_state es ON es.store_product_id = sp.id
+ WHERE sp.dispensary_id = %(d)s AND sp.provider = 'dutchie' AND sp.provider_product_id = %(p)s
 """
 
 
 def oos_intervals(events: list[dict[str, Any]], oos_since: datetime | None) -> list[dict[str, Any]]:
     """[{from, until}] from a product's events, oldest first; `until` None: still out of stock.
     A product out of stock since before events were written has no out_of_stock event: its
-    interval starts at oos_since (migrations/014_product_events.sql)."""
+    interval starts at product_event_state.oos_since (migrations/014_product_events.sql)."""
     intervals: list[dict[str, Any]] = []
     for event in events:
         if event["type"] == "out_of_stock" and (not intervals or intervals[-1]["until"] is not None):

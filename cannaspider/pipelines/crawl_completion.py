@@ -50,8 +50,9 @@ OOS_AFTER_MISSES = 3
 # a collapse of one or two crawls marks nothing.
 # Events (migrations/014_product_events.sql, docs/analytics.md "Events"): the same statement writes
 # one product_events row per change, judged against the state the product had at the last crawl
-# that wrote events (event_* and oos_since on its row; the writer's upsert has overwritten the
-# rest by now). A crawl that is not suspect writes them all; a suspect one only what it concludes,
+# that wrote events (product_event_state, which only this statement writes: no lock taken on
+# store_products rows that the image pipeline updates; the writer's upsert has overwritten those
+# rows by now). A crawl that is not suspect writes them all; a suspect one only what it concludes,
 # the out_of_stock of a confirmed collapse, and leaves the other changes for the next crawl to
 # report. ON CONFLICT: a run's events exist once, whatever retries its close.
 CLOSE_COMPLETE = """
@@ -80,27 +81,30 @@ verdict AS MATERIALIZED (
             SELECT CASE WHEN j.suspect THEN 1 + coalesce(
                        (SELECT p.suspect_streak FROM previous p
                          WHERE p.suspect AND p.suspect_streak BETWEEN 1 AND %(limit)s - 1), 0) END AS streak) s),
-before AS MATERIALIZED (  -- the seen products to update, with their state at the last event-writing crawl
-    SELECT id, event_price_rec AS old_rec, event_price_med AS old_med, event_on_special AS old_special,
-           oos_since AS old_oos_since
-      FROM store_products
-     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id IN (SELECT id FROM seen)
-       AND (consecutive_misses <> 0 OR suspect_misses <> 0 OR stock_status <> 'in_stock'
-            OR ((SELECT writes_events FROM verdict)
-                AND (event_on_special IS NULL OR oos_since IS NOT NULL OR event_on_special <> is_on_special
-                     OR event_price_rec IS DISTINCT FROM price_rec OR event_price_med IS DISTINCT FROM price_med)))),
 reset AS (
-    UPDATE store_products sp
+    UPDATE store_products
        SET consecutive_misses = 0, suspect_misses = 0, last_seen_at = now(), is_in_stock = true,
-           stock_status = 'in_stock',
-           event_price_rec = CASE WHEN v.writes_events THEN sp.price_rec ELSE sp.event_price_rec END,
-           event_price_med = CASE WHEN v.writes_events THEN sp.price_med ELSE sp.event_price_med END,
-           event_on_special = CASE WHEN v.writes_events THEN sp.is_on_special ELSE sp.event_on_special END,
-           oos_since = CASE WHEN v.writes_events THEN NULL ELSE sp.oos_since END
-      FROM before b, verdict v
-     WHERE sp.id = b.id
-    RETURNING sp.id, b.old_rec, b.old_med, b.old_special, b.old_oos_since, sp.price_rec, sp.price_med,
-              sp.price_rec_special, sp.price_med_special, sp.is_on_special, v.writes_events),
+           stock_status = 'in_stock'
+     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id IN (SELECT id FROM seen)
+       AND (consecutive_misses <> 0 OR suspect_misses <> 0 OR stock_status <> 'in_stock')
+    RETURNING 1),
+changed AS MATERIALIZED (  -- seen products whose state differs from the last event-writing crawl's
+    SELECT sp.id, sp.price_rec, sp.price_med, sp.price_rec_special, sp.price_med_special, sp.is_on_special,
+           es.price_rec AS old_rec, es.price_med AS old_med, es.is_on_special AS old_special,
+           es.oos_since AS old_oos_since
+      FROM store_products sp
+      LEFT JOIN product_event_state es ON es.store_product_id = sp.id
+     WHERE sp.dispensary_id = %(d)s AND sp.provider = 'dutchie' AND sp.provider_product_id IN (SELECT id FROM seen)
+       AND (SELECT writes_events FROM verdict)
+       AND (es.is_on_special IS NULL OR es.oos_since IS NOT NULL OR es.is_on_special <> sp.is_on_special
+            OR es.price_rec IS DISTINCT FROM sp.price_rec OR es.price_med IS DISTINCT FROM sp.price_med)),
+moved_on AS (
+    INSERT INTO product_event_state AS es (store_product_id, price_rec, price_med, is_on_special, oos_since)
+    SELECT id, price_rec, price_med, is_on_special, NULL FROM changed
+    ON CONFLICT (store_product_id) DO UPDATE
+       SET price_rec = EXCLUDED.price_rec, price_med = EXCLUDED.price_med, is_on_special = EXCLUDED.is_on_special,
+           oos_since = NULL
+    RETURNING 1),
 missed AS (
     UPDATE store_products
        SET consecutive_misses = CASE WHEN NOT v.counts THEN consecutive_misses
@@ -112,19 +116,23 @@ missed AS (
            is_in_stock = CASE WHEN v.counts AND consecutive_misses + 1
                    + CASE WHEN v.confirmed THEN suspect_misses ELSE 0 END >= %(limit)s THEN false
                ELSE is_in_stock END,
-           -- an out-of-stock interval opens here, unless one is open already (an incomplete crawl,
-           -- which writes no event, saw the product in between)
-           oos_since = CASE WHEN v.writes_oos AND v.counts AND oos_since IS NULL AND consecutive_misses + 1
-                   + CASE WHEN v.confirmed THEN suspect_misses ELSE 0 END >= %(limit)s THEN now()
-               ELSE oos_since END,
            updated_at = now()
       FROM verdict v
      WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id NOT IN (SELECT id FROM seen)
        AND consecutive_misses < %(limit)s
     RETURNING store_products.id, store_products.consecutive_misses, v.counts AS counted,
-              store_products.oos_since = now() AS went_oos,  -- now() is the transaction's start: set above
               store_products.price_rec, store_products.price_med, store_products.price_rec_special,
               store_products.price_med_special),
+went_oos AS MATERIALIZED (  -- marked now (a missed row had fewer misses), unless an interval is open
+    -- already (an incomplete crawl, which writes no event, saw the product in between)
+    SELECT m.* FROM missed m LEFT JOIN product_event_state es ON es.store_product_id = m.id
+     WHERE m.counted AND m.consecutive_misses >= %(limit)s AND (SELECT writes_oos FROM verdict)
+       AND es.oos_since IS NULL),
+oos_opened AS (
+    INSERT INTO product_event_state AS es (store_product_id, oos_since)
+    SELECT id, now() FROM went_oos
+    ON CONFLICT (store_product_id) DO UPDATE SET oos_since = EXCLUDED.oos_since
+    RETURNING 1),
 events AS (
     INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, price_rec_old,
                                 price_med_old, price_rec, price_med, price_rec_special, price_med_special)
@@ -135,7 +143,7 @@ events AS (
             SELECT r.id, t.type, CASE WHEN t.type = 'price_changed' THEN r.old_rec END AS rec_old,
                    CASE WHEN t.type = 'price_changed' THEN r.old_med END AS med_old,
                    r.price_rec, r.price_med, r.price_rec_special, r.price_med_special
-              FROM reset r
+              FROM changed r
              CROSS JOIN LATERAL (VALUES
                     ('listed', r.old_special IS NULL),
                     ('back_in_stock', r.old_oos_since IS NOT NULL),
@@ -144,11 +152,11 @@ events AS (
                     ('special_started', r.old_special IS NOT NULL AND r.is_on_special AND NOT r.old_special),
                     ('special_ended', r.old_special IS NOT NULL AND NOT r.is_on_special AND r.old_special)
                    ) AS t(type, happened)
-             WHERE r.writes_events AND t.happened
+             WHERE t.happened
             UNION ALL
             SELECT m.id, 'out_of_stock', NULL, NULL, m.price_rec, m.price_med, m.price_rec_special,
                    m.price_med_special
-              FROM missed m WHERE m.went_oos) e
+              FROM went_oos m) e
      WHERE cr.id = %(run)s
     ON CONFLICT ON CONSTRAINT product_events_once DO NOTHING
     RETURNING 1),
@@ -180,7 +188,8 @@ run AS (
 SELECT (SELECT count(*) FROM missed WHERE counted),
        (SELECT count(*) FROM missed WHERE counted AND consecutive_misses >= %(limit)s),
        (SELECT count(*) FROM reset), (SELECT count(*) FROM store), (SELECT count(*) FROM run),
-       v.suspect, v.seen_in_stock, v.in_stock, v.streak, v.confirmed, (SELECT count(*) FROM events)
+       v.suspect, v.seen_in_stock, v.in_stock, v.streak, v.confirmed, (SELECT count(*) FROM events),
+       (SELECT count(*) FROM moved_on) + (SELECT count(*) FROM oos_opened)
   FROM verdict v
 """
 CLOSE_INCOMPLETE = """

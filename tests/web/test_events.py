@@ -117,7 +117,10 @@ def test_the_route_is_in_openapi(api):
 
 
 def test_the_product_history_has_its_events_and_out_of_stock_intervals(api, seeded, sql):
-    sql("UPDATE store_products SET oos_since = '2026-11-30T10:00:00Z' WHERE id = %s", (seeded["c"],))
+    sql(
+        "INSERT INTO product_event_state (store_product_id, oos_since) VALUES (%s, '2026-11-30T10:00:00Z')",
+        (seeded["c"],),
+    )
     history = http("GET", f"{api.base}/api/stores/{seeded['ca']}/products/{'c' * 24}/history").json()
     assert [e["type"] for e in history["events"]] == ["listed", "price_changed", "out_of_stock"]
     assert history["oos_intervals"] == [{"from": "2026-11-30T10:00:00Z", "until": None}]
