@@ -86,6 +86,11 @@ CANNASPIDER_MIGRATIONS_DIR = None  # None: migrations/ beside scrapy.cfg
 # (an emptied or collapsed menu), not evidence: it counts no misses and its crawl_runs row is
 # marked suspect (pipelines/crawl_completion.py). 0 turns the guard off, for a store that closed.
 OOS_GUARD_MIN_SHARE = 0.5
+# A complete crawl's close writes one product_events row per change it saw (listed, price_changed,
+# special_started/ended, out_of_stock, back_in_stock: docs/analytics.md "Events"). Off only to
+# measure what they cost (benchmarks/ingest.py --no-events); changes made while off are reported,
+# against the last state that wrote events, by the first crawl after it is on again.
+PRODUCT_EVENTS_ENABLED = True
 
 # --- Dutchie --------------------------------------------------------------------------------
 DUTCHIE_GRAPHQL_URL = "https://dutchie.com/api-3/graphql"

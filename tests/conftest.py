@@ -29,6 +29,7 @@ from tests.helpers import (
 
 TABLES = (
     "product_snapshots",
+    "product_events",
     "store_products",
     "crawl_runs",
     "dutchie_discovery_locations",

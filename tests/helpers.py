@@ -248,3 +248,52 @@ def project_settings() -> dict:
 
 def project_crawler(spidercls: type | None = None, **overrides) -> Crawler:
     return get_crawler(spidercls, settings_dict={**project_settings(), **overrides})
+
+
+# --- product events (docs/analytics.md, "Events"): a small history the API and the exports read ---
+
+
+def seed_events(sql) -> dict[str, int]:
+    """Two stores (AZ, CA), three products, eleven events over three crawls; returns their ids."""
+    sql("SELECT ensure_snapshot_partitions('2026-11-01', 1)")  # the events' month, whatever today is
+    az, ca = (
+        sql("INSERT INTO dispensaries (name, state, city) VALUES (%s, %s, %s) RETURNING id", (n, s, c))[0][0]
+        for n, s, c in (("Green AZ", "AZ", "Phoenix"), ("Blue CA", "CA", "Fresno"))
+    )
+    products = {}
+    for key, store, brand in (("a", az, "Stiiizy"), ("b", az, "Select"), ("c", ca, "Stiiizy")):
+        products[key] = sql(
+            "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, "
+            "category, price_rec) VALUES (%s, %s, %s, %s, %s, 'Flower', 20) RETURNING id",
+            (store, key * 24, f"Product {key}", f"Product {key}", brand),
+        )[0][0]
+    runs = [
+        sql(
+            "INSERT INTO crawl_runs (dispensary_id, role, status, started_at) VALUES "
+            "(%s, 'product_resync', 'complete', '2026-11-28T10:00:00Z'::timestamptz + make_interval(days => %s)) "
+            "RETURNING id, started_at",
+            (az, day),
+        )[0]
+        for day in range(3)
+    ]
+    plan = [
+        (0, "a", "listed", None, 20),
+        (0, "b", "listed", None, 15),
+        (0, "c", "listed", None, 30),
+        (1, "a", "price_changed", 20, 18),
+        (1, "b", "special_started", None, 15),
+        (1, "c", "price_changed", 30, 33),
+        (2, "a", "out_of_stock", None, 18),
+        (2, "b", "special_ended", None, 15),
+        (2, "c", "out_of_stock", None, 33),
+        (2, "a", "back_in_stock", None, 18),  # (not a real sequence: the API only reads)
+        (2, "b", "price_changed", 15, 14),
+    ]
+    for day, key, kind, old, price in plan:
+        store = ca if key == "c" else az
+        sql(
+            "INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, "
+            "price_rec_old, price_rec) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (runs[day][1], runs[day][0], store, products[key], kind, old, price),
+        )
+    return {"az": az, "ca": ca, **products}

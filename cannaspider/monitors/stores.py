@@ -1,6 +1,8 @@
 """The stores of a product crawl: how many crawls ended incomplete, and whether a store's product
 count fell by more than HEALTH_MAX_PRODUCT_DROP against its previous complete crawl (a menu that
-lost a third of its products overnight is more often a broken crawl than a store's decision).
+lost a third of its products overnight is more often a broken crawl than a store's decision), and
+every store crawl the OOS guard flagged suspect (each one of a collapse, not only its first, whose
+product count no longer falls against the suspect crawl before it: README "Crawl correctness").
 
 This crawl's runs are the crawl_runs rows its process started (host, pid, from its start time):
 by spider_closed the completion pipeline has closed them all."""
@@ -30,11 +32,23 @@ SELECT r.dispensary_id, d.name, r.products_seen, p.products_seen
  ORDER BY r.dispensary_id
 """
 
+SUSPECTS = """
+SELECT r.dispensary_id, d.name, r.suspect_reason
+  FROM crawl_runs r
+  JOIN dispensaries d ON d.id = r.dispensary_id
+ WHERE r.host = %(host)s AND r.pid = %(pid)s AND r.started_at >= %(since)s AND r.status = 'complete' AND r.suspect
+ ORDER BY r.dispensary_id, r.started_at
+"""
+
+
+def this_crawls(query: str, url: str, params: dict) -> list[tuple]:
+    with connect(url) as conn:
+        return conn.execute(query, params).fetchall()
+
 
 def product_drops(url: str, since: datetime, drop: float, *, host: str, pid: int) -> list[tuple]:
     """(dispensary_id, name, products now, products at the previous complete crawl) per store that fell."""
-    with connect(url) as conn:
-        return conn.execute(DROPS, {"host": host, "pid": pid, "since": since, "drop": drop}).fetchall()
+    return this_crawls(DROPS, url, {"host": host, "pid": pid, "since": since, "drop": drop})
 
 
 @monitors.name("Stores")
@@ -64,3 +78,13 @@ class StoreCrawlsMonitor(HealthMonitor):
         fell = product_drops(database_url(self.settings), since, drop, host=socket.gethostname(), pid=os.getpid())
         listed = "; ".join(f"{name} (#{d}): {now} products, {before} before" for d, name, now, before in fell)
         self.assertFalse(fell, f"product count fell by more than {drop:.0%} against the last complete crawl: {listed}")
+
+    @monitors.name("no store crawl flagged suspect by the OOS guard")
+    def test_suspect_crawls(self) -> None:
+        since = self.stats.get("start_time")
+        if not self.stat("cannaspider/stores_suspect") or not isinstance(since, datetime):
+            return
+        params = {"host": socket.gethostname(), "pid": os.getpid(), "since": since}
+        suspects = this_crawls(SUSPECTS, database_url(self.settings), params)
+        listed = "; ".join(f"{name} (#{d}): {reason}" for d, name, reason in suspects)
+        self.assertFalse(suspects, f"{len(suspects)} store crawl(s) suspect (an emptied or collapsed menu): {listed}")

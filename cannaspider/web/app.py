@@ -4,6 +4,7 @@
     POST /api/tasks                   an on-demand task (bearer token; see auth.py)
     GET  /api/tasks                   the queue, filtered, newest first, keyset-paged
     GET  /api/tasks/{id}              one task
+    GET  /api/events                  product events, filtered, keyset-paged (events.py)
 
 Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
 A write without the token is refused from its headers, before its body is read (auth.WriteGuard),
@@ -28,7 +29,7 @@ from scrapy.settings import BaseSettings
 from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
-from cannaspider.web import dashboard, dashboard_api, docs, errors, keyword_profile, market_api
+from cannaspider.web import dashboard, dashboard_api, docs, errors, events, keyword_profile, market_api
 from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.limits import BodyLimit
@@ -96,6 +97,7 @@ def create_app(
     # GET /api/keywords/{id}/profile and its dashboard pages (docs/onpage.md)
     app.include_router(keyword_profile.api_router)
     app.include_router(keyword_profile.page_router)
+    app.include_router(events.router)  # GET /api/events (docs/analytics.md, "Events")
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
     app.include_router(market_api.router)  # canonical brands and products

@@ -2,7 +2,8 @@
 
 GET /api/stores                                               stores, last crawl, status, last error
 GET /api/stores/{id}/products?brand=&category=&stock=         a store's products, filtered
-GET /api/stores/{id}/products/{provider_product_id}/history   a product's snapshots, oldest first
+GET /api/stores/{id}/products/{provider_product_id}/history   a product's snapshots, events and out-of-stock
+                                                              intervals, oldest first
 GET /api/health                                               overview figures and the monitors' last results
 """
 
@@ -25,6 +26,7 @@ from cannaspider.web.dashboard_models import (
     StoreOut,
     StoreProductsOut,
 )
+from cannaspider.web.events import product_timeline
 from cannaspider.web.models import NO_NUL, refused_with
 
 router = APIRouter(prefix="/api", tags=["dashboard"])
@@ -93,11 +95,13 @@ async def product_history(
         if found is None:
             raise HTTPException(404, f"store {store_id} has no product {provider_product_id!r}")
         snapshots = await q.history(conn, store_id, provider_product_id, limit=limit)
+        timeline = await product_timeline(conn, store_id, provider_product_id)
     return {
         "store": store_id,
         "provider_product_id": provider_product_id,
         "name": found["name"],
         "snapshots": snapshots,
+        **timeline,
     }
 
 

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from cannaspider.web.events import OosIntervalOut, ProductEventOut
+
 
 class StoreOut(BaseModel):
     id: int
@@ -66,6 +68,8 @@ class HistoryOut(BaseModel):
     provider_product_id: str
     name: str
     snapshots: list[SnapshotOut] = Field(description="one per crawl that saw the product, oldest first")
+    events: list[ProductEventOut] = Field(description="what complete crawls saw change, oldest first")
+    oos_intervals: list[OosIntervalOut] = Field(description="when it was out of stock, oldest first")
 
 
 class MonitorResultOut(BaseModel):

@@ -59,15 +59,6 @@ class Pipelines:
         await self.store.close()
 
 
-@pytest.fixture
-def dispensary(db, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", db)
-    with psycopg.connect(db, autocommit=True) as conn:
-        return conn.execute(
-            "INSERT INTO dispensaries (name, platform_dispensary_id) VALUES ('G', %s) RETURNING id", ("d" * 24,)
-        ).fetchone()[0]
-
-
 def misses(sql, dispensary) -> list[int]:
     return [r[0] for r in sql("SELECT consecutive_misses FROM store_products WHERE dispensary_id = %s", (dispensary,))]
 
@@ -125,6 +116,78 @@ def test_the_first_crawl_of_a_store_is_not_guarded(db, dispensary, sql):
         return run_id
 
     assert run_row(sql, asyncio.run(scenario())) == ("complete", False, None, 0)
+
+
+def crawls(db, dispensary, *seen: list[int], **settings) -> list[int]:
+    """Complete crawls of one store, each seeing the products listed; their run ids."""
+
+    async def scenario():
+        pipelines = Pipelines(db, **settings)
+        runs = [await pipelines.crawl(dispensary, indices) for indices in seen]
+        await pipelines.close()
+        return runs
+
+    return asyncio.run(scenario())
+
+
+def stock(sql, dispensary) -> dict[int, tuple]:
+    """product index → (stock_status, consecutive_misses)"""
+    rows = sql(
+        "SELECT provider_product_id, stock_status, consecutive_misses FROM store_products WHERE dispensary_id = %s",
+        (dispensary,),
+    )
+    index = {product(i)["_id"]: i for i in range(200)}
+    return {index[pid]: (status, n) for pid, status, n in rows}
+
+
+def streaks(sql, runs) -> list[tuple]:
+    return sql(
+        "SELECT suspect, suspect_streak, products_marked_oos FROM crawl_runs WHERE id = ANY(%s) ORDER BY id", (runs,)
+    )
+
+
+ALL, KEPT = list(range(20)), list(range(8))  # a store that drops 60 % of its menu for good keeps 8 of 20
+
+
+def test_a_collapse_seen_by_three_complete_crawls_marks_exactly_the_missing_products_oos(db, dispensary, sql):
+    runs = crawls(db, dispensary, ALL, KEPT, KEPT, KEPT, KEPT)
+    assert stock(sql, dispensary) == {i: ("in_stock", 0) if i < 8 else ("oos", 3) for i in ALL}
+    # the three suspect crawls stay flagged; the third confirms; the next is judged against the new menu
+    assert streaks(sql, runs) == [(False, None, 0), (True, 1, 0), (True, 2, 0), (True, 3, 12), (False, None, 0)]
+    reason = sql("SELECT suspect_reason FROM crawl_runs WHERE id = %s", (runs[3],))[0][0]
+    assert "confirms the collapse" in reason and "12 products marked out of stock" in reason
+
+
+def test_a_confirmed_collapse_counts_each_products_misses_over_the_streak(db, dispensary, sql):
+    # 9 is seen by the first suspect crawl, then gone; 10 was missed once before the collapse
+    runs = crawls(db, dispensary, ALL, [i for i in ALL if i != 10], KEPT + [9], KEPT, KEPT)
+    got = stock(sql, dispensary)
+    assert got[9] == ("in_stock", 2) and got[10] == ("oos", 3) and got[11] == ("oos", 3) and got[0] == ("in_stock", 0)
+    assert streaks(sql, runs)[1:] == [(False, None, 0), (True, 1, 0), (True, 2, 0), (True, 3, 11)]
+
+
+@pytest.mark.parametrize("collapse", [1, 2])
+def test_a_collapse_of_one_or_two_crawls_that_recovers_marks_nothing(db, dispensary, sql, collapse):
+    runs = crawls(db, dispensary, ALL, *[KEPT] * collapse, ALL[:18], ALL[:18])
+    # the collapse's misses are discarded: 18 and 19 have the two misses of the crawls after it
+    assert stock(sql, dispensary) == {i: ("in_stock", 2 if i >= 18 else 0) for i in ALL}
+    assert [r[:2] for r in streaks(sql, runs)] == [(False, None)] + [(True, n + 1) for n in range(collapse)] + [
+        (False, None)
+    ] * 2
+    assert sql("SELECT max(suspect_misses) FROM store_products WHERE dispensary_id = %s", (dispensary,)) == [(0,)]
+
+
+def test_a_streak_broken_by_a_trusted_crawl_starts_again(db, dispensary, sql):
+    runs = crawls(db, dispensary, ALL, KEPT, KEPT, ALL, KEPT, KEPT)
+    flags = [(False, None), (True, 1), (True, 2)]
+    assert [r[:2] for r in streaks(sql, runs)] == flags + flags[:1] + flags[1:]
+    assert {s for s, _ in stock(sql, dispensary).values()} == {"in_stock"}
+
+
+def test_after_a_confirmed_collapse_a_new_collapse_needs_three_crawls_again(db, dispensary, sql):
+    runs = crawls(db, dispensary, ALL, KEPT, KEPT, KEPT, [0], [0])
+    assert [r[:2] for r in streaks(sql, runs)][4:] == [(True, 1), (True, 2)]
+    assert stock(sql, dispensary)[5] == ("in_stock", 0)
 
 
 def test_a_share_outside_zero_to_one_is_refused():

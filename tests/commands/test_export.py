@@ -1,0 +1,114 @@
+"""`scrapy export events|snapshots`: files read back with json, csv and pyarrow; bad input and an
+unwritable folder are one `error:` line and exit 2, leaving no file."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import psycopg
+import pyarrow.parquet as pq
+import pytest
+
+from tests.helpers import run_scrapy, seed_events
+
+
+@pytest.fixture
+def env(db, tmp_path) -> dict:
+    return {**os.environ, "DATABASE_URL": db, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
+
+
+def export(env, *args):
+    return run_scrapy("export", *args, env=env, timeout=120)
+
+
+def test_events_to_jsonl_csv_and_parquet_read_back_alike(env, sql, tmp_path):
+    seed_events(sql)
+    rows = {}
+    for ext in ("jsonl", "csv", "parquet"):
+        out = tmp_path / f"events.{ext}"
+        result = export(env, "events", "--since", "2026-11-29", "--state", "AZ", "-o", str(out))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"6 events written to {out}"
+        if ext == "jsonl":
+            rows[ext] = [json.loads(line) for line in out.read_text().splitlines()]
+        elif ext == "csv":
+            with open(out, newline="") as f:
+                rows[ext] = list(csv.DictReader(f))
+        else:
+            rows[ext] = pq.read_table(out).to_pylist()
+        assert not list(tmp_path.glob("*.partial"))
+    assert (
+        [r["type"] for r in rows["parquet"]]
+        == [r["type"] for r in rows["csv"]]
+        == [r["type"] for r in rows["jsonl"]]
+        == ["price_changed", "special_started", "out_of_stock", "special_ended", "back_in_stock", "price_changed"]
+    )
+    first_csv, first_pq, first_json = rows["csv"][0], rows["parquet"][0], rows["jsonl"][0]
+    assert first_pq["price_rec_old"] == first_json["price_rec_old"] == float(first_csv["price_rec_old"]) == 20.0
+    assert first_csv["price_med_old"] == "" and first_pq["price_med_old"] is None  # null: empty in CSV
+    assert first_pq["occurred_at"].isoformat() == first_csv["occurred_at"] == "2026-11-29T10:00:00+00:00"
+    schema = pq.read_schema(tmp_path / "events.parquet")
+    assert str(schema.field("occurred_at").type) == "timestamp[us, tz=UTC]" and str(schema.field("id").type) == "int64"
+
+
+def test_a_month_of_snapshots_to_parquet(env, sql, db, tmp_path):
+    store = sql("INSERT INTO dispensaries (name) VALUES ('S') RETURNING id")[0][0]
+    product = sql(
+        "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw) VALUES (%s, %s, 'P') RETURNING id",
+        (store, "p" * 24),
+    )[0][0]
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("SELECT ensure_snapshot_partitions('2026-10-01', 3)")
+        for at, price, special in (
+            ("2026-10-31T23:59:59Z", 9, False),
+            ("2026-11-01T00:00:00Z", 10, True),
+            ("2026-11-30T23:00:00Z", 11, False),
+            ("2026-12-01T00:00:00Z", 12, False),
+        ):
+            conn.execute(
+                "INSERT INTO product_snapshots (store_product_id, captured_at, price_rec, is_on_special, specials, "
+                "thc_value, thc_unit) VALUES (%s, %s, %s, %s, %s, 21.5, 'p')",
+                (product, at, price, special, '[{"name": "Deal"}]' if special else None),
+            )
+    out = tmp_path / "snapshots-2026-11.parquet"
+    result = export(env, "snapshots", "--month", "2026-11", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    got = pq.read_table(out).to_pylist()
+    assert [(r["price_rec"], r["is_on_special"], r["thc_unit"]) for r in got] == [
+        (10.0, True, "percent"),
+        (11.0, False, "percent"),
+    ]
+    assert json.loads(got[0]["specials"]) == [{"name": "Deal"}] and got[0]["provider_product_id"] == "p" * 24
+    with open(tmp_path / "s.csv", "w"):
+        pass
+    assert export(env, "snapshots", "--month", "2026-11", "-o", str(tmp_path / "s.csv")).returncode == 0
+    with open(tmp_path / "s.csv", newline="") as f:
+        [first, _] = list(csv.DictReader(f))
+    assert first["is_on_special"] == "true" and json.loads(first["specials"]) == [{"name": "Deal"}]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("events", "--since", "2026-11-29", "-o", "/proc/e.csv"), "cannot write /proc/e.csv"),  # even as root
+        (("snapshots", "--month", "2026-11", "-o", "/proc/s.parquet"), "cannot write /proc/s.parquet"),
+        (("events", "--since", "2026-11-29", "-o", "{missing}/e.jsonl"), "does not exist"),
+        (("events", "--since", "2026-11-29", "-o", "e.xlsx"), "the format follows the extension"),
+        (("events", "--since", "last week", "-o", "e.csv"), "not a date"),
+        (("events", "-o", "e.csv"), "needs --since"),
+        (("events", "--since", "2026-11-29", "--type", "restocked", "-o", "e.csv"), "unknown event type"),
+        (("snapshots", "--month", "2026-13", "-o", "s.parquet"), "--month must be YYYY-MM"),
+        (("prices", "-o", "s.parquet"), "export what?"),
+    ],
+)
+def test_bad_input_and_unwritable_folders_are_one_error_line(env, sql, tmp_path, args, message):
+    seed_events(sql)
+    args = tuple(a.format(missing=tmp_path / "missing") for a in args)
+    result = export(env, *args)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (
+        result.stderr
+    )
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".csv", ".jsonl", ".parquet", ".partial")]
