@@ -114,9 +114,12 @@ def test_the_egg_scrapyd_deploy_builds_holds_cannaspider_and_no_stand_in(tmp_pat
 
 
 def test_scrapy_starts_outside_the_checkout_with_the_sandbox_commands_installed(tmp_path):
-    # Scrapy loads every `scrapy.commands` entry point on each start: the sandbox's import cannaspider
+    # Scrapy loads every `scrapy.commands` entry point on each start: the sandbox's import cannaspider.
+    # A user's shell has no SCRAPY_* variables; this process may (get_project_settings() in an
+    # earlier test of this worker sets SCRAPY_SETTINGS_MODULE), and a child would inherit them.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
     result = subprocess.run(
-        [Path(sys.executable).parent / "scrapy", "version"], cwd=tmp_path, capture_output=True, text=True
+        [Path(sys.executable).parent / "scrapy", "version"], cwd=tmp_path, capture_output=True, text=True, env=clean
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("Scrapy 2.19")

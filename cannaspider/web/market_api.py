@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from cannaspider.web import market_queries as q
+from cannaspider.web.models import refused_with
 
 router = APIRouter(prefix="/api", tags=["market"])
 
@@ -86,7 +87,10 @@ class CanonicalProductOut(BaseModel):
     stores: list[ProductStoreOut] = Field(description="in stock first, cheapest first")
 
 
-@router.get("/brands", response_model=list[BrandSummaryOut])
+MAX_ID = 2**63 - 1  # ids are bigints: a larger one is a 422, not a database error
+
+
+@router.get("/brands", response_model=list[BrandSummaryOut], responses=refused_with(503))
 async def list_brands(
     request: Request,
     state: str | None = Query(None, min_length=2, max_length=2, pattern="^[A-Za-z]{2}$"),
@@ -97,8 +101,8 @@ async def list_brands(
     return [{**r, "stores_by_state": r["stores_by_state"] or {}} for r in rows]
 
 
-@router.get("/brands/{brand_id}", response_model=BrandOut)
-async def get_brand(brand_id: int, request: Request) -> dict[str, Any]:
+@router.get("/brands/{brand_id}", response_model=BrandOut, responses=refused_with(404, 503))
+async def get_brand(request: Request, brand_id: int = Path(ge=1, le=MAX_ID)) -> dict[str, Any]:
     async with request.app.state.pool.connection() as conn:
         found = await q.brand(conn, brand_id)
     if found is None:
@@ -106,9 +110,9 @@ async def get_brand(brand_id: int, request: Request) -> dict[str, Any]:
     return found
 
 
-@router.get("/products/{canonical_id}", response_model=CanonicalProductOut)
+@router.get("/products/{canonical_id}", response_model=CanonicalProductOut, responses=refused_with(404, 503))
 async def get_canonical_product(
-    canonical_id: int, request: Request, limit: int = Query(1000, ge=1, le=10000)
+    request: Request, canonical_id: int = Path(ge=1, le=MAX_ID), limit: int = Query(1000, ge=1, le=10000)
 ) -> dict[str, Any]:
     async with request.app.state.pool.connection() as conn:
         found = await q.canonical_product(conn, canonical_id, limit=limit)

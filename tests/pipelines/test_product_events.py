@@ -183,5 +183,6 @@ def test_a_crawl_whose_lease_was_lost_writes_no_event_and_the_next_reports_the_c
         return lost, later
 
     lost, later = asyncio.run(scenario())
-    assert sql("SELECT status FROM crawl_runs WHERE id = %s", (lost,)) == [("incomplete",)]
+    # the other worker's claim closed the run as failed (lease expired); the resumed close leaves it so
+    assert sql("SELECT status FROM crawl_runs WHERE id = %s", (lost,)) == [("failed",)]
     assert [e for e in events(sql, dispensary) if e[2] != "listed"] == [(later, 1, "price_changed", 11.0, 4.0, None)]
