@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -75,16 +76,28 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def page(browser, tmp_path):
-    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)  # a phone
+@contextmanager
+def recording_page(browser, tmp_path, **context_options):
+    """A page in a context of its own, recording every URL it requests; screenshots go to tmp_path."""
+    context = browser.new_context(**context_options)
     requests: list[str] = []
     pg = context.new_page()
     pg.on("request", lambda r: requests.append(r.url))
     pg.shots = tmp_path / "screenshots"  # type: ignore[attr-defined]
     pg.shots.mkdir()  # type: ignore[attr-defined]
-    yield pg
-    context.close()
+    try:
+        yield pg, requests
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser, tmp_path):
+    with recording_page(browser, tmp_path, viewport={"width": 390, "height": 844}, device_scale_factor=1) as (
+        pg,
+        requests,
+    ):  # a phone
+        yield pg
     # nothing but the service itself was asked for (no CDN, no font, no script)
     assert all(u.startswith("http://127.0.0.1:") for u in requests), requests
 

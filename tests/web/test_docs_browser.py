@@ -7,19 +7,13 @@ import pytest
 
 pytest.importorskip("playwright.sync_api")
 
-from tests.web.test_dashboard import browser, shot  # noqa: E402,F401 - the browser fixture
+from tests.web.test_dashboard import browser, recording_page, shot  # noqa: E402,F401 - the browser fixture
 
 
 @pytest.fixture
 def docs_page(browser, tmp_path):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    requests: list[str] = []
-    pg = context.new_page()
-    pg.on("request", lambda r: requests.append(r.url))
-    pg.shots = tmp_path / "screenshots"  # type: ignore[attr-defined]
-    pg.shots.mkdir()  # type: ignore[attr-defined]
-    yield pg
-    context.close()
+    with recording_page(browser, tmp_path, viewport={"width": 1280, "height": 900}) as (pg, requests):
+        yield pg
     outside = [u for u in requests if not u.removeprefix("blob:").startswith("http://127.0.0.1:")]
     assert not outside, outside
 
