@@ -166,9 +166,11 @@ class SandboxClient:
 
 
 def scrapy_environment(db_url: str, urls: SandboxURLs, tmp_path: Path) -> dict:
-    """The environment of a `scrapy` subprocess aimed at the test database and the sandbox."""
+    """The environment of a `scrapy` subprocess aimed at the test database and the sandbox. No
+    SCRAPY_* variable of this process passes on (a user's shell has none; SCRAPY_CHECK would keep
+    the child's proxy health in memory, SCRAPY_SETTINGS_MODULE would pick its settings)."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")},
         "DATABASE_URL": db_url,
         "DUTCHIE_GRAPHQL_URL": urls.graphql,
         "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
