@@ -81,7 +81,8 @@ class StealthProxyMiddleware:
         self.policy = BlockPolicy()
         self.max_retries = max_retries
         launch = crawler.settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
-        browser_path: str = launch.get("executable_path") or crawler.settings.get("CHROMIUM_PATH") or "chromium"
+        # the Chromium scrapy-playwright launches (its version makes the browser identities)
+        browser_path: str = launch.get("executable_path") or crawler.settings.get("CHROMIUM_PATH")
         self.sessions = Sessions(self.pool, StoreLocales(crawler), self.stats, browser_path)
         self.pages = BrowserPages(self.sessions)
         # after an outage every session was on a proxy that left the pool
