@@ -23,8 +23,8 @@ from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
-from cannaspider.middlewares.stealth import PIN_META
 from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
+from cannaspider.stealth.routing import PIN_META
 
 ACTIONS = ("add", "import", "list", "check", "enable", "disable")
 # an operator's decision (add, enable, disable) ends re-probing: a disabled proxy stays disabled

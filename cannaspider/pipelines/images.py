@@ -52,12 +52,12 @@ from twisted.internet.defer import Deferred
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
-from cannaspider.dutchie.normalizer import HTTP_SCHEMES
 from cannaspider.images import vips
 from cannaspider.images.convert import UnusableImage
 from cannaspider.images.paths import brand_logo_path, product_image_path
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS, batch_document, encode_row
+from cannaspider.storable.urls import HTTP_SCHEMES
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.dutchie.normalizer import REFUSED_URLS, NormalizationError, normalize
+from cannaspider.dutchie.normalizer import NormalizationError, normalize
 from cannaspider.items import RawProduct
+from cannaspider.storable.urls import REFUSED_URLS
 
 logger = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ from scrapy.settings import BaseSettings
 
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
-from cannaspider.middlewares.stealth import wear
 from cannaspider.stealth.identity import IdentityFactory
 from cannaspider.stealth.policy import BlockPolicy
 from cannaspider.stealth.proxies import ProxyRecord, record_of
+from cannaspider.stealth.routing import wear
 from cannaspider.stealth.tls import CurlImpersonator, impersonate_target, mask
 
 TAKE_DUE = """

@@ -33,7 +33,7 @@ import psycopg
 
 from cannaspider.db.errors import first_line
 from cannaspider.shutdown import on_reactor_shutdown
-from cannaspider.tasks import queue
+from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
 
 logger = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class TaskDrain:
         worker: str | None = None,
         on_lost: Callable[[Task], Any] | None = None,
     ):
-        queue.roles.get(role)
+        roles.get(role)
         self.url = url
         self.role = role
         self.config = config

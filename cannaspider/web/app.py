@@ -29,20 +29,12 @@ from scrapy.settings import BaseSettings
 from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
+from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
 from cannaspider.web import dashboard, dashboard_api, docs, errors, events, keyword_profile, market_api
 from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.limits import BodyLimit
-from cannaspider.web.models import (
-    EnqueueOut,
-    RoleName,
-    RoleOut,
-    TaskIn,
-    TaskOut,
-    TaskPage,
-    TaskStatus,
-    refused_with,
-)
+from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, refused_with
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +133,7 @@ def create_app(
             )
         if not done.created:
             response.status_code = 200
-        return EnqueueOut(task=TaskOut(**done.task.as_dict()), reused=not done.created)
+        return EnqueueOut(task=done.task, reused=not done.created)
 
     @app.get("/api/tasks", response_model=TaskPage, tags=["tasks"])
     async def list_tasks(
@@ -161,14 +153,14 @@ def create_app(
                 limit=limit,
                 before_id=before_id,
             )
-        return TaskPage(tasks=[TaskOut(**t.as_dict()) for t in page.tasks], next_before_id=page.next_before_id)
+        return page
 
-    @app.get("/api/tasks/{task_id}", response_model=TaskOut, tags=["tasks"], responses=refused_with(404))
-    async def get_task(task_id: int, request: Request) -> TaskOut:
+    @app.get("/api/tasks/{task_id}", response_model=Task, tags=["tasks"], responses=refused_with(404))
+    async def get_task(task_id: int, request: Request) -> Task:
         async with request.app.state.pool.connection() as conn:
             task = await queue.get(conn, task_id)
         if task is None:
             raise HTTPException(404, f"task {task_id} does not exist")
-        return TaskOut(**task.as_dict())
+        return task
 
     return app

@@ -1,23 +1,25 @@
-"""Request and response bodies of the HTTP service (they make its OpenAPI description)."""
+"""Request and response bodies of the HTTP service (they make its OpenAPI description).
+
+A task and a page of tasks are the queue's own dataclasses (Task, TaskPage), not copies: pydantic
+validates and describes them as it does these models.
+"""
 
 from __future__ import annotations
 
 import enum
-from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cannaspider.tasks import queue, roles
+from cannaspider.tasks import roles
+from cannaspider.tasks.queue import DEFAULT_MAX_ATTEMPTS, Task
 
 # Text parameters (query and path) take no NUL: PostgreSQL's text refuses it, so it is a 422 here,
 # and the schema says so (/openapi.json)
 NO_NUL = r"^[^\x00]*$"
 
 RoleName = enum.Enum("RoleName", {name: name for name in roles.ROLE_NAMES}, type=str)  # type: ignore[misc]
-TaskStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
 Platform = Literal[roles.PLATFORMS]  # type: ignore[valid-type]  # an enum in the schema; others: 422 listing them
-assert set(queue.STATUSES) == set(TaskStatus.__args__)  # type: ignore[attr-defined]
 
 
 class ErrorOut(BaseModel):
@@ -26,7 +28,7 @@ class ErrorOut(BaseModel):
     detail: str
 
 
-def refused_with(*statuses: int) -> dict[int | str, dict]:
+def refused_with(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The `responses` of a route that may answer these statuses with an ErrorOut."""
     return {status: {"model": ErrorOut, "description": REFUSALS[status]} for status in statuses}
 
@@ -63,7 +65,7 @@ class TaskIn(BaseModel):
     state: str | None = Field(None, min_length=2, max_length=40, strict=True, description="US state code or name")
     keyword_id: int | None = Field(None, ge=1, strict=True)
     priority: int = Field(roles.ON_DEMAND_PRIORITY, ge=-1000, le=1000, strict=True, description="higher runs first")
-    max_attempts: int = Field(queue.DEFAULT_MAX_ATTEMPTS, ge=1, le=50, strict=True)
+    max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1, le=50, strict=True)
 
     @field_validator("platform", mode="before")
     @classmethod
@@ -73,35 +75,6 @@ class TaskIn(BaseModel):
         return value
 
 
-class TaskOut(BaseModel):
-    id: int
-    role: str
-    platform: str
-    dispensary_id: int | None
-    payload: dict
-    priority: int
-    status: TaskStatus
-    attempts: int
-    max_attempts: int
-    run_after: datetime
-    claimed_by: str | None
-    claimed_at: datetime | None
-    heartbeat_at: datetime | None
-    lease_expires_at: datetime | None
-    error: str | None
-    result: dict | None
-    parent_task_id: int | None
-    crawl_run_id: int | None
-    created_at: datetime
-    updated_at: datetime
-    completed_at: datetime | None
-
-
 class EnqueueOut(BaseModel):
-    task: TaskOut
+    task: Task  # the queue's own dataclass (cannaspider/tasks/queue/model.py): one definition
     reused: bool = Field(description="true: an identical pending or running task was reused")
-
-
-class TaskPage(BaseModel):
-    tasks: list[TaskOut]
-    next_before_id: int | None = Field(description="pass as before_id for the next (older) page; null: last page")

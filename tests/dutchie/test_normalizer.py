@@ -11,9 +11,12 @@ from math import inf, nan
 import orjson
 import pytest
 
-from cannaspider.dutchie import normalizer
-from cannaspider.dutchie.normalizer import NormalizationError, money, normalize, parse_option_size, potency
+from cannaspider.dutchie import fields, options
+from cannaspider.dutchie.fields import potency
+from cannaspider.dutchie.normalizer import NormalizationError, normalize
 from cannaspider.items import RawProduct
+from cannaspider.storable import degraded, urls
+from cannaspider.storable.numeric import money
 from sandbox.catalog import _product
 
 BASE = {
@@ -52,37 +55,15 @@ NO_UNIT_PRICE = {"unit_price": None, "unit_price_basis": None}  # no price, no u
 def fresh_degradation_log(monkeypatch):
     """Each test starts with an empty rate limit for the warnings about degraded values, and empty
     caches (a string repaired in a cache is warned about once)."""
-    log = normalizer.DegradationLog()
-    monkeypatch.setattr(normalizer, "DEGRADATIONS", log)
-    for cached in (normalizer._label, normalizer._strain_of, normalizer._option):
+    log = degraded.DegradationLog()
+    monkeypatch.setattr(degraded, "DEGRADATIONS", log)
+    for cached in (fields.label, fields.strain_type, options.option_name_size):
         cached.cache_clear()
     return log
 
 
 def norm(raw) -> object:
     return normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=raw))
-
-
-@pytest.mark.parametrize(
-    "option, expected",
-    [
-        ("1/8oz", (3.5, "g")),
-        ("1oz", (28.0, "g")),
-        ("1/2oz", (14.0, "g")),
-        ("1gC", (1.0, "g")),
-        (".5g", (0.5, "g")),
-        ("3.5g", (3.5, "g")),
-        ("100mg", (100.0, "mg")),
-        ("10pk", (10.0, "each")),
-        ("N/A", (None, None)),
-        ("each", (None, None)),
-        ("", (None, None)),
-        ("1" * 400 + "g", (None, None)),  # no size is that big, and numeric(12, 3) could not hold it
-        ("99999999999oz", (None, None)),
-    ],
-)
-def test_option_sizes(option, expected):
-    assert parse_option_size(option) == expected
 
 
 def test_prices_aligned_with_options_and_lowest_price_wins():
@@ -554,8 +535,8 @@ def test_a_product_carrying_every_hostile_value_is_stored_by_postgresql(sql):
 
 def test_warnings_about_degraded_products_are_rate_limited(monkeypatch, caplog):
     now = [1000.0]
-    log = normalizer.DegradationLog(burst=10, interval=60.0, clock=lambda: now[0])
-    monkeypatch.setattr(normalizer, "DEGRADATIONS", log)
+    log = degraded.DegradationLog(burst=10, interval=60.0, clock=lambda: now[0])
+    monkeypatch.setattr(degraded, "DEGRADATIONS", log)
     for index in range(25):
         norm({**BASE, "_id": f"p{index}", "recPrices": [1e15, 12, 5]})
     lines = [r.getMessage() for r in caplog.records if "degraded" in r.getMessage()]
@@ -729,10 +710,10 @@ def test_only_http_image_and_logo_urls_survive_and_the_others_are_counted(url):
     raw = _product(42, "in-process", 1, 0, "http://127.0.0.1:1")
     raw.update({"Image": url, "images": [{"url": url}, {"url": "ftp://127.0.0.1/other.png"}]})
     raw["brand"] = {**raw["brand"], "imageUrl": url}
-    before = normalizer.REFUSED_URLS.count
+    before = urls.REFUSED_URLS.count
     p = norm(raw)
     assert (p.image_url, p.images, p.brand_logo_url) == (None, [], None)
-    assert normalizer.REFUSED_URLS.count - before == 4  # Image, both images[], the brand's logo
+    assert urls.REFUSED_URLS.count - before == 4  # Image, both images[], the brand's logo
 
 
 def test_an_http_url_among_refused_ones_is_kept_whatever_the_case_of_its_scheme():

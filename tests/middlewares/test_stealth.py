@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
 import sys
 import time
 
+import psycopg
 import pytest
 
+from cannaspider.tasks import queue
 from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, runs_of
 
@@ -125,12 +128,6 @@ def test_no_active_proxy_refuses_to_start_with_one_line(crawl, db, sandbox, stor
 def test_no_active_proxy_fails_the_queued_tasks_with_that_reason(crawl, db, sandbox, store, sql):
     """A worker draining the queue with no proxy fails what it claims (retried later, once a proxy
     is back): the reason shows on the task, nothing is sent, the store keeps its products."""
-    import asyncio
-
-    import psycopg
-
-    from cannaspider.tasks import queue
-
     d = add_store(db, store)
 
     async def enqueue() -> int:

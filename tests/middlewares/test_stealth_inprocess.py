@@ -15,11 +15,12 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.test import get_crawler
 
 from cannaspider import settings as project_settings
-from cannaspider.middlewares.stealth import ProxyBlocked, StealthProxyMiddleware
+from cannaspider.middlewares.stealth import StealthProxyMiddleware
 from cannaspider.stealth.browser import BrowserIdentityFactory
 from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META
 from cannaspider.stealth.identity import IdentityError, coherence_problems
 from cannaspider.stealth.proxies import ProxyRecord
+from cannaspider.stealth.routing import ProxyBlocked
 
 URL = "http://127.0.0.1:1/api-3/graphql?operationName=FilteredProducts"
 BLOCK_PAGE = resources.files("sandbox").joinpath("cloudflare_403.html").read_bytes()
@@ -93,7 +94,7 @@ def test_when_no_identity_can_be_generated_the_crawl_stops_with_an_alert(monkeyp
     def broken(*_args, **_kwargs):
         raise IdentityError("no coherent chrome mobile identity after 25 draws: …")
 
-    monkeypatch.setattr(mw._identities, "draw", broken)
+    monkeypatch.setattr(mw.sessions.identities, "draw", broken)
     with pytest.raises(ProxyBlocked, match="identity generation failed"):
         asyncio.run(mw.process_request(Request(URL, meta={"graphql_operation": "FilteredProducts"})))
     assert any(
@@ -114,7 +115,7 @@ SITE = "http://127.0.0.1:1/sites/some-store/"
 
 def browser_middleware(*records: ProxyRecord, **kwargs) -> StealthProxyMiddleware:
     mw = middleware(*records, **kwargs)
-    mw._browsers = BrowserIdentityFactory("156.0.8078.114")  # the launched Chromium's (read once per crawl)
+    mw.sessions.browsers = BrowserIdentityFactory("156.0.8078.114")  # the launched Chromium's (read once per crawl)
     return mw
 
 
@@ -134,7 +135,7 @@ def test_a_browser_page_goes_through_a_context_of_its_proxy_with_the_credentials
     assert coherence_problems(who.identity()) == []
     # the browser talks to the proxy: Scrapy adds no proxy and no Proxy-Authorization to pass on
     assert meta["proxy"] is None and b"Proxy-Authorization" not in request.headers
-    assert meta["playwright_page_init_callback"] == mw.contexts.init_page
+    assert meta["playwright_page_init_callback"] == mw.pages.contexts.init_page
     # the store's API requests: the same proxy, the same Chrome
     api = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "ConsumerDispensaries", "point": "store-1"}))
     assert api.meta["proxy"] == "http://10.0.0.1:3128"

@@ -35,3 +35,14 @@ def add_store(sql, name="s", *, state="AZ", platform_id: str | None = "auto", en
 
 def add_stores(sql, n, **kwargs) -> list[int]:
     return [add_store(sql, f"s{i}", **kwargs) for i in range(n)]
+
+
+def row(sql, task_id, cols="status, attempts, error, crawl_run_id"):
+    return sql(f"SELECT {cols} FROM worker_tasks WHERE id = %s", (task_id,))[0]
+
+
+def start_run(sql, dispensary_id, role="product_resync", task_id=None):
+    return sql(
+        "INSERT INTO crawl_runs (dispensary_id, role, task_id) VALUES (%s, %s, %s) RETURNING id",
+        (dispensary_id, role, task_id),
+    )[0][0]

@@ -1,0 +1,188 @@
+"""The Dutchie product fields besides its options (docs/dutchie.md): labels (category, subcategory,
+strain type), {unit, range} potency with range possibly null, special true-or-null and its
+specials, effects key casing, cannabinoids, images and the brand's fields and logo. Each degrades
+to None (or empty) on what it cannot read, storable (cannaspider/storable/).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, cast
+
+from cannaspider.items import Potency
+from cannaspider.storable.degraded import degrade
+from cannaspider.storable.numeric import INT_MAX, INT_MIN, POTENCY_MAX, SMALL_COUNTS, integer, money, number
+from cannaspider.storable.shapes import as_dict, as_list
+from cannaspider.storable.text import clean, clean_text, repair, storable
+from cannaspider.storable.urls import fetchable
+
+POTENCY_UNITS = {"PERCENTAGE": "percent", "MILLIGRAMS": "mg", "MILLIGRAMS_PER_GRAM": "mg_per_g"}
+STRAIN_TYPES = {
+    "indica": "Indica",
+    "sativa": "Sativa",
+    "hybrid": "Hybrid",
+    "high cbd": "High CBD",
+    "1 to 1": "1:1",
+    "1:1": "1:1",
+    "indica-hybrid": "Indica-Hybrid",
+    "sativa-hybrid": "Sativa-Hybrid",
+    "cbd": "CBD",
+}
+
+
+# Strings that repeat across products (labels, option names) are made storable inside a cache:
+# free for the usual ones, and a bad one is warned about once per process, with the first product
+# that carried it.
+@lru_cache(maxsize=4096)
+def label(value: str) -> str | None:
+    # category, subcategory: a few dozen distinct strings across every store
+    return clean(value if value.isascii() and "\x00" not in value else repair(value, "label"))
+
+
+@lru_cache(maxsize=1024)
+def strain_type(text: str) -> str | None:
+    cleaned = clean(text if text.isascii() and "\x00" not in text else repair(text, "strainType"))
+    if not cleaned or cleaned.upper() == "N/A":
+        return None
+    return STRAIN_TYPES.get(cleaned.lower(), cleaned)
+
+
+def potency(content: object, scalar: object, what: str = "THC") -> Potency:
+    if type(content) is dict:
+        values = content.get("range")
+        if values and type(values) is list:  # range is often null: check it before the unit
+            raw_unit = content.get("unit")
+            unit = (
+                (POTENCY_UNITS.get(raw_unit) or POTENCY_UNITS.get(raw_unit.upper())) if type(raw_unit) is str else None
+            )
+            if unit:
+                rng: list[float | None] = [  # floats, and None for what did not parse (removed below)
+                    v
+                    if type(v) is float and -POTENCY_MAX <= v <= POTENCY_MAX and round(v, 3) == v
+                    else number(v, 3, "potency")  # (a literal: see options.prices)
+                    for v in values
+                ]
+                if None in rng:
+                    rng = [v for v in rng if v is not None]
+                if rng:
+                    kept = cast(list[float], rng)  # the Nones are gone
+                    return Potency(max(kept), unit, kept)
+    if scalar is not None:
+        fallback = number(scalar, 3, what)
+        if fallback is not None:
+            # the scalar THC/CBD fields are percentages on Dutchie
+            return Potency(fallback, "percent", None)
+    return Potency(None, None, None)
+
+
+def parse_specials(special_data: object) -> list[dict[str, Any]]:
+    data = as_dict(special_data)
+    out = []
+    for kind in ("saleSpecials", "bogoSpecials"):
+        for sp in as_list(data.get(kind)):
+            sp = as_dict(sp)
+            if not sp:
+                continue
+            rewards = [
+                integer(as_dict(as_dict(r).get("totalQuantity")).get("quantity"), "bogoRewards.quantity")
+                for r in as_list(sp.get("bogoRewards"))
+            ]
+            percent = sp.get("percentDiscount")
+            out.append(
+                {
+                    "name": clean_text(sp.get("specialName"), "specialName"),
+                    "type": storable(kind_name, "specialType")
+                    if type(kind_name := sp.get("specialType")) is str and kind_name
+                    else ("bogo" if kind == "bogoSpecials" else "sale"),
+                    "discount": number(sp.get("discount"), 3, "discount"),
+                    "percent_discount": percent if type(percent) is bool else None,
+                    "bundle_price": money(as_dict(sp.get("itemsForAPrice")).get("value"), "itemsForAPrice"),
+                    "required_quantity": next((q for q in rewards if q is not None), None),
+                }
+            )
+    return out
+
+
+def parse_effects(raw: dict[str, Any]) -> dict[str, Any]:
+    value = raw.get("effects") or raw.get("Effects")
+    if value is None and "effects" not in raw and "Effects" not in raw:
+        value = next((v for k, v in raw.items() if k.lower() == "effects"), None)
+    if type(value) is not dict:
+        return {}
+    effects = {str(k).lower(): v for k, v in value.items()}
+    try:
+        usual = SMALL_COUNTS.issuperset(effects.values())  # values checked at once: small counts, as a rule
+    except TypeError:  # a list or an object
+        usual = False
+    if not usual:
+        effects = {k: _effect(v) for k, v in effects.items()}
+    keys = "".join(effects)  # and the keys
+    if not keys.isascii() or "\x00" in keys:
+        effects = {storable(k, "effects"): v for k, v in effects.items()}
+    return effects
+
+
+def _effect(value: object) -> object:
+    """An effect's value (a small count on Dutchie), storable; containers are not expected: None."""
+    if value is None or type(value) is bool:
+        return value
+    if type(value) is int and INT_MIN <= value <= INT_MAX:
+        return value
+    if type(value) is str:
+        return storable(value, "effects")
+    if type(value) is float:
+        if -POTENCY_MAX <= value <= POTENCY_MAX:
+            return value
+        degrade("effects", value)
+    elif type(value) is int:
+        degrade("effects", value)
+    return None
+
+
+def parse_images(raw: dict[str, Any]) -> list[str]:
+    images = []
+    first = raw.get("Image")
+    if type(first) is str and first:
+        first = first if first.isascii() and "\x00" not in first else repair(first, "Image")
+        if fetchable(first):
+            images.append(first)
+    for image in as_list(raw.get("images")):
+        url = image.get("url") if type(image) is dict else None
+        if type(url) is str and url:
+            if not url.isascii() or "\x00" in url:
+                url = repair(url, "images")
+            if url not in images and fetchable(url):
+                images.append(url)
+    return images
+
+
+def parse_cannabinoids(values: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for c in values:
+        c = as_dict(c)
+        name = clean_text(as_dict(c.get("cannabinoid")).get("name"), "cannabinoid")
+        if name:
+            out.append(
+                {
+                    "name": name,
+                    "value": number(c.get("value"), 3, "cannabinoid"),
+                    "unit": POTENCY_UNITS.get(str(c.get("unit") or "").upper()),
+                }
+            )
+    return out
+
+
+def brand_field(value: object, brand: object, key: str, what: str) -> str | None:
+    """brandName/brandId when not plain text: made storable; else the brand object's own; else None."""
+    for candidate in (value, brand.get(key) if type(brand) is dict else None):
+        if type(candidate) is str and candidate:
+            return storable(candidate, what)
+        if type(candidate) is int and key == "id":
+            return str(candidate)
+    return None
+
+
+def brand_logo(brand: object) -> str | None:
+    """brand.imageUrl when it is an http(s) URL (stored once per brand: pipelines/images.py)."""
+    url = brand.get("imageUrl") if type(brand) is dict else None
+    return url if type(url) is str and url and url.isascii() and fetchable(url) else None

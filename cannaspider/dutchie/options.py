@@ -1,0 +1,126 @@
+"""The options of a Dutchie product (docs/dutchie.md): option strings ("1/8oz", "1gC", "N/A"), the
+price arrays aligned with them ([] when empty), their stock from POSMetaData (usually null).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Any, cast
+
+from cannaspider.items import ProductOption
+from cannaspider.storable.degraded import degrade
+from cannaspider.storable.numeric import INT_MAX, LARGEST_DECIMAL, MONEY_MAX, integer, money
+from cannaspider.storable.shapes import as_dict, as_list
+from cannaspider.storable.text import repair
+
+OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
+GRAMS_PER_OZ = Decimal("28")
+
+
+@lru_cache(maxsize=4096)
+def option_name_size(option: str) -> tuple[str, float | None, str | None]:
+    """An option's storable name and its size (made storable in the cache: see fields.label)."""
+    text = option if option.isascii() and "\x00" not in option else repair(option, "Options")
+    return text, *parse_option_size(text)
+
+
+@lru_cache(maxsize=4096)
+def parse_option_size(option: str) -> tuple[float | None, str | None]:
+    """'1/8oz' → (3.5, 'g'); '.5g' → (0.5, 'g'); '1gC' → (1, 'g'); '100mg' → (100, 'mg'); 'N/A' → (None, None)."""
+    match = OPTION.match(option or "")
+    if not match:
+        return None, None
+    num, unit = match["num"], (match["unit"] or "").lower()
+    try:
+        if "/" in num:
+            top, bottom = num.split("/")
+            value = Decimal(top) / Decimal(bottom)
+        else:
+            value = Decimal(num)
+    except (InvalidOperation, ZeroDivisionError):
+        return None, None
+    if unit == "oz":
+        value *= GRAMS_PER_OZ
+    if not value <= LARGEST_DECIMAL[3]:  # no real size; and beyond numeric(12, 3)
+        return None, None
+    if unit == "oz":
+        return float(value.quantize(Decimal("0.01"))), "g"
+    if unit in ("g", "gc"):
+        return float(value), "g"
+    if unit in ("mg", "ml"):
+        return float(value), unit
+    if unit in ("pk", "ct"):
+        return float(value), "each"
+    return None, None
+
+
+def prices(values: object) -> list[float | None]:
+    if not values or type(values) is not list:
+        return []
+    # plain floats already to the cent inline; anything else (ints, strings, garbage) through money()
+    # (which names no field: a comprehension using a local of this function would cost a closure)
+    return [v if type(v) is float and 0 <= v <= MONEY_MAX and round(v, 2) == v else money(v) for v in values]
+
+
+def lowest(prices: list[float | None]) -> float | None:
+    if not prices:
+        return None
+    if None in prices:
+        prices = [p for p in prices if p is not None]
+        if not prices:
+            return None
+    return min(cast(list[float], prices))
+
+
+def _stock(pos_meta: object) -> dict[str, dict[str, Any]]:
+    children = as_list(as_dict(pos_meta).get("children"))
+    return {str(c["option"]): c for c in children if type(c) is dict and c.get("option") is not None}
+
+
+def parse_options(
+    raw: dict[str, Any],
+    options_raw: list[Any],
+    rec: list[float | None],
+    med: list[float | None],
+    rec_sp: list[float | None],
+    med_sp: list[float | None],
+) -> tuple[list[ProductOption], int | None]:
+    """The options, and the sum of their available quantities (None when no option has one)."""
+    pos = raw.get("POSMetaData")
+    stock = _stock(pos) if pos else None
+    n_rec, n_med, n_rec_sp, n_med_sp = len(rec), len(med), len(rec_sp), len(med_sp)
+    options = []
+    total = None
+    for i, opt in enumerate(options_raw):
+        if type(opt) is not str:
+            opt = str(opt)
+        text, size, unit = option_name_size(opt)
+        st = stock.get(opt) if stock else None  # POSMetaData names the option as the payload does
+        if st:
+            quantity = integer(st.get("quantity"), "quantity")
+            available = integer(st.get("quantityAvailable"), "quantityAvailable")
+            kiosk = integer(st.get("kioskQuantityAvailable"), "kioskQuantityAvailable")
+            if available is not None:
+                total = available if total is None else total + available
+        else:
+            quantity = available = kiosk = None
+        options.append(
+            ProductOption(
+                text,
+                size,
+                unit,
+                rec[i] if i < n_rec else None,
+                med[i] if i < n_med else None,
+                rec_sp[i] if i < n_rec_sp else None,
+                med_sp[i] if i < n_med_sp else None,
+                quantity,
+                available,
+                kiosk,
+            )
+        )
+    if total is not None and total > INT_MAX:  # each option's count fits, their sum does not
+        degrade("quantity_available", total)
+        total = None
+    return options, total

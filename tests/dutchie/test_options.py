@@ -1,0 +1,30 @@
+"""Dutchie option strings → sizes (cannaspider/dutchie/options.py); the options of whole products
+are in test_normalizer.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from cannaspider.dutchie.options import parse_option_size
+
+
+@pytest.mark.parametrize(
+    "option, expected",
+    [
+        ("1/8oz", (3.5, "g")),
+        ("1oz", (28.0, "g")),
+        ("1/2oz", (14.0, "g")),
+        ("1gC", (1.0, "g")),
+        (".5g", (0.5, "g")),
+        ("3.5g", (3.5, "g")),
+        ("100mg", (100.0, "mg")),
+        ("10pk", (10.0, "each")),
+        ("N/A", (None, None)),
+        ("each", (None, None)),
+        ("", (None, None)),
+        ("1" * 400 + "g", (None, None)),  # no size is that big, and numeric(12, 3) could not hold it
+        ("99999999999oz", (None, None)),
+    ],
+)
+def test_option_sizes(option, expected):
+    assert parse_option_size(option) == expected

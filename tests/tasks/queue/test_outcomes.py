@@ -1,0 +1,60 @@
+"""Completing and failing a task on a real PostgreSQL: the result and crawl run, the backoff and its jitter."""
+
+from __future__ import annotations
+
+from cannaspider.tasks.queue import Backoff, TaskResult, enqueuing, leases, outcomes
+from tests.tasks.conftest import add_store, add_stores, row, start_run
+
+
+def test_a_task_completed_after_an_expired_lease_keeps_no_stale_error(q, sql):
+    d = add_store(sql)
+    q(enqueuing.enqueue, "product_resync", dispensary_id=d)
+    [dead] = q(leases.claim, "product_resync", "dead-worker", lease_s=0)
+    [again] = q(leases.claim, "product_resync", "w2")
+    assert "lease expired" in again.error
+    q(outcomes.complete, again.lease, TaskResult(products=5))
+    assert row(sql, dead.id, "status, error") == ("completed", None)
+
+
+def test_complete_records_the_result_and_links_the_crawl_run(q, sql):
+    d = add_store(sql)
+    q(enqueuing.enqueue, "product_resync", dispensary_id=d)
+    [task] = q(leases.claim, "product_resync", "w1")
+    run = start_run(sql, d)
+    q(outcomes.complete, task.lease, TaskResult(pages=3, products=250, new=4, missed=2, oos=1, crawl_run_id=run))
+    status, result, crawl_run_id, completed_at = row(sql, task.id, "status, result, crawl_run_id, completed_at")
+    assert status == "completed" and completed_at is not None and crawl_run_id == run
+    assert result == {"pages": 3, "products": 250, "new": 4, "missed": 2, "oos": 1, "crawl_run_id": run}
+    assert sql("SELECT task_id FROM crawl_runs WHERE id = %s", (run,))[0][0] == task.id
+
+
+def test_failure_backs_off_exponentially_with_jitter_then_stays_failed(q, sql):
+    d = add_store(sql)
+    task = q(enqueuing.enqueue, "product_resync", dispensary_id=d, max_attempts=3).task
+    backoff = Backoff(base_s=100, cap_s=150)
+    delays = []
+    for attempt in (1, 2, 3):
+        sql("UPDATE worker_tasks SET run_after = now() WHERE id = %s", (task.id,))  # skip the wait
+        [claimed] = q(leases.claim, "product_resync", "w1")
+        run = start_run(sql, d, task_id=None)
+        after = q(outcomes.fail, claimed.lease, f"GraphQL error\nwith detail {attempt}", run, backoff)
+        assert after.attempts == attempt and after.crawl_run_id == run
+        if attempt < 3:
+            assert after.status == "pending" and after.error == f"attempt {attempt}/3: GraphQL error"
+            delays.append((after.run_after - after.updated_at).total_seconds())
+    assert 50 <= delays[0] <= 100  # base · 2^0 · [0.5, 1)
+    assert 75 <= delays[1] <= 150  # base · 2^1 = 200, capped at 150, times [0.5, 1)
+    status, attempts, error, crawl_run_id = row(sql, task.id)
+    assert (status, attempts, error) == ("failed", 3, "attempt 3/3: GraphQL error")
+    assert sql("SELECT task_id FROM crawl_runs WHERE id = %s", (crawl_run_id,))[0][0] == task.id
+    assert q(leases.claim, "product_resync", "w1") == []
+
+
+def test_jitter_spreads_tasks_that_fail_together(q, sql):
+    stores = add_stores(sql, 20)
+    for d in stores:
+        q(enqueuing.enqueue, "product_resync", dispensary_id=d)
+    claimed = q(leases.claim, "product_resync", "w1", 20)
+    q(outcomes.fail_many, [(t.lease, "blocked", None) for t in claimed], Backoff(base_s=1000))
+    run_after = {r[0] for r in sql("SELECT run_after FROM worker_tasks")}
+    assert len(run_after) == 20
