@@ -145,6 +145,9 @@ TLS_IMPERSONATE_MAX_SESSIONS = 64  # kept curl sessions (proxy x identity); the 
 CHROMIUM_PATH = "/usr/bin/chromium"
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000
+# the browser spider sets its own (spiders/entry_point_discovery.py); the stealth middleware reads
+# its executable_path, else CHROMIUM_PATH
+PLAYWRIGHT_LAUNCH_OPTIONS: dict = {}
 
 # --- Firecrawl ------------------------------------------------------------------------------
 FIRECRAWL_API_URL = None

@@ -29,8 +29,8 @@ class Command(CannaspiderCommand):
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()
         token = settings.get("CANNASPIDER_API_TOKEN") or None
-        host = opts.host or settings.get("API_HOST", "127.0.0.1")
-        port = opts.port if opts.port is not None else settings.getint("API_PORT", 8000)
+        host = opts.host or settings.get("API_HOST")
+        port = opts.port if opts.port is not None else settings.getint("API_PORT")
         if not 0 < port < 65536:
             print(f"error: --port must be between 1 and 65535, got {port}", file=sys.stderr)
             self.exitcode = 2

@@ -38,7 +38,7 @@ class StoreProductValidationPipeline:
         # every product and a sample catches it; 1 validates all.
         self.check = validator_for(schema)(schema)
         self.validator = JSONSchemaValidator(schema)
-        self.every = max(1, crawler.settings.getint("HEALTH_VALIDATION_SAMPLE_EVERY", 1))
+        self.every = max(1, crawler.settings.getint("HEALTH_VALIDATION_SAMPLE_EVERY"))
         self.seen = 0
         self.logged = 0
 

@@ -155,11 +155,11 @@ class CurlImpersonator:
     """Impersonated downloads over kept curl sessions; pure asyncio (no reactor needed)."""
 
     def __init__(self, settings: BaseSettings):
-        self.max_sessions = max(1, settings.getint("TLS_IMPERSONATE_MAX_SESSIONS", 64))
-        self.max_clients = max(1, settings.getint("CONCURRENT_REQUESTS", 16))
-        self.default_timeout = settings.getfloat("DOWNLOAD_TIMEOUT", 180)
-        self.maxsize = settings.getint("DOWNLOAD_MAXSIZE", 0)
-        self.verify = settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES", False)
+        self.max_sessions = max(1, settings.getint("TLS_IMPERSONATE_MAX_SESSIONS"))
+        self.max_clients = max(1, settings.getint("CONCURRENT_REQUESTS"))
+        self.default_timeout = settings.getfloat("DOWNLOAD_TIMEOUT")
+        self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
+        self.verify = settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES")
         self.sessions: OrderedDict[str, _Pooled] = OrderedDict()
         self._closing: set[asyncio.Task] = set()  # evicted idle sessions being closed (kept referenced)
 
