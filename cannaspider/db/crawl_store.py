@@ -138,7 +138,7 @@ class CrawlStore:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def spider_opened(self, spider: Spider) -> None:
-        if os.environ.get("SCRAPY_CHECK"):
+        if self.settings.getbool("CONTRACT_MODE"):
             return  # `scrapy check` only calls callbacks: the database is opened when one needs it
         try:
             await self.open()

@@ -15,15 +15,15 @@ again. Sixteen requests in flight through a proxy that blips for a second are on
 sixteen; a proxy that keeps failing is deactivated after five events, so after some
 4 × STEALTH_FAILURE_WINDOW_S of failing (docs/stealth.md, "Failures").
 
-A contract check (`scrapy check`, which sets SCRAPY_CHECK) keeps health in memory only: a check
-is not traffic, and one run against a sandbox must not rate or deactivate the pool's proxies.
+A contract check (`scrapy check`: CONTRACT_MODE, cannaspider/contracts.py) keeps health in
+memory only: a check is not traffic, and one run against a sandbox must not rate or deactivate
+the pool's proxies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -124,7 +124,7 @@ class ProxyPool:
         self._lock: asyncio.Lock | None = None
         self._task: asyncio.Task | None = None
         self._closed = False
-        self.write_health = not os.environ.get("SCRAPY_CHECK")
+        self.write_health = not s.getbool("CONTRACT_MODE")
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> ProxyPool:

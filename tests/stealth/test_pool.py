@@ -64,8 +64,7 @@ def test_health_is_written_in_batches_not_per_request(db, sql):
     assert row(sql, a) == (True, 3, 1, 200, True, True, "blocked: HTTP 403")
 
 
-def test_a_contract_check_writes_no_proxy_health(db, sql, monkeypatch):
-    monkeypatch.setenv("SCRAPY_CHECK", "true")  # what `scrapy check` sets while its spiders run
+def test_a_contract_check_writes_no_proxy_health(db, sql):
     a = add(sql, "10.0.0.1")
 
     async def scenario(pool: ProxyPool):
@@ -76,7 +75,8 @@ def test_a_contract_check_writes_no_proxy_health(db, sql, monkeypatch):
         await pool.flush()
         return pool.is_active(a)
 
-    assert asyncio.run(with_pool(db, scenario)) is False  # the check itself stops using it…
+    # CONTRACT_MODE: what `scrapy check` sets (the ContractMode add-on, tests/test_contracts.py)
+    assert asyncio.run(with_pool(db, scenario, CONTRACT_MODE=True)) is False  # the check itself stops using it…
     assert row(sql, a) == (True, 0, 0, None, False, False, None)  # …but the table is untouched
 
 
