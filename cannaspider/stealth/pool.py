@@ -26,6 +26,7 @@ import asyncio
 import logging
 import random
 import time
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -101,6 +102,10 @@ class IdStates(Proxies):
             self.unchecked.add(new)
 
 
+# one pool per crawler, shared by the components that use it (nothing is set on the Crawler)
+_POOLS: weakref.WeakKeyDictionary[Crawler, ProxyPool] = weakref.WeakKeyDictionary()
+
+
 def _no_backoff(attempt: int) -> float:
     return 0.0
 
@@ -128,10 +133,9 @@ class ProxyPool:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> ProxyPool:
-        pool = getattr(crawler, "_cannaspider_proxy_pool", None)
+        pool = _POOLS.get(crawler)
         if pool is None:
-            pool = cls(crawler)
-            crawler._cannaspider_proxy_pool = pool  # type: ignore[attr-defined]
+            pool = _POOLS[crawler] = cls(crawler)
             crawler.signals.connect(pool.close, signal=signals.spider_closed)
         return pool
 

@@ -188,3 +188,12 @@ def test_failures_in_a_row_past_the_window_still_deactivate_after_five(db, sql):
         (a,),
     )
     assert state[:3] == (False, 5, True) and state[3].total_seconds() == 300 and state[4] == 0
+
+
+def test_one_pool_per_crawler_and_nothing_set_on_the_crawler():
+    crawler = project_crawler()
+    attributes = set(vars(crawler))
+    pool = ProxyPool.for_crawler(crawler)
+    assert ProxyPool.for_crawler(crawler) is pool
+    assert ProxyPool.for_crawler(project_crawler()) is not pool
+    assert set(vars(crawler)) == attributes  # the pool is kept beside the crawler (Scrapy's object)
