@@ -21,10 +21,10 @@ class Command(CannaspiderCommand):
         parser.add_argument("--port", type=int, default=None, help="default: API_PORT (8000)")
 
     def execute(self, args, opts) -> None:
-        import uvicorn
+        import uvicorn  # noqa: PLC0415 - the web stack loads for `scrapy serve` only: Scrapy imports every command to list them
 
-        from cannaspider.monitors.alerts import reports_dir
-        from cannaspider.web.app import create_app
+        from cannaspider.monitors.alerts import reports_dir  # noqa: PLC0415
+        from cannaspider.web.app import create_app  # noqa: PLC0415
 
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()

@@ -98,7 +98,7 @@ def main_text(sel: Selector, url: str) -> str:
             deduplicate=False,
             with_metadata=False,
         )
-    except Exception as exc:  # its failure on one odd page is that page's empty text, not the job's end
+    except Exception as exc:  # noqa: BLE001 - its failure on one odd page is that page's empty text, not the job's end
         logger.warning("trafilatura could not read %s: %s: %s", url, type(exc).__name__, exc)
         return ""
     return text or ""

@@ -57,7 +57,7 @@ class StoreProductValidationPipeline:
         try:
             data = item_json(item)
             ok, errors = (True, {}) if self.check.is_valid(data) else self.validator.validate(data)
-        except Exception as exc:  # a value pydantic cannot even serialise: invalid, not a crash
+        except Exception as exc:  # noqa: BLE001 - a value pydantic cannot even serialise: invalid, not a crash
             ok, errors = False, {"item": [type(exc).__name__]}
         if not ok:
             self.stats.inc_value(INVALID_STAT)

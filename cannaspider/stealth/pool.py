@@ -185,7 +185,7 @@ class ProxyPool:
                     await self.refresh()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # an outage: health waits in memory for the next batch
+            except Exception as exc:  # noqa: BLE001 - an outage: health waits in memory for the next batch
                 logger.warning("proxy pool: could not sync with the proxies table: %s", exc)
 
     async def flush(self) -> None:
@@ -246,12 +246,12 @@ class ProxyPool:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the sync task's own failure was logged when it happened
                 pass
             self._task = None
         try:
             await self.flush()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a crawl's close must not fail on it: logged
             logger.error("proxy pool: proxy health of this crawl could not be written: %s", exc)
 
     # -- choosing and recording --------------------------------------------------------------
