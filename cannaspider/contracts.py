@@ -21,6 +21,7 @@ no proxy health written): they read the setting, never the environment.
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from scrapy.contracts import Contract
 from scrapy.crawler import Crawler
@@ -56,8 +57,9 @@ class ContractMode:
             settings.set("CONTRACT_MODE", True, priority=CHECK_PRIORITY)
 
 
-def _settings(args: dict) -> BaseSettings:
-    return args["callback"].__self__.settings  # the spider the checked callback is bound to
+def _settings(args: dict[str, Any]) -> BaseSettings:
+    settings: BaseSettings = args["callback"].__self__.settings  # the spider the checked callback is bound to
+    return settings
 
 
 def _store(settings: BaseSettings, ref: str) -> SimpleNamespace | None:
@@ -87,7 +89,7 @@ class GraphQLContract(Contract):
 
     name = "graphql"
 
-    def adjust_request_args(self, args: dict) -> dict:
+    def adjust_request_args(self, args: dict[str, Any]) -> dict[str, Any]:
         operation, *pairs = self.args
         params = dict(p.split("=", 1) for p in pairs)
         settings = _settings(args)
@@ -123,7 +125,7 @@ class WebsiteContract(Contract):
 
     name = "website"
 
-    def adjust_request_args(self, args: dict) -> dict:
+    def adjust_request_args(self, args: dict[str, Any]) -> dict[str, Any]:
         (ref,) = self.args
         settings = _settings(args)
         store = _store(settings, ref)

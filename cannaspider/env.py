@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+from scrapy.settings import BaseSettings
 from scrapy.utils.conf import closest_scrapy_cfg
 
 
@@ -91,7 +92,7 @@ def scrapy_check() -> bool:
     return bool(os.environ.get("SCRAPY_CHECK"))
 
 
-def configured(settings, name: str) -> str | None:
+def configured(settings: BaseSettings | None, name: str) -> str | None:
     """The value of setting `name` under the precedence rule above (None when unset)."""
     value = settings.get(name) if settings is not None else None
     if value not in (None, ""):

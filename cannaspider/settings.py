@@ -4,6 +4,8 @@ Environment overrides are applied once, at the bottom, from cannaspider.env (the
 that reads os.environ for settings). `-s NAME=value` on the command line still wins.
 """
 
+from typing import Any
+
 from cannaspider import env
 from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
 
@@ -147,7 +149,7 @@ PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000
 # the browser spider sets its own (spiders/entry_point_discovery.py); the stealth middleware reads
 # its executable_path, else CHROMIUM_PATH
-PLAYWRIGHT_LAUNCH_OPTIONS: dict = {}
+PLAYWRIGHT_LAUNCH_OPTIONS: dict[str, Any] = {}
 
 # --- Firecrawl ------------------------------------------------------------------------------
 FIRECRAWL_API_URL = None
@@ -251,7 +253,7 @@ VIPS_CONCURRENCY = 1
 SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}
 # the stores the contracts name ({"sandbox:AZ:0": {"id", "cname", "lat", "lng"}}): filled by the
 # development environment's `scrapy check` from the sandbox it starts (cannaspider/contracts.py)
-CONTRACT_STORES: dict = {}
+CONTRACT_STORES: dict[str, Any] = {}
 # True while `scrapy check` runs (set by the ContractMode add-on, cannaspider/contracts.py):
 # contracts call callbacks directly, so a spider needs no target, the crawl store opens no
 # database at start and the proxy pool writes no health

@@ -29,7 +29,7 @@ def on_reactor_shutdown(close: Callable[[], Awaitable[Any]]) -> None:
     if not reactor.running:
         return
 
-    def trigger() -> Deferred:
+    def trigger() -> Deferred[Any]:
         return Deferred.fromFuture(asyncio.ensure_future(close()))
 
     reactor.addSystemEventTrigger("before", "shutdown", trigger)

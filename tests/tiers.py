@@ -5,9 +5,10 @@
   a helper of its module or of tests/, or through a fixture that does;
 - `unit`: everything else, in-process (it may use the test database): `./dev test -m unit`.
 
-A name in SPAWNERS anywhere in a function's body makes it spawn; a function of the same module (or
-of tests/helpers.py, tests/servers.py…) that spawns does too, as does a fixture that spawns, in the
-closure pytest resolves for the test. A new way of starting something is added to SPAWNERS.
+A name in SPAWNERS anywhere in a function's body makes it spawn; so does a function or class of
+the same module, or one it imports from tests/ (`from tests.web.conftest import Service`), that
+spawns, and a fixture that spawns, in the closure pytest resolves for the test. A new way of
+starting something is added to SPAWNERS.
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ SPAWNERS = frozenset(
         "chromium",
     }
 )
-# modules of shared helpers whose functions tests call by name
-SHARED = ("helpers.py", "servers.py", "httpclient.py")
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -91,19 +90,30 @@ def _spawning(defs: dict[str, tuple[set[str], bool]], known: frozenset[str]) -> 
     return spawning
 
 
-@functools.cache
-def shared_spawners() -> frozenset[str]:
-    names: set[str] = set()
-    for module in SHARED:
-        path = TESTS / module
-        if path.exists():
-            names |= _spawning(_definitions(path), SPAWNERS)
-    return SPAWNERS | {n.split(".")[-1] for n in names}
+def _imported(path: Path) -> dict[str, Path]:
+    """Names this module imports from another module of tests/ (`from tests.web.conftest import
+    Service`) → that module's file."""
+    out: dict[str, Path] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tests":
+            parts = (node.module or "").split(".")[1:]
+            source = TESTS.joinpath(*parts).with_suffix(".py")
+            if not source.exists():
+                source = TESTS.joinpath(*parts, "__init__.py")
+            for alias in node.names:
+                out[alias.asname or alias.name] = source
+    return out
 
 
 @functools.cache
 def module_spawning(path: Path) -> frozenset[str]:
-    return frozenset(_spawning(_definitions(path), shared_spawners()))
+    """The definitions of this module that spawn (names it imports from tests/ included)."""
+    known = set(SPAWNERS)
+    for name, source in _imported(path).items():
+        if source.exists() and source != path and name in module_spawning(source):
+            known.add(name)
+    own = _spawning(_definitions(path), frozenset(known))
+    return frozenset(own | (known - SPAWNERS))
 
 
 @functools.cache

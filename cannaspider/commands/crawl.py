@@ -105,7 +105,7 @@ def _collect_failure(started: object, errors: list[BaseException]) -> None:
     with a traceback): AsyncCrawlerProcess returns a Task, CrawlerProcess a Deferred."""
     if isinstance(started, asyncio.Future):
 
-        def done(task: asyncio.Future) -> None:
+        def done(task: asyncio.Future[Any]) -> None:
             exc = None if task.cancelled() else task.exception()
             if exc is not None:
                 errors.append(exc)

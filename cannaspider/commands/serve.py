@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from cannaspider.command_base import CannaspiderCommand
@@ -15,12 +16,12 @@ class Command(CannaspiderCommand):
     def short_desc(self) -> str:
         return "Run the HTTP service (/api/tasks, /api/worker-registry/roles, /openapi.json)"
 
-    def add_options(self, parser) -> None:
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--host", default=None, help="default: API_HOST (127.0.0.1)")
         parser.add_argument("--port", type=int, default=None, help="default: API_PORT (8000)")
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         import uvicorn  # noqa: PLC0415 - the web stack loads for `scrapy serve` only: Scrapy imports every command to list them
 
         from cannaspider.monitors.alerts import reports_dir  # noqa: PLC0415

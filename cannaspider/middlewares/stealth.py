@@ -128,7 +128,7 @@ def counts_on_proxy(request: Request) -> bool:
 
 
 class StealthProxyMiddleware(RotatingProxyMiddleware):
-    def __init__(self, crawler: Crawler, *, max_retries: int):  # noqa: D107 - the base's needs a proxy list
+    def __init__(self, crawler: Crawler, *, max_retries: int):  # not the base's: it needs a proxy list
         self.crawler = crawler
         self.stats = crawler.stats
         self.pool = ProxyPool.for_crawler(crawler)

@@ -9,6 +9,7 @@ cannaspider/validation/errors/<field> (one per failing field)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from jsonschema.validators import validator_for
 from scrapy.crawler import Crawler
@@ -46,7 +47,7 @@ class StoreProductValidationPipeline:
     def from_crawler(cls, crawler: Crawler) -> StoreProductValidationPipeline:
         return cls(crawler)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         if not isinstance(item, StoreProduct):
             return item
         assert self.stats is not None
@@ -76,7 +77,7 @@ class StoreProductValidationPipeline:
 
 @monitors.name("Item validation")
 class ItemValidationMonitor(HealthMonitor):
-    @monitors.name("StoreProduct items match the item schema")
+    @monitors.name("StoreProduct items match the item schema")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_items_valid(self) -> None:
         items = self.stat(ITEMS_STAT)
         if not items:

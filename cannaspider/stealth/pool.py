@@ -27,6 +27,7 @@ import logging
 import random
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -79,15 +80,15 @@ class HealthBatch:
     last_error: str | None = None
 
 
-class IdStates(Proxies):
+class IdStates(Proxies):  # type: ignore[misc]  # rotating_proxies is untyped
     """rotating_proxies' state machine keyed by proxy row id instead of a URL string."""
 
-    def __init__(self, backoff) -> None:
-        self.proxies: dict = {}
-        self.proxies_by_hostport: dict = {}  # unused: we never look proxies up by address
-        self.unchecked: set = set()
-        self.good: set = set()
-        self.dead: set = set()
+    def __init__(self, backoff: Callable[[int], float]) -> None:
+        self.proxies: dict[int, ProxyState] = {}
+        self.proxies_by_hostport: dict[str, int] = {}  # unused: we never look proxies up by address
+        self.unchecked: set[int] = set()
+        self.good: set[int] = set()
+        self.dead: set[int] = set()
         self.backoff = backoff
 
     def sync(self, ids: set[int]) -> None:
@@ -127,7 +128,7 @@ class ProxyPool:
         self.pending: dict[int, HealthBatch] = {}
         self.loaded = False
         self._lock: asyncio.Lock | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.write_health = not s.getbool("CONTRACT_MODE")
 
