@@ -157,19 +157,24 @@ def _inherited_private(cls: ast.ClassDef, imports: dict[str, object]) -> set[str
         if not inspect.isclass(obj):
             continue
         for klass in obj.__mro__:
-            if not klass.__module__.startswith("scrapy"):
-                continue
-            names.update(n for n in vars(klass) if _private(n))
-            try:
-                source = ast.parse(inspect.getsource(klass).lstrip())
-            except (OSError, TypeError, SyntaxError):
-                continue
-            names.update(
-                n.attr
-                for n in ast.walk(source)
-                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and _private(n.attr)
-            )
+            if klass.__module__.startswith("scrapy"):
+                names |= _private_of(klass)
     return names
+
+
+@functools.cache
+def _private_of(klass: type) -> frozenset[str]:
+    names = {n for n in vars(klass) if _private(n)}
+    try:
+        source = ast.parse(inspect.getsource(klass).lstrip())
+    except (OSError, TypeError, SyntaxError):
+        return frozenset(names)
+    names.update(
+        n.attr
+        for n in ast.walk(source)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and _private(n.attr)
+    )
+    return frozenset(names)
 
 
 def test_the_scan_finds_what_it_is_about():

@@ -12,6 +12,7 @@ it is what a test on a bare crawler runs with, and it drifted from settings.py (
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,10 +54,13 @@ def _reads(tree: ast.AST) -> Iterator[tuple[ast.AST, str | None]]:
             yield node, key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
 
 
-def _modules() -> Iterator[tuple[str, ast.Module]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path != SETTINGS_MODULE:
-            yield str(path.relative_to(PACKAGE.parent)), ast.parse(path.read_text(encoding="utf-8"))
+@functools.cache
+def _modules() -> tuple[tuple[str, ast.Module], ...]:
+    return tuple(
+        (str(path.relative_to(PACKAGE.parent)), ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != SETTINGS_MODULE
+    )
 
 
 def _where(module: str, node: ast.AST) -> str:
