@@ -3,6 +3,7 @@ registers every ScrapyCommand subclass it finds as a command)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from scrapy.commands import ScrapyCommand
@@ -16,12 +17,12 @@ class CannaspiderCommand(ScrapyCommand):
     requires_project = True
     default_settings = {"LOG_ENABLED": False}
 
-    def run(self, args, opts) -> None:
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
             self.execute(args, opts)
         except DatabaseSetupError as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 2
 
-    def execute(self, args, opts) -> None:  # pragma: no cover - abstract
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

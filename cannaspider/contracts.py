@@ -12,15 +12,22 @@ value not listed there is used as is (a platform id, a slug, "lat,lng"), for che
 real service. The development environment's `scrapy check` (sandbox/commands/check.py) starts a
 sandbox and fills CONTRACT_STORES from its catalog; production code knows nothing of the sandbox.
 Settings are read from the checked spider's crawler, so what a command sets reaches them.
+
+ContractMode (an add-on, ADDONS in settings.py) sets CONTRACT_MODE while `scrapy check` runs, for
+the components that behave differently under a check (no target required, no database at open,
+no proxy health written): they read the setting, never the environment.
 """
 
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from scrapy.contracts import Contract
-from scrapy.settings import BaseSettings
+from scrapy.crawler import Crawler
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
+from cannaspider import env
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.operations import (
     CONSUMER_DISPENSARIES,
@@ -31,9 +38,28 @@ from cannaspider.dutchie.operations import (
     products_variables,
 )
 
+# the priority Scrapy's check command gives its own settings (ITEM_PIPELINES, FEEDS): above the
+# spiders' custom settings, below the command line
+CHECK_PRIORITY = (SETTINGS_PRIORITIES["spider"] + SETTINGS_PRIORITIES["cmdline"]) // 2
 
-def _settings(args: dict) -> BaseSettings:
-    return args["callback"].__self__.settings  # the spider the checked callback is bound to
+
+class ContractMode:
+    """Add-on: CONTRACT_MODE = True for the crawls of `scrapy check`. Scrapy says a check is
+    running only through the SCRAPY_CHECK variable, which it sets around the crawlers it builds
+    (add-ons are applied then); the rest of the code reads the setting."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ContractMode:
+        return cls()
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        if env.scrapy_check():
+            settings.set("CONTRACT_MODE", True, priority=CHECK_PRIORITY)
+
+
+def _settings(args: dict[str, Any]) -> BaseSettings:
+    settings: BaseSettings = args["callback"].__self__.settings  # the spider the checked callback is bound to
+    return settings
 
 
 def _store(settings: BaseSettings, ref: str) -> SimpleNamespace | None:
@@ -63,7 +89,7 @@ class GraphQLContract(Contract):
 
     name = "graphql"
 
-    def adjust_request_args(self, args: dict) -> dict:
+    def adjust_request_args(self, args: dict[str, Any]) -> dict[str, Any]:
         operation, *pairs = self.args
         params = dict(p.split("=", 1) for p in pairs)
         settings = _settings(args)
@@ -99,7 +125,7 @@ class WebsiteContract(Contract):
 
     name = "website"
 
-    def adjust_request_args(self, args: dict) -> dict:
+    def adjust_request_args(self, args: dict[str, Any]) -> dict[str, Any]:
         (ref,) = self.args
         settings = _settings(args)
         store = _store(settings, ref)

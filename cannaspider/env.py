@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+from scrapy.settings import BaseSettings
 from scrapy.utils.conf import closest_scrapy_cfg
 
 
@@ -84,7 +85,14 @@ def scrapyd_credentials() -> tuple[str | None, str | None]:
     return os.environ.get("SCRAPYD_USERNAME") or None, os.environ.get("SCRAPYD_PASSWORD") or None
 
 
-def configured(settings, name: str) -> str | None:
+def scrapy_check() -> bool:
+    """SCRAPY_CHECK: Scrapy's own variable, set while `scrapy check` runs its spiders (Scrapy's
+    documented way to detect a contract check). Read here only, by the add-on that turns it into
+    the CONTRACT_MODE setting (cannaspider/contracts.py); components read the setting."""
+    return bool(os.environ.get("SCRAPY_CHECK"))
+
+
+def configured(settings: BaseSettings | None, name: str) -> str | None:
     """The value of setting `name` under the precedence rule above (None when unset)."""
     value = settings.get(name) if settings is not None else None
     if value not in (None, ""):

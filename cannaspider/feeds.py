@@ -31,7 +31,7 @@ DEFAULT_FEED_OPTIONS: dict[str, Any] = {
 DEFAULT_FEED_PATH = "%(name)s/%(date)s/%(time)s-%(job)s.jsonl"
 
 
-def uri_params(params: dict, spider: Any) -> dict:
+def uri_params(params: dict[str, Any], spider: Any) -> dict[str, Any]:
     """FEED_URI_PARAMS: adds %(date)s (UTC, YYYY-MM-DD) and %(job)s: the Scrapyd job id when run
     by Scrapyd, else this process's id and a random suffix (process ids repeat across hosts and
     containers)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cannaspider.tasks.queue import Task
@@ -32,9 +32,9 @@ class DispensaryRecord:
     dispensary_id: int | None = None  # set by the writer
     # The Dutchie object as sent, for dutchie_discovery_locations.raw. Not a field (an init-only
     # argument kept as a plain attribute): feeds export an item's fields, and must not carry it.
-    raw: InitVar[dict | None] = None
+    raw: InitVar[dict[str, Any] | None] = None
 
-    def __post_init__(self, raw: dict | None) -> None:
+    def __post_init__(self, raw: dict[str, Any] | None) -> None:
         self.raw_object = raw
 
 
@@ -55,7 +55,7 @@ class RawProduct:
 
     dispensary_id: int
     crawl_run_id: int | None
-    raw: dict
+    raw: dict[str, Any]
     page: int = 0
 
 
@@ -102,9 +102,9 @@ class StoreProduct:
     options: list[ProductOption]
     thc: Potency
     cbd: Potency
-    cannabinoids: list[dict]
-    specials: list[dict]
-    effects: dict
+    cannabinoids: list[dict[str, Any]]
+    specials: list[dict[str, Any]]
+    effects: dict[str, Any]
     image_url: str | None
     images: list[str]
     quantity_available: int | None

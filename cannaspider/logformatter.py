@@ -4,7 +4,13 @@ Items are skipped from the log unless LOG_SCRAPED_ITEMS is on; everything else i
 
 from __future__ import annotations
 
-from scrapy.logformatter import LogFormatter
+from typing import Any
+
+from scrapy import Spider
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.logformatter import LogFormatter, LogFormatterResult
+from twisted.python.failure import Failure
 
 
 class QuietItemsLogFormatter(LogFormatter):
@@ -12,8 +18,11 @@ class QuietItemsLogFormatter(LogFormatter):
         self.log_items = log_items
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> QuietItemsLogFormatter:
         return cls(crawler.settings.getbool("LOG_SCRAPED_ITEMS"))
 
-    def scraped(self, item, response, spider):
+    # None: Scrapy logs nothing for the item (scrapy/core/scraper.py checks for it)
+    def scraped(  # type: ignore[override]
+        self, item: Any, response: Response | Failure | None, spider: Spider
+    ) -> LogFormatterResult | None:
         return super().scraped(item, response, spider) if self.log_items else None

@@ -4,6 +4,8 @@ Environment overrides are applied once, at the bottom, from cannaspider.env (the
 that reads os.environ for settings). `-s NAME=value` on the command line still wins.
 """
 
+from typing import Any
+
 from cannaspider import env
 from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
 
@@ -145,6 +147,9 @@ TLS_IMPERSONATE_MAX_SESSIONS = 64  # kept curl sessions (proxy x identity); the 
 CHROMIUM_PATH = "/usr/bin/chromium"
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000
+# the browser spider sets its own (spiders/entry_point_discovery.py); the stealth middleware reads
+# its executable_path, else CHROMIUM_PATH
+PLAYWRIGHT_LAUNCH_OPTIONS: dict[str, Any] = {}
 
 # --- Firecrawl ------------------------------------------------------------------------------
 FIRECRAWL_API_URL = None
@@ -192,7 +197,11 @@ ITEM_PROCESSOR = "cannaspider.pipelines.item_processor.DirectCallItemPipelineMan
 # Each crawl also writes its items as JSON lines under a dated path (see README, "Feeds"): an
 # add-on sets FEEDS when nobody else did, so `-O file.json` (or `-o`, `-s FEEDS=…`) replaces this
 # default instead of being written beside it, and `-s FEEDS={}` writes no feed (see feeds.py).
-ADDONS = {"cannaspider.feeds.DefaultFeed": 0}
+ADDONS = {
+    "cannaspider.feeds.DefaultFeed": 0,
+    # CONTRACT_MODE under `scrapy check` (below, "Contracts")
+    "cannaspider.contracts.ContractMode": 0,
+}
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
 FEED_EXPORT_ENCODING = "utf-8"
 # -O file.csv: flat columns, nested values as JSON text (cannaspider/exporters.py)
@@ -244,7 +253,11 @@ VIPS_CONCURRENCY = 1
 SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}
 # the stores the contracts name ({"sandbox:AZ:0": {"id", "cname", "lat", "lng"}}): filled by the
 # development environment's `scrapy check` from the sandbox it starts (cannaspider/contracts.py)
-CONTRACT_STORES: dict = {}
+CONTRACT_STORES: dict[str, Any] = {}
+# True while `scrapy check` runs (set by the ContractMode add-on, cannaspider/contracts.py):
+# contracts call callbacks directly, so a spider needs no target, the crawl store opens no
+# database at start and the proxy pool writes no health
+CONTRACT_MODE = False
 
 # --- Task queue, schedule and HTTP service (cannaspider/tasks, cannaspider/web; docs/operations.md)
 # tasks (stores) a draining spider runs at once: a task holds its slot until its rows are committed and

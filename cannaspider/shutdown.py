@@ -22,14 +22,14 @@ def on_reactor_shutdown(close: Callable[[], Awaitable[Any]]) -> None:
     reactor stops. Without a running reactor (in-process tests) nothing is registered."""
     if not is_reactor_installed():
         return
-    from twisted.internet import reactor as installed  # installed by now: importing it installs none
-    from twisted.internet.defer import Deferred
+    from twisted.internet import reactor as installed  # noqa: PLC0415 - installed by now: importing it installs none
+    from twisted.internet.defer import Deferred  # noqa: PLC0415
 
     reactor: Any = installed  # twisted's module attribute is typed as the default reactor's module
     if not reactor.running:
         return
 
-    def trigger() -> Deferred:
+    def trigger() -> Deferred[Any]:
         return Deferred.fromFuture(asyncio.ensure_future(close()))
 
     reactor.addSystemEventTrigger("before", "shutdown", trigger)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
 from sandbox.dutchie_api import DUTCHIE, DutchieState
 
 
@@ -51,8 +52,6 @@ async def set_hashes(request: web.Request) -> web.Response:
 
 
 async def reset(request: web.Request) -> web.Response:
-    from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
-
     s = _state(request)
     s.epoch = 0
     s.faults.clear()

@@ -248,7 +248,7 @@ async def _scrape(state: FirecrawlState, job: Job, url: str) -> None:
         _fail(job, url, "SCRAPE_TIMEOUT", "Scrape timed out")
     except asyncio.CancelledError:
         raise
-    except Exception:  # refused, DNS, non-loopback target
+    except Exception:  # noqa: BLE001 - refused, DNS, non-loopback target: as Firecrawl answers them
         _fail(job, url, "SCRAPE_ALL_ENGINES_FAILED", ALL_FAILED)
     finally:
         if url in job.pending:

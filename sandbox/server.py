@@ -105,7 +105,7 @@ class Sandbox:
             asyncio.set_event_loop(self.loop)
             try:
                 self.loop.run_until_complete(self.start_async())
-            except BaseException as exc:  # report to the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - reported to the caller's thread, which raises it
                 failure.append(exc)
                 ready.set()
                 return

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import struct
+import zlib
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,8 +49,6 @@ def product_png(key: str, size: int = 320) -> bytes:
 
 def _bomb_png(side: int = 100_000) -> bytes:
     """A PNG header claiming side × side pixels (10 G): Pillow reads the size before any pixel."""
-    import struct
-    import zlib
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))

@@ -1,6 +1,9 @@
 """Shared fixtures: a real PostgreSQL database per test worker, the sandbox over loopback, and
 `scrapy` subprocesses aimed at both. Helpers that tests import live in tests/helpers.py.
 
+Every test is marked `unit` or `integration` at collection (tests/tiers.py): `./dev test -m unit`
+runs the in-process tier.
+
 The suite stops what it started: when no DATABASE_URL is given, the first test worker starts the
 embedded PostgreSQL under .data/test (the workers share it), and the session's controlling
 process stops it after the last worker finished, unless it was already running before.
@@ -17,6 +20,7 @@ import pytest
 from cannaspider.db import embedded, migrations
 from sandbox.catalog import CatalogConfig
 from sandbox.server import Sandbox
+from tests import tiers
 from tests.helpers import (
     SANDBOX_PROXY_AUTH,
     TEST_PGDATA,
@@ -65,6 +69,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if not _is_xdist_worker(config) and config.stash.get(_STARTED_BY_US, False):
         embedded.stop(TEST_PGDATA)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, pytest.Function):
+            qualname = item.originalname if item.cls is None else f"{item.cls.__name__}.{item.originalname}"
+            integration = tiers.is_integration(item.path, qualname, item.fixturenames)
+            item.add_marker(pytest.mark.integration if integration else pytest.mark.unit)
 
 
 @pytest.fixture(scope="session")

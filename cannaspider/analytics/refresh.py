@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -32,7 +33,7 @@ class RefreshResult:
     rows: int  # the view's rows; for the rolled table, the rows this roll (re)wrote
     method: str  # 'concurrently', 'plain' or 'incremental'
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"view": self.view, "duration_ms": self.duration_ms, "rows": self.rows, "method": self.method}
 
 

@@ -4,6 +4,7 @@ brand, one product")."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from cannaspider.analytics import canonical
@@ -18,7 +19,7 @@ class Command(CannaspiderCommand):
     def short_desc(self) -> str:
         return "List the canonical brands, or make brand NAME the brand CANONICAL (a name or an id)"
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         action = args[0] if args else ""
         if action == "list" and len(args) == 1:
             self._list()

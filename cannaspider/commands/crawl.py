@@ -18,13 +18,16 @@ line `error: …` on stderr (passwords masked, no traceback) when:
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import traceback
 from typing import Any
 
+from scrapy import signals
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.crawler import Crawler
 from scrapy.exceptions import UsageError
+from scrapy.extensions.feedexport import FeedExporter
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
@@ -37,13 +40,16 @@ EXIT_SETUP = 2  # the crawl could not do its work: bad arguments or database (as
 EXIT_BUG = 1
 EXIT_INCOMPLETE = 3  # the crawl ran, but not every unit of work it took completed
 
+logger = logging.getLogger(__name__)
+
 
 class Command(ScrapyCrawlCommand):
     def run(self, args: list[str], opts: Any) -> None:
         if len(args) != 1:
             raise UsageError("give one spider: scrapy crawl SPIDER [-a name=value …]" if args else "")
         assert self.crawler_process is not None
-        crawler = self._create_crawler(args[0])
+        crawler = self.crawler_process.create_crawler(args[0])
+        crawler.signals.connect(_warn_if_feeds_unused, signal=signals.engine_started)
         errors: list[BaseException] = []
         _collect_failure(self.crawler_process.crawl(crawler, **opts.spargs), errors)
         self.crawler_process.start()
@@ -85,12 +91,21 @@ class Command(ScrapyCrawlCommand):
         return "; ".join(parts) + (f" (the crawl ended: {reason})" if reason else "")
 
 
+def _warn_if_feeds_unused(sender: Crawler, **kwargs: Any) -> None:
+    """Scrapy's crawl command says so too: feeds configured, but their extension disabled."""
+    if sender.settings.getdict("FEEDS") and sender.get_extension(FeedExporter) is None:
+        logger.warning(
+            "The FeedExporter extension is not enabled, so no item will be exported to the configured feeds "
+            "(FEEDS, -o, -O)."
+        )
+
+
 def _collect_failure(started: object, errors: list[BaseException]) -> None:
     """Keep the exception that ended the crawl's task (instead of asyncio or Twisted logging it
     with a traceback): AsyncCrawlerProcess returns a Task, CrawlerProcess a Deferred."""
     if isinstance(started, asyncio.Future):
 
-        def done(task: asyncio.Future) -> None:
+        def done(task: asyncio.Future[Any]) -> None:
             exc = None if task.cancelled() else task.exception()
             if exc is not None:
                 errors.append(exc)

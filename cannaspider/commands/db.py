@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, embedded
 from cannaspider.db.connection import configured_url, embedded_pgdata
@@ -15,11 +17,11 @@ class Command(CannaspiderCommand):
     def short_desc(self) -> str:
         return "Start/stop the embedded PostgreSQL, print the database URL, create snapshot partitions"
 
-    def add_options(self, parser) -> None:
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--months", type=int, default=3, help="partitions: months ahead to create")
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None  # set by scrapy.cmdline before run()
         action = args[0] if args else "status"
         pgdata = embedded_pgdata(self.settings.get("CANNASPIDER_DATA_DIR"))

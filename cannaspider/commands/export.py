@@ -14,6 +14,7 @@ folder that cannot be written, is one `error:` line and exit code 2.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import sys
@@ -101,7 +102,7 @@ def csv_value(value: Any) -> Any:
     return value
 
 
-def write(path: Path, names: list[str], types: list[pa.DataType], chunks: Iterator[list[tuple]]) -> int:
+def write(path: Path, names: list[str], types: list[pa.DataType], chunks: Iterator[list[tuple[Any, ...]]]) -> int:
     """Rows to `path` in the format of its extension, through a .partial file; returns the rows."""
     partial = path.with_name(path.name + ".partial")
     rows = 0
@@ -157,7 +158,7 @@ class Command(CannaspiderCommand):
     def short_desc(self) -> str:
         return "Export product events or a month of snapshots to .jsonl, .csv or .parquet"
 
-    def add_options(self, parser) -> None:
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("-o", "--output", help="the file to write; its extension picks the format")
         parser.add_argument("--since", help="events: a date (UTC midnight) or an ISO 8601 time")
@@ -167,14 +168,14 @@ class Command(CannaspiderCommand):
         parser.add_argument("--brand", help="events: a brand name (any case)")
         parser.add_argument("--type", action="append", default=[], help="events: an event type (repeatable)")
 
-    def run(self, args, opts) -> None:
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
             super().run(args, opts)
         except (ExportError, ev.EventQueryError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 2
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         what = args[0] if args else None
         if what not in ("events", "snapshots") or len(args) > 1:
             raise ExportError("export what? `scrapy export events …` or `scrapy export snapshots …`")

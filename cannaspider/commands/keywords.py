@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ class Command(CannaspiderCommand):
     def short_desc(self) -> str:
         return "Import keywords with their SERP competitors (JSON file), or list the keywords"
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         action = args[0] if args else ""
         if action == "import" and len(args) == 2:
             self._import(Path(args[1]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import database_url, migrations
 
@@ -10,11 +12,11 @@ class Command(CannaspiderCommand):
     def short_desc(self) -> str:
         return "Apply database migrations (migrations/NNN_name.sql) or show their status"
 
-    def add_options(self, parser) -> None:
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--status", action="store_true", help="list applied and pending migrations")
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         url = database_url(self.settings)
         folder = migrations.migrations_dir(self.settings)
         if opts.status:

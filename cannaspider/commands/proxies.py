@@ -11,9 +11,12 @@ of every Dutchie crawl (docs/stealth.md). Passwords are stored, never printed: `
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import scrapy
 from scrapy.http import Response
@@ -45,14 +48,14 @@ class Command(CannaspiderCommand):
     def short_desc(self) -> str:
         return "Manage the proxy pool (the proxies table) of Dutchie crawls"
 
-    def run(self, args, opts) -> None:
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
             super().run(args, opts)
         except ProxyInputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 2
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in ACTIONS:
             raise ProxyInputError(f"give an action: {', '.join(ACTIONS)}")
         action, rest = args[0], args[1:]
@@ -190,11 +193,11 @@ class ProxyCheckSpider(scrapy.Spider):
     name = "proxy_check"
     custom_settings = {"RETRY_ENABLED": False, "LOG_ENABLED": False, "FEEDS": {}, "ITEM_PIPELINES": {}}
 
-    def __init__(self, records: list[ProxyRecord], results: dict[int, str], **kwargs):
+    def __init__(self, records: list[ProxyRecord], results: dict[int, str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.records, self.results = records, results
 
-    async def start(self):
+    async def start(self) -> AsyncIterator[scrapy.Request]:
         url = self.settings.get("DUTCHIE_GRAPHQL_URL")
         for record in self.records:
             yield graphql.build_request(
@@ -208,7 +211,7 @@ class ProxyCheckSpider(scrapy.Spider):
                 meta={PIN_META: record, "check_started": time.monotonic(), "dispensary_id": f"check-{record.id}"},
             )
 
-    def parse(self, response: Response):
+    def parse(self, response: Response) -> None:
         record: ProxyRecord = response.meta[PIN_META]
         result = graphql.read(response)
         ms = (time.monotonic() - response.meta["check_started"]) * 1000
@@ -217,7 +220,7 @@ class ProxyCheckSpider(scrapy.Spider):
         else:
             self.results[record.id] = f"ok ({ms:.0f} ms, HTTP {response.status})"
 
-    def failed(self, failure: Failure):
+    def failed(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
         record = request.meta.get(PIN_META) if request is not None else None
         if record is not None:

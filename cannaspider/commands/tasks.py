@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.cli import TaskCommand, describe
 
@@ -14,14 +16,14 @@ class Command(TaskCommand):
     def short_desc(self) -> str:
         return "List queued tasks, or retry/cancel one"
 
-    def add_options(self, parser) -> None:
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--role", default=None)
         parser.add_argument("--status", default=None)
         parser.add_argument("--dispensary-id", type=int, default=None)
         parser.add_argument("--limit", type=int, default=50)
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
             self._act(args)
             return

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
+from scrapy.settings import BaseSettings
 
 from cannaspider import env
 from cannaspider.db import embedded
@@ -18,12 +20,12 @@ def embedded_pgdata(data_dir: str | Path | None = None) -> Path:
     return Path(data_dir or env.data_dir()) / "postgres"
 
 
-def configured_url(settings=None) -> str | None:
+def configured_url(settings: BaseSettings | None = None) -> str | None:
     """DATABASE_URL (`-s` > environment > settings.py, see cannaspider/env.py), or None: embedded."""
     return env.configured(settings, "DATABASE_URL")
 
 
-def database_url(settings=None) -> str:
+def database_url(settings: BaseSettings | None = None) -> str:
     """The configured DATABASE_URL, else the embedded server's (started when needed)."""
     url = configured_url(settings)
     if url:
@@ -38,7 +40,7 @@ def _unavailable(url: str, exc: BaseException) -> DatabaseSetupError:
     )
 
 
-def connect(url: str, **kwargs) -> psycopg.Connection:
+def connect(url: str, **kwargs: Any) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, **kwargs)
     except psycopg.Error as exc:

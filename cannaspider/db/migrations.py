@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from scrapy.settings import BaseSettings
 
 from cannaspider import env
 from cannaspider.db.connection import connect
@@ -40,7 +42,7 @@ class MigrationStatus:
     changed_since_applied: bool
 
 
-def migrations_dir(settings=None) -> Path:
+def migrations_dir(settings: BaseSettings | None = None) -> Path:
     """CANNASPIDER_MIGRATIONS_DIR (`-s` > environment > settings.py), else migrations/ of the checkout."""
     override = env.configured(settings, "CANNASPIDER_MIGRATIONS_DIR")
     if override:
@@ -78,7 +80,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
 
 
-def not_applied(applied_versions: set[str], settings=None) -> list[Migration]:
+def not_applied(applied_versions: set[str], settings: BaseSettings | None = None) -> list[Migration]:
     """The migrations of this checkout missing from `applied_versions` ([] when there is no
     migrations folder to compare with, as in a Scrapyd egg)."""
     try:
@@ -104,7 +106,7 @@ def status(url: str, folder: Path | None = None) -> list[MigrationStatus]:
     return out
 
 
-def apply(url: str, folder: Path | None = None, log=print) -> list[Migration]:
+def apply(url: str, folder: Path | None = None, log: Callable[[str], object] = print) -> list[Migration]:
     """Apply pending migrations; return those applied. Raises DatabaseSetupError on failure."""
     pending_all = discover(folder)
     done: list[Migration] = []

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import us
 
@@ -40,7 +41,7 @@ def state_code(value: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def us_places() -> tuple[dict, ...]:
+def us_places() -> tuple[dict[str, Any], ...]:
     """Every US place of 15,000 people or more (GeoNames' fields: name, latitude, longitude,
     population, admin1code (the state), timezone, geonameid), in GeoNames' order."""
     raw = resources.files("cannaspider.dutchie").joinpath("geodata/us_places.json.gz").read_bytes()
@@ -49,7 +50,7 @@ def us_places() -> tuple[dict, ...]:
 
 
 @lru_cache(maxsize=8)
-def _cities(min_population: int) -> tuple[dict, ...]:
+def _cities(min_population: int) -> tuple[dict[str, Any], ...]:
     return tuple(
         sorted(
             (c for c in us_places() if c["population"] >= min_population),

@@ -11,11 +11,14 @@ cannaspider/middlewares/persisted_queries.py).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import scrapy
 from scrapy.http import Response
+from twisted.python.failure import Failure
 
 from cannaspider.dutchie.operations import QUERIES
 
@@ -33,13 +36,13 @@ class GraphQLFailure:
 def build_request(
     url: str,
     operation: str,
-    variables: dict,
+    variables: dict[str, Any],
     *,
     persisted_hash: str | None,
     client_name: str,
-    callback,
-    errback=None,
-    meta: dict | None = None,
+    callback: Callable[..., Any],
+    errback: Callable[[Failure], Any] | None = None,
+    meta: dict[str, Any] | None = None,
     priority: int = 0,
 ) -> scrapy.Request:
     """GET with a persisted-query hash, or with the full query text when `persisted_hash` is None."""
@@ -86,7 +89,7 @@ def _looks_like_html(body: bytes) -> bool:
     return head.startswith(b"<!doctype html") or head.startswith(b"<html") or b"<head" in head
 
 
-def read(response: Response) -> dict | GraphQLFailure:
+def read(response: Response) -> dict[str, Any] | GraphQLFailure:
     """The `data` object of a GraphQL response, or why there is none."""
     body = response.body
     if response.status in (403, 503) and (_looks_like_html(body) or b"Just a moment" in body):
@@ -119,5 +122,5 @@ def read(response: Response) -> dict | GraphQLFailure:
     return data
 
 
-def _as_list(value: object) -> list:
+def _as_list(value: object) -> list[Any]:
     return value if isinstance(value, list) else [value]

@@ -7,6 +7,8 @@ when the server answers PersistedQueryNotFound we send the full query text below
 
 from __future__ import annotations
 
+from typing import Any
+
 FILTERED_PRODUCTS = "FilteredProducts"
 CONSUMER_DISPENSARIES = "ConsumerDispensaries"
 DISPENSARY_SEARCH = "DispensarySearch"
@@ -77,7 +79,7 @@ KNOWN_PERSISTED_HASHES: dict[str, tuple[tuple[str, str], ...]] = {
 DEFAULT_PERSISTED_HASHES: dict[str, str] = {op: seen[0][0] for op, seen in KNOWN_PERSISTED_HASHES.items()}
 
 
-def products_variables(platform_dispensary_id: str, page: int, per_page: int) -> dict:
+def products_variables(platform_dispensary_id: str, page: int, per_page: int) -> dict[str, Any]:
     """FilteredProducts variables as known to work (docs/dutchie.md, "Products"): Status "All",
     since null returns nothing; pricingType "rec" still brings medical prices."""
     return {
@@ -100,11 +102,11 @@ def products_variables(platform_dispensary_id: str, page: int, per_page: int) ->
     }
 
 
-def consumer_dispensaries_variables(slug_or_id: str) -> dict:
+def consumer_dispensaries_variables(slug_or_id: str) -> dict[str, Any]:
     return {"dispensaryFilter": {"cNameOrID": slug_or_id}}
 
 
-def dispensary_search_variables(lat: float, lng: float, distance_mi: float, state: str) -> dict:
+def dispensary_search_variables(lat: float, lng: float, distance_mi: float, state: str) -> dict[str, Any]:
     return {
         "dispensaryFilter": {
             "type": "Dispensary",

@@ -21,6 +21,7 @@ a bad payload would otherwise mark real products out of stock:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -49,7 +50,7 @@ def _int(value: object) -> int | None:
 
 
 def after_page(
-    state: PageState, page: int, product_ids: list[str], query_info: dict | None, anonymous: int = 0
+    state: PageState, page: int, product_ids: list[str], query_info: dict[str, Any] | None, anonymous: int = 0
 ) -> Decision:
     """`product_ids`: the ids on this page (repeats included); `anonymous`: products without an id."""
     state.pages_fetched += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cannaspider.items import DispensaryRecord
 
 
@@ -18,11 +20,11 @@ def _text(value: object) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
 
-def _dict(value: object) -> dict:
+def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def menu_url_of(obj: dict) -> str | None:
+def menu_url_of(obj: dict[str, Any]) -> str | None:
     """The store's own site when its menu is embedded there, else its Dutchie menu."""
     own = _text(obj.get("embeddedMenuUrl"))
     if own:
@@ -34,7 +36,7 @@ def menu_url_of(obj: dict) -> str | None:
     return f"https://dutchie.com/dispensary/{cname}" if cname else None
 
 
-def dispensary_record(obj: dict) -> DispensaryRecord | None:
+def dispensary_record(obj: dict[str, Any]) -> DispensaryRecord | None:
     """None when the object has no id or name (nothing we could key or show)."""
     if not isinstance(obj, dict):
         return None

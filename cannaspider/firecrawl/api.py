@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import scrapy
 from scrapy.http import Response
@@ -51,7 +52,7 @@ class BatchStatus:
     status: str
     completed: int
     total: int
-    data: list[dict]
+    data: list[dict[str, Any]]
 
     @property
     def finished(self) -> bool:
@@ -72,13 +73,15 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-def _meta(timeout_s: float) -> dict:
+def _meta(timeout_s: float) -> dict[str, Any]:
     # Retries are ours (client.py: once, on a network timeout only); a 4xx/5xx must reach us as
     # a response, not be swallowed by HttpErrorMiddleware or retried by RetryMiddleware.
     return {"dont_retry": True, "download_timeout": timeout_s, "handle_httpstatus_all": True}
 
 
-def start_request(base_url: str, api_key: str | None, urls: list[str], page_timeout_ms: int, timeout_s: float):
+def start_request(
+    base_url: str, api_key: str | None, urls: list[str], page_timeout_ms: int, timeout_s: float
+) -> scrapy.Request:
     body = {"urls": urls, **BATCH_OPTIONS, "timeout": page_timeout_ms}
     return scrapy.Request(
         f"{base_url}/v2/batch/scrape",
@@ -119,7 +122,7 @@ def _short(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _json(response: Response, what: str) -> dict:
+def _json(response: Response, what: str) -> dict[str, Any]:
     """The JSON object of a 2xx answer; FirecrawlError with Firecrawl's own message otherwise."""
     try:
         body = json.loads(response.body)

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from cannaspider.firecrawl.api import PageError
@@ -40,7 +41,7 @@ class PageOutcome:
     """What Firecrawl told us about one submitted URL."""
 
     url: str
-    doc: dict | None = None  # the document (rawHtml + metadata), when the page was scraped
+    doc: dict[str, Any] | None = None  # the document (rawHtml + metadata), when the page was scraped
     error: PageError | None = None  # its entry in /v2/crawl/{id}/errors, when it failed
     invalid: bool = False  # refused by Firecrawl's URL check (ignoreInvalidURLs)
     budget_exhausted: bool = False  # nothing about it yet when our budget ran out
@@ -91,7 +92,7 @@ async def run_batch(
         status = await client.status(started.id)
         outcome.polls += 1
         for doc in status.data:
-            meta: dict = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+            meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
             scrape_id = meta.get("scrapeId")
             if scrape_id and scrape_id in seen_scrapes:
                 continue

@@ -9,6 +9,7 @@ that rendered normally stays `ok`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from parsel import Selector
 
@@ -90,7 +91,7 @@ def classify(page: PageOutcome, *, min_words: int = 1, limits: corpus.CorpusLimi
         if page.budget_exhausted:
             return Verdict(TIMEOUT, None, "no result within the batch budget")
         return Verdict(FETCH_ERROR, None, "Firecrawl reported neither a result nor an error")
-    meta: dict = page.doc["metadata"] if isinstance(page.doc.get("metadata"), dict) else {}
+    meta: dict[str, Any] = page.doc["metadata"] if isinstance(page.doc.get("metadata"), dict) else {}
     raw_status = meta.get("statusCode")
     http = raw_status if isinstance(raw_status, int) else None
     raw_html: str = page.doc["rawHtml"] if isinstance(page.doc.get("rawHtml"), str) else ""

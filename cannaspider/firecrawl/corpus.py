@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import trafilatura
 from parsel import Selector
+from scrapy.settings import BaseSettings
 
 from cannaspider.firecrawl import onpage, stopwords, terms
 from cannaspider.firecrawl.items import Anchor, Heading, OnpageFields, PageCorpus
@@ -38,7 +39,7 @@ class CorpusLimits:
     max_item_chars: int = 500  # one heading, alt text or anchor text
 
     @classmethod
-    def from_settings(cls, settings) -> CorpusLimits:
+    def from_settings(cls, settings: BaseSettings) -> CorpusLimits:
         """ValueError naming the setting when one is not a positive integer (a 0 would keep
         nothing of every page, silently)."""
         values = {}
@@ -52,9 +53,9 @@ class CorpusLimits:
         return cls(**values)
 
 
-def positive_setting(settings, name: str) -> int:
+def positive_setting(settings: BaseSettings, name: str) -> int:
     try:
-        value = settings.getint(name)
+        value: int = settings.getint(name)
     except ValueError:
         value = 0
     if value < 1:
@@ -98,7 +99,7 @@ def main_text(sel: Selector, url: str) -> str:
             deduplicate=False,
             with_metadata=False,
         )
-    except Exception as exc:  # its failure on one odd page is that page's empty text, not the job's end
+    except Exception as exc:  # noqa: BLE001 - its failure on one odd page is that page's empty text, not the job's end
         logger.warning("trafilatura could not read %s: %s: %s", url, type(exc).__name__, exc)
         return ""
     return text or ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -38,7 +39,7 @@ class OnpageFields:
     internal_links: int = 0
     external_links: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The camelCase object stored in keywords.serp[locale].competitors[i].onpage."""
         return {
             "title": self.title,
@@ -80,7 +81,7 @@ class PageCorpus:
     html_chars: int = 0  # size of the rendered HTML Firecrawl returned
     truncated: bool = False  # something was cut to the ONPAGE_* limits
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "url": self.url,
             "lang": self.lang,

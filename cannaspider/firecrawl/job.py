@@ -17,9 +17,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
+from scrapy.settings import BaseSettings
+from scrapy.statscollectors import StatsCollector
 
 from cannaspider.db.errors import first_line
 from cannaspider.firecrawl import classify, merge, store
@@ -58,16 +61,16 @@ class OnpageConfig:
     profile_max_terms: int = 200
 
     @classmethod
-    def from_settings(cls, settings) -> OnpageConfig:
+    def from_settings(cls, settings: BaseSettings) -> OnpageConfig:
         return cls(
             api_url=settings.get("FIRECRAWL_API_URL") or None,
             api_key=settings.get("FIRECRAWL_API_KEY") or None,
-            poll_interval_s=settings.getfloat("FIRECRAWL_POLL_INTERVAL_S", 3.0),
-            budget_s=settings.getfloat("FIRECRAWL_BATCH_BUDGET_S", 300.0),
-            page_timeout_ms=settings.getint("FIRECRAWL_PAGE_TIMEOUT_MS", 30000),
-            request_timeout_s=settings.getfloat("FIRECRAWL_REQUEST_TIMEOUT_S", 60.0),
-            batch_max_urls=settings.getint("FIRECRAWL_BATCH_MAX_URLS", 25),
-            min_words=settings.getint("ONPAGE_MIN_WORDS", 1),
+            poll_interval_s=settings.getfloat("FIRECRAWL_POLL_INTERVAL_S"),
+            budget_s=settings.getfloat("FIRECRAWL_BATCH_BUDGET_S"),
+            page_timeout_ms=settings.getint("FIRECRAWL_PAGE_TIMEOUT_MS"),
+            request_timeout_s=settings.getfloat("FIRECRAWL_REQUEST_TIMEOUT_S"),
+            batch_max_urls=settings.getint("FIRECRAWL_BATCH_MAX_URLS"),
+            min_words=settings.getint("ONPAGE_MIN_WORDS"),
             corpus=CorpusLimits.from_settings(settings),
             profile_min_pages=positive_setting(settings, "PROFILE_MIN_PAGES"),
             profile_max_terms=positive_setting(settings, "PROFILE_MAX_TERMS"),
@@ -86,9 +89,9 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def competitors_of(serp: object) -> dict[str, list[dict]]:
+def competitors_of(serp: object) -> dict[str, list[dict[str, Any]]]:
     """{locale: competitor objects that have a URL}, from a keywords.serp value."""
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     if not isinstance(serp, dict):
         return out
     for locale, snapshot in sorted(serp.items()):
@@ -108,10 +111,10 @@ class OnpageJobs:
         self,
         config: OnpageConfig,
         client: FirecrawlClient | None,
-        pool: Callable,
+        pool: Callable[..., Any],
         emit: Callable[[CompetitorPage], None],
-        stats=None,
-    ):
+        stats: StatsCollector | None = None,
+    ) -> None:
         self.config = config
         self.client = client
         self.pool = pool  # async () -> AsyncConnectionPool
@@ -187,7 +190,9 @@ class OnpageJobs:
         )
         return totals
 
-    async def _crawl_locale(self, keyword_id: int, keyword: str, locale: str, competitors: list[dict]) -> Counter:
+    async def _crawl_locale(
+        self, keyword_id: int, keyword: str, locale: str, competitors: list[dict[str, Any]]
+    ) -> Counter[str]:
         assert self.client is not None
         urls = list(dict.fromkeys(c["url"] for c in competitors))  # unique, in SERP order
         label = f"keyword {keyword_id} {locale}"
@@ -206,12 +211,12 @@ class OnpageJobs:
             )
         )
         ended = time.time()
-        updates: dict[str, dict] = {}
+        updates: dict[str, dict[str, Any]] = {}
         pages: list[CompetitorPage] = []
         positions: dict[str, int | None] = {}
         for c in competitors:
             positions.setdefault(c["url"], c.get("position") if isinstance(c.get("position"), int) else None)
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         corpora: dict[str, tuple[PageCorpus, str]] = {}
         for batch in batches:
             for url, page in batch.pages.items():

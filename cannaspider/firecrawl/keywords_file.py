@@ -17,7 +17,10 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
+
+import psycopg
 
 from cannaspider.firecrawl.classify import STATUSES
 from cannaspider.firecrawl.merge import CRAWL_FIELDS
@@ -35,7 +38,7 @@ class KeywordsFileError(ValueError):
 class Snapshot:
     keyword: str
     locale: str
-    value: dict  # what goes into keywords.serp[locale]: competitors and any other field given
+    value: dict[str, Any]  # what goes into keywords.serp[locale]: competitors and any other field given
 
 
 def normalize_keyword(text: str) -> str:
@@ -184,12 +187,14 @@ class ImportReport:
     snapshots_changed: int = 0
 
 
-def import_snapshots(conn, snapshots: list[Snapshot]) -> ImportReport:
+def import_snapshots(conn: psycopg.Connection[Any], snapshots: list[Snapshot]) -> ImportReport:
     """Write the snapshots in one transaction (psycopg sync connection, not autocommit)."""
     report = ImportReport(snapshots=len(snapshots))
     with conn.transaction():
         for snap in snapshots:
-            keyword_id, inserted = conn.execute(UPSERT_KEYWORD, {"keyword": snap.keyword}).fetchone()
+            row = conn.execute(UPSERT_KEYWORD, {"keyword": snap.keyword}).fetchone()
+            assert row is not None  # an upsert … RETURNING returns its row
+            keyword_id, inserted = row
             report.keywords_created += int(bool(inserted))
             cur = conn.execute(
                 REPLACE_SNAPSHOT,

@@ -13,6 +13,7 @@ stay valid: every crawl field is optional.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from psycopg import AsyncConnection
 
@@ -36,9 +37,11 @@ UPDATE keywords AS k
 """
 
 
-def crawl_fields(status: str, http_status: int | None, crawled_at: str, error: str | None, onpage: dict | None) -> dict:
+def crawl_fields(
+    status: str, http_status: int | None, crawled_at: str, error: str | None, onpage: dict[str, Any] | None
+) -> dict[str, Any]:
     """A competitor's crawl fields; absent ones are left out (they are all optional)."""
-    fields: dict = {"crawlStatus": status, "crawledAt": crawled_at}
+    fields: dict[str, Any] = {"crawlStatus": status, "crawledAt": crawled_at}
     if http_status is not None:
         fields["crawlHttpStatus"] = http_status
     if error:
@@ -48,7 +51,7 @@ def crawl_fields(status: str, http_status: int | None, crawled_at: str, error: s
     return fields
 
 
-async def merge_locale(conn: AsyncConnection, keyword_id: int, locale: str, updates: dict[str, dict]) -> bool:
+async def merge_locale(conn: AsyncConnection, keyword_id: int, locale: str, updates: dict[str, dict[str, Any]]) -> bool:
     """Apply {competitor URL: crawl fields} to one locale, in one statement (committed by the
     caller's connection). False when the keyword or its locale no longer exists."""
     cur = await conn.execute(

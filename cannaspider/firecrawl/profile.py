@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from cannaspider.firecrawl import stopwords, terms
 
@@ -42,7 +43,7 @@ class ProfilePage:
 
 @dataclass
 class _Reading:
-    counts: Counter  # n(t, d) over title + main text
+    counts: Counter[str]  # n(t, d) over title + main text
     length: int  # L(d)
     in_title: set[str]
     in_headings: set[str]
@@ -62,12 +63,12 @@ def _read(page: ProfilePage, locale_lang: str | None) -> _Reading:
 
 def compute(
     locale: str,
-    competitors: list[dict],
+    competitors: list[dict[str, Any]],
     pages: dict[str, ProfilePage],
     *,
     min_pages: int = 2,
     max_terms: int = 200,
-) -> dict:
+) -> dict[str, Any]:
     """The profile. `competitors`: the locale's competitor objects as merged (url, position,
     crawlStatus…); `pages`: the corpora of those that have one, by URL."""
     locale_lang = stopwords.language_code(locale)
@@ -76,12 +77,12 @@ def compute(
     ranked = [u for u in urls if u in pages]
     readings = {u: _read(pages[u], locale_lang) for u in ranked}
     n_pages = len(readings)
-    df: Counter = Counter()
+    df: Counter[str] = Counter()
     tf_sum: dict[str, float] = {}
-    title_cov: Counter = Counter()
-    headings_cov: Counter = Counter()
-    body_cov: Counter = Counter()
-    occurrences: Counter = Counter()
+    title_cov: Counter[str] = Counter()
+    headings_cov: Counter[str] = Counter()
+    body_cov: Counter[str] = Counter()
+    occurrences: Counter[str] = Counter()
     for r in readings.values():
         df.update(r.used)
         title_cov.update(r.in_title)

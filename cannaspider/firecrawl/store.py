@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from psycopg import AsyncConnection
 
@@ -93,7 +94,7 @@ async def refresh_profile(
     *,
     min_pages: int,
     max_terms: int,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Recompute and store the locale's profile from the row as it is now; None (and no
     profile) when the keyword or its locale is gone."""
     row = await (await conn.execute(LOCALE_STATE, {"keyword_id": keyword_id, "locale": locale})).fetchone()
@@ -127,7 +128,7 @@ async def refresh_profile(
     return value
 
 
-async def get_profile(conn: AsyncConnection, keyword_id: int, locale: str) -> dict | None:
+async def get_profile(conn: AsyncConnection, keyword_id: int, locale: str) -> dict[str, Any] | None:
     row = await (
         await conn.execute(
             "SELECT profile FROM keyword_profiles WHERE keyword_id = %s AND locale = %s", (keyword_id, locale)

@@ -40,9 +40,9 @@ def tokens(text: str) -> list[str]:
     return [t for seg in segments(text) for t in seg if t is not None]
 
 
-def count_terms(text: str, stops: frozenset[str]) -> tuple[Counter, int]:
+def count_terms(text: str, stops: frozenset[str]) -> tuple[Counter[str], int]:
     """(term → occurrences, number of tokens): the text's words and phrases as defined above."""
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     length = 0
     for seg in segments(text):
         length += sum(1 for t in seg if t is not None)

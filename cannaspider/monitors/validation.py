@@ -9,6 +9,7 @@ cannaspider/validation/errors/<field> (one per failing field)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from jsonschema.validators import validator_for
 from scrapy.crawler import Crawler
@@ -38,7 +39,7 @@ class StoreProductValidationPipeline:
         # every product and a sample catches it; 1 validates all.
         self.check = validator_for(schema)(schema)
         self.validator = JSONSchemaValidator(schema)
-        self.every = max(1, crawler.settings.getint("HEALTH_VALIDATION_SAMPLE_EVERY", 1))
+        self.every = max(1, crawler.settings.getint("HEALTH_VALIDATION_SAMPLE_EVERY"))
         self.seen = 0
         self.logged = 0
 
@@ -46,7 +47,7 @@ class StoreProductValidationPipeline:
     def from_crawler(cls, crawler: Crawler) -> StoreProductValidationPipeline:
         return cls(crawler)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         if not isinstance(item, StoreProduct):
             return item
         assert self.stats is not None
@@ -57,7 +58,7 @@ class StoreProductValidationPipeline:
         try:
             data = item_json(item)
             ok, errors = (True, {}) if self.check.is_valid(data) else self.validator.validate(data)
-        except Exception as exc:  # a value pydantic cannot even serialise: invalid, not a crash
+        except Exception as exc:  # noqa: BLE001 - a value pydantic cannot even serialise: invalid, not a crash
             ok, errors = False, {"item": [type(exc).__name__]}
         if not ok:
             self.stats.inc_value(INVALID_STAT)
@@ -76,7 +77,7 @@ class StoreProductValidationPipeline:
 
 @monitors.name("Item validation")
 class ItemValidationMonitor(HealthMonitor):
-    @monitors.name("StoreProduct items match the item schema")
+    @monitors.name("StoreProduct items match the item schema")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_items_valid(self) -> None:
         items = self.stat(ITEMS_STAT)
         if not items:

@@ -6,6 +6,7 @@ A record the database refuses for its values is logged and counted, and the craw
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -49,7 +50,7 @@ class DispensaryWriterPipeline:
     def from_crawler(cls, crawler: Crawler) -> DispensaryWriterPipeline:
         return cls(crawler)
 
-    async def process_item(self, item):
+    async def process_item(self, item: Any) -> Any:
         if isinstance(item, DispensaryRecord):
             return await self._write_dispensary(item)
         if isinstance(item, EntryPointResolution):

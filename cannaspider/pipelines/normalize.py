@@ -5,6 +5,7 @@ are the stat cannaspider/image_urls_refused."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
@@ -26,7 +27,7 @@ class NormalizeProductPipeline:
     def from_crawler(cls, crawler: Crawler) -> NormalizeProductPipeline:
         return cls(crawler)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         if not isinstance(item, RawProduct):
             return item
         refused = REFUSED_URLS.count

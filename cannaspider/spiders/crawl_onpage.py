@@ -99,7 +99,7 @@ class CrawlOnpageSpider(scrapy.Spider):
             result: dict = await self.jobs.crawl_keyword(keyword_id)
         except OnpageJobError as exc:
             result = {"error": str(exc), "retryable": exc.retryable}
-        except Exception as exc:  # noqa: BLE001 - e.g. a RecursionError on a hostile answer: the unit fails
+        except Exception as exc:  # e.g. a RecursionError on a hostile answer: the unit fails
             self.logger.exception("keyword %s: on-page crawl FAILED", keyword_id)
             result = {"error": f"the on-page crawl raised {describe(exc)}", "retryable": True}
         self.results[keyword_id] = result

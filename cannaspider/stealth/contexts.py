@@ -75,7 +75,7 @@ class BrowserContexts:
             context = self.contexts.pop(name)
             try:
                 await context.close()
-            except Exception as exc:  # already closed with the browser: nothing left to free
+            except Exception as exc:  # noqa: BLE001 - already closed with the browser: nothing left to free
                 logger.debug("browser context %s: close failed: %s", name, exc)
             closed.append(name)
         if closed:

@@ -183,7 +183,7 @@ class IdentityFactory:
     def __init__(self, rng: random.Random | None = None):
         self.rng = rng or random.Random()
         try:
-            from browserforge.headers import HeaderGenerator
+            from browserforge.headers import HeaderGenerator  # noqa: PLC0415 - browserforge loads its networks on import: only when identities are drawn
 
             self._generator: Any = HeaderGenerator(http_version=2)
         except Exception as exc:  # the package or its data is broken: no identity at all
@@ -203,7 +203,7 @@ class IdentityFactory:
                 generated = self._generator.generate(
                     browser=browser, os=os_name, device="desktop" if device == "tablet" else device, locale="en-US"
                 )
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - one failed draw is retried with another browser; the last error is reported
                 last = f"{exc.__class__.__name__}: {exc}"
                 continue
             headers = {k.lower(): v for k, v in generated.items()}

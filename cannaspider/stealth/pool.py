@@ -15,17 +15,19 @@ again. Sixteen requests in flight through a proxy that blips for a second are on
 sixteen; a proxy that keeps failing is deactivated after five events, so after some
 4 × STEALTH_FAILURE_WINDOW_S of failing (docs/stealth.md, "Failures").
 
-A contract check (`scrapy check`, which sets SCRAPY_CHECK) keeps health in memory only: a check
-is not traffic, and one run against a sandbox must not rate or deactivate the pool's proxies.
+A contract check (`scrapy check`: CONTRACT_MODE, cannaspider/contracts.py) keeps health in
+memory only: a check is not traffic, and one run against a sandbox must not rate or deactivate
+the pool's proxies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -78,15 +80,15 @@ class HealthBatch:
     last_error: str | None = None
 
 
-class IdStates(Proxies):
+class IdStates(Proxies):  # type: ignore[misc]  # rotating_proxies is untyped
     """rotating_proxies' state machine keyed by proxy row id instead of a URL string."""
 
-    def __init__(self, backoff) -> None:
-        self.proxies: dict = {}
-        self.proxies_by_hostport: dict = {}  # unused: we never look proxies up by address
-        self.unchecked: set = set()
-        self.good: set = set()
-        self.dead: set = set()
+    def __init__(self, backoff: Callable[[int], float]) -> None:
+        self.proxies: dict[int, ProxyState] = {}
+        self.proxies_by_hostport: dict[str, int] = {}  # unused: we never look proxies up by address
+        self.unchecked: set[int] = set()
+        self.good: set[int] = set()
+        self.dead: set[int] = set()
         self.backoff = backoff
 
     def sync(self, ids: set[int]) -> None:
@@ -99,6 +101,10 @@ class IdStates(Proxies):
         for new in ids - set(self.proxies):
             self.proxies[new] = ProxyState()
             self.unchecked.add(new)
+
+
+# one pool per crawler, shared by the components that use it (nothing is set on the Crawler)
+_POOLS: weakref.WeakKeyDictionary[Crawler, ProxyPool] = weakref.WeakKeyDictionary()
 
 
 def _no_backoff(attempt: int) -> float:
@@ -122,16 +128,15 @@ class ProxyPool:
         self.pending: dict[int, HealthBatch] = {}
         self.loaded = False
         self._lock: asyncio.Lock | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self.write_health = not os.environ.get("SCRAPY_CHECK")
+        self.write_health = not s.getbool("CONTRACT_MODE")
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> ProxyPool:
-        pool = getattr(crawler, "_cannaspider_proxy_pool", None)
+        pool = _POOLS.get(crawler)
         if pool is None:
-            pool = cls(crawler)
-            crawler._cannaspider_proxy_pool = pool  # type: ignore[attr-defined]
+            pool = _POOLS[crawler] = cls(crawler)
             crawler.signals.connect(pool.close, signal=signals.spider_closed)
         return pool
 
@@ -181,7 +186,7 @@ class ProxyPool:
                     await self.refresh()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # an outage: health waits in memory for the next batch
+            except Exception as exc:  # noqa: BLE001 - an outage: health waits in memory for the next batch
                 logger.warning("proxy pool: could not sync with the proxies table: %s", exc)
 
     async def flush(self) -> None:
@@ -242,12 +247,12 @@ class ProxyPool:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the sync task's own failure was logged when it happened
                 pass
             self._task = None
         try:
             await self.flush()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a crawl's close must not fail on it: logged
             logger.error("proxy pool: proxy health of this crawl could not be written: %s", exc)
 
     # -- choosing and recording --------------------------------------------------------------

@@ -146,7 +146,7 @@ def scrapy_error(exc: CurlError, request: Request, timeout: float) -> Exception:
 
 @dataclass
 class _Pooled:
-    session: AsyncSession
+    session: AsyncSession[Any]
     active: int = 0
     evicted: bool = False
 
@@ -155,13 +155,13 @@ class CurlImpersonator:
     """Impersonated downloads over kept curl sessions; pure asyncio (no reactor needed)."""
 
     def __init__(self, settings: BaseSettings):
-        self.max_sessions = max(1, settings.getint("TLS_IMPERSONATE_MAX_SESSIONS", 64))
-        self.max_clients = max(1, settings.getint("CONCURRENT_REQUESTS", 16))
-        self.default_timeout = settings.getfloat("DOWNLOAD_TIMEOUT", 180)
-        self.maxsize = settings.getint("DOWNLOAD_MAXSIZE", 0)
-        self.verify = settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES", False)
+        self.max_sessions = max(1, settings.getint("TLS_IMPERSONATE_MAX_SESSIONS"))
+        self.max_clients = max(1, settings.getint("CONCURRENT_REQUESTS"))
+        self.default_timeout = settings.getfloat("DOWNLOAD_TIMEOUT")
+        self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
+        self.verify = settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES")
         self.sessions: OrderedDict[str, _Pooled] = OrderedDict()
-        self._closing: set[asyncio.Task] = set()  # evicted idle sessions being closed (kept referenced)
+        self._closing: set[asyncio.Task[None]] = set()  # evicted idle sessions being closed (kept referenced)
 
     async def download(self, request: Request) -> Response:
         # a copy: CurlOptionsParser pops Proxy-Authorization (into PROXYHEADER, the proxy's only)
@@ -250,7 +250,7 @@ class CurlImpersonator:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
 
-class ImpersonatingDownloadHandler(ImpersonateDownloadHandler):
+class ImpersonatingDownloadHandler(ImpersonateDownloadHandler):  # type: ignore[misc]  # scrapy-impersonate is untyped
     """scrapy-impersonate's handler (the `impersonate` meta key chooses curl_cffi, anything else
     Scrapy's HTTP/1.1 handler), its curl download replaced by CurlImpersonator."""
 

@@ -3,6 +3,7 @@ with one line, and bad task input turned into one line on stderr and a non-zero 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
@@ -21,7 +22,7 @@ T = TypeVar("T")
 
 
 class TaskCommand(CannaspiderCommand):
-    def run(self, args, opts) -> None:
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
             super().run(args, opts)
         except TaskInputError as exc:
@@ -30,7 +31,8 @@ class TaskCommand(CannaspiderCommand):
 
     def on_db(self, fn: Callable[[psycopg.AsyncConnection], Awaitable[T]]) -> T:
         """Run fn on a connection to the project's database."""
-        return asyncio.run(with_connection(database_url(self.settings), fn))
+        result: T = asyncio.run(with_connection(database_url(self.settings), fn))
+        return result
 
 
 async def with_connection(url: str, fn: Callable[[psycopg.AsyncConnection], Awaitable[Any]]) -> Any:

@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -50,16 +51,16 @@ class ScrapydNode:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
 
-    def _call(self, path: str, data: dict | None = None, timeout: float = TIMEOUT_S) -> dict:
+    def _call(self, path: str, data: dict[str, Any] | None = None, timeout: float = TIMEOUT_S) -> dict[str, Any]:
         headers = {}
         if self.username is not None:
             token = base64.b64encode(f"{self.username}:{self.password or ''}".encode()).decode()
             headers["Authorization"] = f"Basic {token}"
         body = urllib.parse.urlencode(data).encode() if data is not None else None
-        request = urllib.request.Request(self.url.rstrip("/") + "/" + path, data=body, headers=headers)
+        request = urllib.request.Request(self.url.rstrip("/") + "/" + path, data=body, headers=headers)  # noqa: S310 - the operator's Scrapyd URL
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as resp:
-                answer = json.loads(resp.read())
+            with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - the operator's Scrapyd URL
+                answer: dict[str, Any] = json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             raise ScrapydError(f"{self.node_label}: {path} answered HTTP {exc.code}") from None
         except (OSError, ValueError) as exc:
@@ -82,7 +83,7 @@ class ScrapydNode:
 
     def schedule(self, spider: str, project: str = PROJECT, **args: str) -> str:
         data = {"project": project, "spider": spider, **args}
-        return self._call("schedule.json", data, timeout=SCHEDULE_TIMEOUT_S)["jobid"]
+        return str(self._call("schedule.json", data, timeout=SCHEDULE_TIMEOUT_S)["jobid"])
 
 
 def parse_nodes(value: str, username: str | None, password: str | None) -> list[ScrapydNode]:

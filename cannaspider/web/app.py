@@ -19,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
@@ -105,7 +106,7 @@ def create_app(
         return JSONResponse({"detail": "the database is unavailable: try again later"}, status_code=503)
 
     @app.get("/api/worker-registry/roles", response_model=list[RoleOut], tags=["roles"])
-    async def list_roles() -> list[dict]:
+    async def list_roles() -> list[dict[str, Any]]:
         return [role.as_dict() for role in roles.ROLES.values()]
 
     @app.post(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, get_args
 
+import psycopg
 from fastapi import APIRouter, HTTPException, Query, Request
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
@@ -66,7 +67,9 @@ class OosIntervalOut(BaseModel):
     until: datetime | None = Field(description="the crawl that saw it back; null: still out of stock")
 
 
-async def product_timeline(conn, dispensary_id: int, provider_product_id: str) -> dict[str, list[dict[str, Any]]]:
+async def product_timeline(
+    conn: psycopg.AsyncConnection[Any], dispensary_id: int, provider_product_id: str
+) -> dict[str, list[dict[str, Any]]]:
     """A product's events, oldest first, and its out-of-stock intervals (the history API)."""
     params = {"d": dispensary_id, "p": provider_product_id}
     async with conn.cursor(row_factory=dict_row) as cur:

@@ -11,6 +11,8 @@ profile not computed yet a 404; each `detail` says which.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
@@ -88,7 +90,7 @@ class ProfileOut(BaseModel):
     terms: list[TermOut]
 
 
-async def load_profile(request: Request, keyword_id: int, locale: str) -> dict:
+async def load_profile(request: Request, keyword_id: int, locale: str) -> dict[str, Any]:
     """The stored profile, or an HTTPException saying why there is none."""
     wanted = normalize_locale(locale)
     if wanted is None:
@@ -119,7 +121,7 @@ async def get_keyword_profile(
     request: Request,
     keyword_id: int = Path(ge=1, le=MAX_ID),
     locale: str = Query(max_length=20, description="the SERP locale, e.g. fr-FR"),
-) -> dict:
+) -> dict[str, Any]:
     """The semantic profile of a keyword in one locale, as the last `crawl_onpage` computed it:
     shared terms and phrases weighted by TF-IDF over the SERP, their coverage, and completeness."""
     return await load_profile(request, keyword_id, locale)

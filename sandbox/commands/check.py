@@ -5,7 +5,7 @@ set: the command applies the migrations, starts the sandbox and its forward prox
 ports, points DUTCHIE_GRAPHQL_URL at it, lists its stores in CONTRACT_STORES (the `sandbox:STATE:N`
 names the contracts use, cannaspider/contracts.py), puts the proxy in the pool for the check's
 duration (Dutchie requests go only through proxies; sandbox/pool_rows.py) and runs Scrapy's own
-check. The contracts never write proxy health (cannaspider/stealth/pool.py, under SCRAPY_CHECK).
+check. The contracts never write proxy health (cannaspider/stealth/pool.py, under CONTRACT_MODE).
 
 A DUTCHIE_GRAPHQL_URL given in the environment or with `-s` names a sandbox already running with
 the default catalog (`scrapy sandbox`, the tests' own): the check uses it and the proxies table as

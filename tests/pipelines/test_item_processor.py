@@ -7,7 +7,6 @@ import warnings
 
 import pytest
 from scrapy.exceptions import DropItem, ScrapyDeprecationWarning
-from scrapy.middleware import MiddlewareManager
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import succeed
@@ -110,26 +109,32 @@ def test_pipelines_that_take_a_spider_get_scrapys_own_chain():
     assert run(go()) == ["a", "legacy"]
 
 
-def test_without_the_private_attribute_it_reads_it_falls_back_to_scrapys_own_chain(monkeypatch):
-    """A Scrapy whose manager no longer has `_mw_methods_requiring_spider`: no guessing."""
-    original_init = MiddlewareManager.__init__
+class OpensWithSpider(Append):
+    def open_spider(self, spider):
+        pass
 
-    def init_without_it(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        del self._mw_methods_requiring_spider
 
+class OptionalSpider(Append):
+    def process_item(self, item, spider=None):
+        return item + [self.mark]
+
+
+def test_a_required_spider_argument_anywhere_gets_scrapys_own_chain(monkeypatch):
+    """Decided from the methods' signatures, as Scrapy decides which to pass a spider to."""
     stock_calls = []
 
     async def stock_chain(self, item):
         stock_calls.append(item)
         return item + ["stock"]
 
-    monkeypatch.setattr(MiddlewareManager, "__init__", init_without_it)
     monkeypatch.setattr(ItemPipelineManager, "process_item_async", stock_chain)
-    chain = manager(Append("a"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScrapyDeprecationWarning)
+        chain = manager(Append("a"), OpensWithSpider("b"))
     assert not chain.direct_calls
     assert run(chain.process_item_async([])) == ["stock"]
     assert stock_calls == [[]]
+    assert manager(Append("a"), OptionalSpider("b")).direct_calls  # an optional one is never passed
 
 
 def test_with_it_the_direct_calls_are_used():

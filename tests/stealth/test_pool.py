@@ -64,8 +64,7 @@ def test_health_is_written_in_batches_not_per_request(db, sql):
     assert row(sql, a) == (True, 3, 1, 200, True, True, "blocked: HTTP 403")
 
 
-def test_a_contract_check_writes_no_proxy_health(db, sql, monkeypatch):
-    monkeypatch.setenv("SCRAPY_CHECK", "true")  # what `scrapy check` sets while its spiders run
+def test_a_contract_check_writes_no_proxy_health(db, sql):
     a = add(sql, "10.0.0.1")
 
     async def scenario(pool: ProxyPool):
@@ -76,7 +75,8 @@ def test_a_contract_check_writes_no_proxy_health(db, sql, monkeypatch):
         await pool.flush()
         return pool.is_active(a)
 
-    assert asyncio.run(with_pool(db, scenario)) is False  # the check itself stops using it…
+    # CONTRACT_MODE: what `scrapy check` sets (the ContractMode add-on, tests/test_contracts.py)
+    assert asyncio.run(with_pool(db, scenario, CONTRACT_MODE=True)) is False  # the check itself stops using it…
     assert row(sql, a) == (True, 0, 0, None, False, False, None)  # …but the table is untouched
 
 
@@ -188,3 +188,12 @@ def test_failures_in_a_row_past_the_window_still_deactivate_after_five(db, sql):
         (a,),
     )
     assert state[:3] == (False, 5, True) and state[3].total_seconds() == 300 and state[4] == 0
+
+
+def test_one_pool_per_crawler_and_nothing_set_on_the_crawler():
+    crawler = project_crawler()
+    attributes = set(vars(crawler))
+    pool = ProxyPool.for_crawler(crawler)
+    assert ProxyPool.for_crawler(crawler) is pool
+    assert ProxyPool.for_crawler(project_crawler()) is not pool
+    assert set(vars(crawler)) == attributes  # the pool is kept beside the crawler (Scrapy's object)

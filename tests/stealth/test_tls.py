@@ -26,7 +26,15 @@ from scrapy.settings import Settings
 from cannaspider.stealth.identity import Identity, IdentityFactory
 from cannaspider.stealth.tls import CurlImpersonator, impersonate_target, mask
 from sandbox.forward_proxy import ForwardProxy
-from tests.helpers import SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, run_scrapy, runs_of
+from tests.helpers import (
+    SANDBOX_PROXY_AUTH,
+    add_store,
+    products_of,
+    project_settings,
+    register_proxy,
+    run_scrapy,
+    runs_of,
+)
 
 GREASE = {0x0A0A + 0x1010 * i for i in range(16)}
 WEBKIT = "AppleWebKit/537.36 (KHTML, like Gecko)"
@@ -179,7 +187,7 @@ def proxied(url: str, proxy: ForwardProxy, who: Identity, auth=SANDBOX_PROXY_AUT
 
 
 def download(request: Request, **settings) -> object:
-    curl = CurlImpersonator(Settings({"DOWNLOAD_TIMEOUT": 60, **settings}))
+    curl = CurlImpersonator(Settings({**project_settings(), "DOWNLOAD_TIMEOUT": 60, **settings}))
 
     async def run():
         try:
@@ -225,7 +233,7 @@ def test_through_the_authenticated_proxy_the_identitys_headers_go_in_its_order(p
 
 def test_a_session_is_kept_per_identity_and_the_least_recently_used_one_closes(proxy, identities):
     server = Recorder(http_request_complete, lambda _: JSON_OK)
-    curl = CurlImpersonator(Settings({"TLS_IMPERSONATE_MAX_SESSIONS": 2}))
+    curl = CurlImpersonator(Settings({**project_settings(), "TLS_IMPERSONATE_MAX_SESSIONS": 2}))
     url = f"http://127.0.0.1:{server.port}/api-3/graphql"
 
     async def run() -> list[int]:

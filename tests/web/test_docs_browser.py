@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("playwright.sync_api")
 
-from tests.web.test_dashboard import browser, recording_page, shot  # noqa: E402,F401 - the browser fixture
+from tests.web.test_dashboard import browser, recording_page, shot  # noqa: F401 - the browser fixture
 
 
 @pytest.fixture
