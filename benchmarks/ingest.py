@@ -1,7 +1,7 @@
 """Ingest benchmark: the product crawl against the sandbox, with every pipeline on, with
 pipelines off (the crawl ceiling) and with a per-row INSERT … ON CONFLICT pipeline (the
 baseline), all measured in this one run; plus peak RSS for two store counts. The full pipeline
-is also measured with the images' webp conversion by Pillow (benchmarks/pillow_convert.py, the
+is also measured with the images' webp conversion by Pillow (cannaspider/images/pillow_convert.py, the
 code libvips replaced) instead of libvips, in the same run.
 
     ./dev bench                          # 50 stores × 300 products, each measurement 2 crawls, 5 repeats
@@ -36,7 +36,7 @@ from cannaspider.db import database_url, migrations  # noqa: E402
 FULL = None  # the project's ITEM_PIPELINES
 OFF = {}
 NORMALIZE_ONLY = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200}
-PILLOW_CONVERSION = ("-s", "IMAGES_CONVERTER=benchmarks.pillow_convert.to_webp")
+PILLOW_CONVERSION = ("-s", "IMAGES_CONVERTER=cannaspider.images.pillow_convert.to_webp")
 EVENTS_OFF = ("-s", "PRODUCT_EVENTS_ENABLED=False")  # each complete crawl's close writes them (docs/analytics.md)
 NO_EVENTS = "full, product events off"
 NO_MARKET = "full, no events/market"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
-from cannaspider.pipelines.images import images_store_uri
+from cannaspider.images.filestore import images_store_uri
 from sandbox.catalog import CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
 from sandbox.server import Sandbox
