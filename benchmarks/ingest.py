@@ -103,13 +103,13 @@ def register_proxy(url: str, proxy_url: str) -> None:
         conn.execute("INSERT INTO proxies (host, port, protocol) VALUES (%s, %s, 'http')", (host, int(port)))
 
 
-def bench_database() -> str:
+def bench_database(name: str) -> str:
     admin = database_url()
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "cannaspider_bench" WITH (FORCE)')
-        conn.execute('CREATE DATABASE "cannaspider_bench"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
     info = psycopg.conninfo.conninfo_to_dict(admin)
-    info["dbname"] = "cannaspider_bench"
+    info["dbname"] = name
     url = psycopg.conninfo.make_conninfo(**info)
     migrations.apply(url, log=lambda _: None)
     return url
@@ -146,6 +146,10 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], extra: t
     if pipelines is not None:
         args += ["-s", "ITEM_PIPELINES=" + json.dumps(pipelines)]
     result = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if os.environ.get("INGEST_LOG_DIR"):  # every crawl's log, for a look at where the time went
+        logs = Path(os.environ["INGEST_LOG_DIR"])
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"crawl-{len(list(logs.iterdir())):03d}.log").write_text(" ".join(args) + "\n" + result.stderr)
     # exit 3 is `scrapy crawl`'s "a unit of work did not complete" (README, "Exits and errors"): the
     # variants without the completion pipeline never close their store crawls; the full pipeline's
     # completeness is checked from its stats below
@@ -225,9 +229,13 @@ def main() -> None:
         help="measurements per variant, interleaved across variants; the median is reported",
     )
     parser.add_argument(
+        "--database", default="cannaspider_bench", help="dropped and made anew (two runs at once: two names)"
+    )
+    parser.add_argument(
         "--converters",
         action="store_true",
-        help="measure only the crawl with new images, converted by libvips and by Pillow (issue 19)",
+        help="measure only the crawl with new images (an empty image store), converted by libvips and by Pillow, "
+        "paired per repeat (issue 19)",
     )
     parser.add_argument(
         "--market-cost",
@@ -237,7 +245,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    url = bench_database()
+    url = bench_database(args.database)
     sandbox, urls = start_sandbox(args.stores, args.products)
     try:
         ids = seed(url, urls["base"])
@@ -259,8 +267,9 @@ def main() -> None:
             Variant("per-row upsert baseline", PER_ROW),
             Variant("normalize only", NORMALIZE_ONLY),
         )
-        if args.converters:
-            variants = tuple(v for v in variants if v.images == "new")
+        # each image converted in a crawl that does nothing else: its own run (at 50 stores x 300
+        # products, 13,500 conversions per measurement would take longer than the rest together)
+        variants = tuple(v for v in variants if (v.images == "new") == args.converters)
         if args.market_cost:
             variants = (
                 Variant("full pipeline", FULL),
@@ -318,16 +327,6 @@ def main() -> None:
     if args.converters:
         return
     full = results["full pipeline"]["products_per_s"]
-    print(
-        f"ingest benchmark: {len(ids)} stores x {args.products} products; each measurement is "
-        f"{args.crawls} crawls; median of {args.repeats} interleaved measurements per variant"
-    )
-    for name, r in results.items():
-        spread = ", ".join(f"{m['products_per_s']:.0f}" for m in measured[name])
-        print(
-            f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; "
-            f"images stored {r['images']:.0f}; all: {spread})"
-        )
     if small is None:
         no_events = full / results[NO_EVENTS]["products_per_s"]
         no_market = full / results[NO_MARKET]["products_per_s"]
