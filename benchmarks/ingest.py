@@ -145,6 +145,11 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], extra: t
     ]
     if pipelines is not None:
         args += ["-s", "ITEM_PIPELINES=" + json.dumps(pipelines)]
+    profiles = os.environ.get("INGEST_PROFILE_DIR")
+    if profiles and pipelines is FULL:  # cProfile of each full-pipeline crawl (pstats files)
+        Path(profiles).mkdir(parents=True, exist_ok=True)
+        target = Path(profiles) / f"crawl-{len(list(Path(profiles).iterdir())):03d}.prof"
+        args[1:3] = ["-m", "cProfile", "-o", str(target), "-m", "scrapy"]
     result = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     if os.environ.get("INGEST_LOG_DIR"):  # every crawl's log, for a look at where the time went
         logs = Path(os.environ["INGEST_LOG_DIR"])
