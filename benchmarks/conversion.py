@@ -1,5 +1,5 @@
 """The image pipeline's download → webp conversion, libvips (cannaspider/images/convert.py)
-against Pillow (cannaspider/images/pillow_convert.py), paired: each round converts the same
+against Pillow (benchmarks/pillow_convert.py), paired: each round converts the same
 bodies with both, in alternating order, and the ratio is taken within the round, so a shared
 machine's drift hits both alike (docs/images.md, "Which converter").
 
@@ -25,7 +25,8 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cannaspider.images import convert, pillow_convert  # noqa: E402
+from benchmarks import pillow_convert  # noqa: E402
+from cannaspider.images import convert  # noqa: E402
 from sandbox.websites import product_png  # noqa: E402
 
 Converter = Callable[..., tuple[bytes, tuple[int, int]]]

@@ -16,7 +16,7 @@ same number of threads everywhere (`--threads`, one per core by default):
   by an aiohttp client loop in this one; its RSS sampled over `--cold-variants` further first
   renders and over `--requests` cached requests;
 - the pipeline's conversion of downloaded JPEGs (1000×1000, q85) to the stored webp (q90):
-  cannaspider/images/pillow_convert.py (Pillow) against cannaspider/images/convert.py.
+  benchmarks/pillow_convert.py (Pillow) against cannaspider/images/convert.py.
 
 Targets (docs/images.md, "Speed"): bare libvips >= 1.0x sharp; cold /img >= 0.85x sharp; cached
 >= 20x cold; memory flat; libvips conversion faster than Pillow's.
@@ -48,7 +48,8 @@ from PIL import Image, ImageDraw, ImageFilter
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cannaspider.images import convert, pillow_convert, vips  # noqa: E402
+from benchmarks import pillow_convert  # noqa: E402
+from cannaspider.images import convert, vips  # noqa: E402
 from cannaspider.images.render import Variant, render  # noqa: E402
 
 SHARP = "sharp@0.35.5"

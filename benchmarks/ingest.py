@@ -1,13 +1,30 @@
 """Ingest benchmark: the product crawl against the sandbox, with every pipeline on, with
 pipelines off (the crawl ceiling) and with a per-row INSERT … ON CONFLICT pipeline (the
-baseline), all measured in this one run; plus peak RSS for two store counts. The full pipeline
-is also measured with the images' webp conversion by Pillow (cannaspider/images/pillow_convert.py, the
-code libvips replaced) instead of libvips, in the same run.
+baseline), all measured in this one run; plus peak RSS for two store counts.
+
+What each measurement starts from is fixed, so that the five measurements of a variant measure
+the same thing (docs/images.md, "Ingest benchmark"):
+- "full pipeline": new products (the product tables emptied) whose images the image store holds
+  already (filled by an untimed crawl before the first measurement), so the image layer plans,
+  looks up and records every image but converts none;
+- "steady state": a resync of stores whose products and images all exist (a daily crawl): one
+  untimed crawl fills the tables, the measured crawls find every row and every image;
+- with --converters, only "new images, libvips" / "new images, Pillow": new products and an empty
+  image store, so every image is downloaded and converted (cannaspider/images/convert.py or
+  benchmarks/pillow_convert.py); the figure is images converted per second, the two converters'
+  ratio taken per repeat.
+Before, the images folder was either shared (the first "full" measurement converted every image
+and the others none: 269 against ~3,800 products/s) or new for every measurement (each was
+mostly conversion: full / ceiling ~0.04).
 
     ./dev bench                          # 50 stores × 300 products, each measurement 2 crawls, 5 repeats
-    python benchmarks/ingest.py --stores 80 --products 300 --repeats 5
+    python benchmarks/ingest.py --stores 20 --products 150 --repeats 5
+    python benchmarks/ingest.py --converters --stores 10 --products 100 --repeats 7
     python benchmarks/ingest.py --market-cost    # issue 17's cost: full vs without events, then also
                                                  # without identity keys, canonical links, unit prices
+
+INGEST_LOG_DIR=dir keeps every crawl's log; INGEST_PROFILE_DIR=dir runs each full-pipeline crawl
+under cProfile.
 
 Everything talks to 127.0.0.1 only: the sandbox runs as a child process, the database is
 DATABASE_URL's server or the embedded one.
@@ -39,7 +56,7 @@ from cannaspider.db import database_url, migrations  # noqa: E402
 FULL = None  # the project's ITEM_PIPELINES
 OFF = {}
 NORMALIZE_ONLY = {"cannaspider.pipelines.normalize.NormalizeProductPipeline": 200}
-PILLOW_CONVERSION = ("-s", "IMAGES_CONVERTER=cannaspider.images.pillow_convert.to_webp")
+PILLOW_CONVERSION = ("-s", "IMAGES_CONVERTER=benchmarks.pillow_convert.to_webp")
 EVENTS_OFF = ("-s", "PRODUCT_EVENTS_ENABLED=False")  # each complete crawl's close writes them (docs/analytics.md)
 CEILING = "ceiling (pipelines off)"
 STEADY = "steady state (resync)"

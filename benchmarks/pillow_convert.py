@@ -1,6 +1,8 @@
-"""The download → stored webp conversion with Pillow, the other IMAGES_CONVERTER beside libvips'
-(cannaspider/images/convert.py); docs/images.md, "Which converter" says which is the default and
-why (benchmarks/conversion.py and benchmarks/ingest.py measure both in one run).
+"""The Pillow conversion the pipeline used before libvips (cannaspider/images/convert.py): the
+baseline the benchmarks measure it against, in the same run (benchmarks/conversion.py, and
+`benchmarks/ingest.py --converters`, which puts it in a crawl with `-s
+IMAGES_CONVERTER=benchmarks.pillow_convert.to_webp`). Not used by the project: in a crawl libvips
+converts twice as fast (docs/images.md, "Which converter").
 
 Same contract: a downloaded body → the webp we store, or a one-line UnusableImage.
 
