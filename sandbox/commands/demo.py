@@ -104,6 +104,7 @@ class Command(CannaspiderCommand):
                 (state,),
             )
         items = len(json.loads(feed.read_text())) if feed.exists() else 0
+        assert self.settings is not None  # Scrapy sets it before running a command
         print()
         print(f"Summary for {state}")
         print(f"  stores          {stores} ({resolved} resolved, {unresolved} with a resolution error)")
