@@ -16,7 +16,7 @@ same number of threads everywhere (`--threads`, one per core by default):
   by an aiohttp client loop in this one; its RSS sampled over `--cold-variants` further first
   renders and over `--requests` cached requests;
 - the pipeline's conversion of downloaded JPEGs (1000×1000, q85) to the stored webp (q90):
-  benchmarks/pillow_convert.py (the Pillow code it replaced) against cannaspider/images/convert.py.
+  benchmarks/pillow_convert.py (Pillow) against cannaspider/images/convert.py.
 
 Targets (docs/images.md, "Speed"): bare libvips >= 1.0x sharp; cold /img >= 0.85x sharp; cached
 >= 20x cold; memory flat; libvips conversion faster than Pillow's.

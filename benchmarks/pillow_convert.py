@@ -1,7 +1,8 @@
 """The Pillow conversion the pipeline used before libvips (cannaspider/images/convert.py): the
-baseline the benchmarks measure it against, in the same run. `-s
-IMAGES_CONVERTER=benchmarks.pillow_convert.to_webp` puts it back in a crawl (benchmarks/ingest.py
-does, for its "full pipeline, Pillow conversion" variant). Not used by the project.
+baseline the benchmarks measure it against, in the same run (benchmarks/conversion.py, and
+`benchmarks/ingest.py --converters`, which puts it in a crawl with `-s
+IMAGES_CONVERTER=benchmarks.pillow_convert.to_webp`). Not used by the project: in a crawl libvips
+converts twice as fast (docs/images.md, "Which converter").
 
 Same contract: a downloaded body → the webp we store, or a one-line UnusableImage.
 
@@ -26,25 +27,25 @@ ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "AVIF")
 def to_webp(body: bytes, *, quality: int = 90, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[bytes, tuple[int, int]]:
     """The webp bytes and (width, height) of the upright image."""
     if not body:
-        raise UnusableImage("empty body")
+        raise UnusableImage("empty", "empty body")
     image: Image.Image
     try:
         # the header only: the size is known before any pixel is decoded
         image = Image.open(io.BytesIO(body), formats=ACCEPTED_FORMATS)
         width, height = image.size
         if width * height > max_pixels:
-            raise UnusableImage(f"{width}x{height} is more than {max_pixels} pixels (a decompression bomb?)")
+            raise UnusableImage("bomb", f"{width}x{height} is more than {max_pixels} pixels (a decompression bomb?)")
         image.load()
         icc = image.info.get("icc_profile")
         image = ImageOps.exif_transpose(image) or image
     except UnusableImage:
         raise
     except UnidentifiedImageError:
-        raise UnusableImage(f"not an image ({describe(body)})") from None
+        raise UnusableImage("not_an_image", f"not an image ({describe(body)})") from None
     except Image.DecompressionBombError as exc:  # Pillow's own limit (MAX_IMAGE_PIXELS), if lower
-        raise UnusableImage(f"decompression bomb: {exc}") from None
+        raise UnusableImage("bomb", f"decompression bomb: {exc}") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:  # Pillow's ways of saying truncated/corrupt
-        raise UnusableImage(f"broken {image_format(body)} image: {exc}") from None
+        raise UnusableImage("broken", f"broken {image_format(body)} image: {exc}") from None
     image, icc = _webp_mode(image, icc)
     out = io.BytesIO()
     image.save(out, "WEBP", quality=quality, method=4, icc_profile=icc or None, exif=b"")

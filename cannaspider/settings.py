@@ -215,8 +215,12 @@ IMAGES_STORE = None
 IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCURRENT_REQUESTS)
 IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
 IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb); /img too
-# The download → stored webp conversion (libvips). The benchmarks swap in Pillow's, the baseline
-# it replaced (benchmarks/pillow_convert.py), to measure both in one run.
+IMAGES_MIN_WIDTH = 0  # a smaller image is skipped (images_failed/small), as Scrapy's ImagesPipeline does
+IMAGES_MIN_HEIGHT = 0
+# The download → stored webp conversion: libvips. In a crawl it converts about twice as fast as
+# Pillow's (benchmarks/pillow_convert.py; `benchmarks/ingest.py --converters`: Pillow / libvips
+# 0.56, all 7 paired repeats below 1), though alone Pillow is as fast or faster (docs/images.md,
+# "Which converter").
 IMAGES_CONVERTER = "cannaspider.images.convert.to_webp"
 # One slow or huge image must not hold a finished crawl open (it did for 4 × DOWNLOAD_TIMEOUT):
 # images get their own timeout and byte cap (the downloader cancels a larger body, from its

@@ -21,29 +21,34 @@ WEBP_EFFORT = 4  # libwebp's method 4
 
 
 class UnusableImage(ValueError):
-    """The body is not an image we store; the message says why, in one line."""
+    """The body is not an image we store: `code` says which way (the pipeline's stat
+    `images_failed/<code>`), the message why, in one line."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
 
 
 def to_webp(body: bytes, *, quality: int = 90, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[bytes, tuple[int, int]]:
     """The webp bytes and (width, height) of the upright image."""
     if not body:
-        raise UnusableImage("empty body")
+        raise UnusableImage("empty", "empty body")
     kind = loader_of(body)
     if kind is None:
-        raise UnusableImage(f"not an image ({describe(body)})")
+        raise UnusableImage("not_an_image", f"not an image ({describe(body)})")
     try:
         # the header only: the size is known before any pixel is decoded
         image = pyvips.Image.new_from_buffer(body, "", fail_on="error")
         width, height = image.width, image.height
         if width * height > max_pixels:
-            raise UnusableImage(f"{width}x{height} is more than {max_pixels} pixels (a decompression bomb?)")
+            raise UnusableImage("bomb", f"{width}x{height} is more than {max_pixels} pixels (a decompression bomb?)")
         if image.get_typeof("orientation") and image.get("orientation") > 1:
             # turning needs the whole image, not a stream of lines
             image = pyvips.Image.new_from_buffer(body, "", access="random", fail_on="error").autorot()
         image = _srgb(image)
         webp = image.webpsave_buffer(Q=quality, effort=WEBP_EFFORT, keep=KEEP_ICC)
     except pyvips.Error as exc:  # libvips' ways of saying truncated/corrupt
-        raise UnusableImage(f"broken {kind} image: {reason(exc)}") from None
+        raise UnusableImage("broken", f"broken {kind} image: {reason(exc)}") from None
     return webp, (image.width, image.height)
 
 

@@ -105,7 +105,7 @@ def render(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels:
         raise StoredImageError(f"it cannot be decoded ({reason(exc)})") from None
 
 
-def _thumbnail(source: Path | bytes, width: int, height: int, **options) -> pyvips.Image:
+def _thumbnail(source: Path | bytes, width: int, height: int, **options: object) -> pyvips.Image:
     if isinstance(source, bytes):
         return pyvips.Image.thumbnail_buffer(source, width, height=height, fail_on="error", **options)
     return pyvips.Image.thumbnail(str(source), width, height=height, fail_on="error", **options)
@@ -162,9 +162,11 @@ def encode(image: pyvips.Image, fmt: str, quality: int) -> bytes:
     if fmt == "jpeg":
         if image.hasalpha():
             image = image.flatten(background=[255] * (image.bands - 1))
-        return image.jpegsave_buffer(Q=quality, keep=KEEP_ICC)
-    if fmt == "png":
-        return image.pngsave_buffer(compression=6, keep=KEEP_ICC)
-    if fmt == "avif":
-        return image.heifsave_buffer(Q=quality, compression="av1", effort=AVIF_EFFORT, keep=KEEP_ICC)
-    return image.webpsave_buffer(Q=quality, effort=WEBP_EFFORT, keep=KEEP_ICC)
+        body: bytes = image.jpegsave_buffer(Q=quality, keep=KEEP_ICC)
+    elif fmt == "png":
+        body = image.pngsave_buffer(compression=6, keep=KEEP_ICC)
+    elif fmt == "avif":
+        body = image.heifsave_buffer(Q=quality, compression="av1", effort=AVIF_EFFORT, keep=KEEP_ICC)
+    else:
+        body = image.webpsave_buffer(Q=quality, effort=WEBP_EFFORT, keep=KEEP_ICC)
+    return body

@@ -168,7 +168,8 @@ class S3Reader:
         key = self.key(path)
         try:
             reply = self.client.get_object(Bucket=self.bucket, Key=key)
-            return reply["Body"].read()
+            body: bytes = reply["Body"].read()
+            return body
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", "?"))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
@@ -227,7 +228,8 @@ class GCSReader:
         key = self.key(path)
         with self.answers():
             try:
-                return self.bucket().blob(key).download_as_bytes(timeout=self.timeout, retry=self.retry)
+                body: bytes = self.bucket().blob(key).download_as_bytes(timeout=self.timeout, retry=self.retry)
+                return body
             except NotFound:
                 if self.bucket_exists():
                     return None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
-from cannaspider.pipelines.images import images_store_uri
+from cannaspider.images.filestore import images_store_uri
 from sandbox.catalog import CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
 from sandbox.server import Sandbox
@@ -104,6 +104,7 @@ class Command(CannaspiderCommand):
                 (state,),
             )
         items = len(json.loads(feed.read_text())) if feed.exists() else 0
+        assert self.settings is not None  # Scrapy sets it before running a command
         print()
         print(f"Summary for {state}")
         print(f"  stores          {stores} ({resolved} resolved, {unresolved} with a resolution error)")

@@ -17,9 +17,11 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from PIL import Image, ImageCms, features
+from scrapy.settings import BaseSettings, Settings
 
 from cannaspider.images.paths import product_image_path
 from cannaspider.web.images import ImageProxy, image_router
+from tests.helpers import project_settings
 from tests.httpclient import http
 from tests.images.bombs import webp_declaring
 
@@ -260,23 +262,25 @@ def test_one_variant_asked_for_at_once_is_rendered_once_and_cached_on_disk(site)
 
 
 def test_router_from_settings_reads_images_store(tmp_path):
-    from scrapy.settings import Settings
-
     store = tmp_path / "s"
     (store / REL).parent.mkdir(parents=True)
     Image.new("RGB", (10, 10)).save(store / REL, "WEBP")
-    router = image_router(Settings({"IMAGES_STORE": str(store), "CANNASPIDER_DATA_DIR": str(tmp_path)}))
+    router = image_router(
+        Settings({**project_settings(), "IMAGES_STORE": str(store), "CANNASPIDER_DATA_DIR": str(tmp_path)})
+    )
     proxy = router.image_proxy  # type: ignore[attr-defined]
     assert proxy.root == store.resolve() and proxy.cache_dir == tmp_path / "image-cache"
-    remote = image_router(Settings({"IMAGES_STORE": "s3://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
+    remote = image_router(
+        Settings({**project_settings(), "IMAGES_STORE": "s3://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)})
+    )
     assert remote.image_proxy.unsupported_store is None and remote.image_proxy.root is None  # type: ignore[attr-defined]
-    odd = image_router(Settings({"IMAGES_STORE": "sftp://host/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
+    odd = image_router(
+        Settings({**project_settings(), "IMAGES_STORE": "sftp://host/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)})
+    )
     assert "reads a folder, s3://, gs:// or ftp://" in odd.image_proxy.unsupported_store  # type: ignore[attr-defined]
 
 
 def test_router_from_the_project_settings(tmp_path, monkeypatch):
-    from scrapy.settings import BaseSettings
-
     project = BaseSettings()
     project.setmodule("cannaspider.settings", priority="project")
     project.set("CANNASPIDER_DATA_DIR", str(tmp_path), priority="cmdline")

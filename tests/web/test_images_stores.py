@@ -25,7 +25,7 @@ from scrapy.settings import Settings
 
 from cannaspider.images.stores import FTPReader, S3Reader
 from cannaspider.web.images import ImageProxy, image_router
-from tests.helpers import add_store
+from tests.helpers import add_store, project_settings
 from tests.httpclient import http
 from tests.pipelines.test_images import PID, Harness, local_paths, product
 from tests.web.test_images import serve
@@ -181,8 +181,14 @@ def ftp_uri(server: FTPServer, password: str = FTP_PASSWORD) -> str:
 
 def proxy_for(tmp_path: Path, uri: str, **settings) -> ImageProxy:
     proxy = image_router(
-        Settings(
-            {"IMAGES_STORE": uri, "IMG_CACHE_DIR": str(tmp_path / "img-cache"), "IMG_STORE_TIMEOUT_S": 3, **settings}
+        Settings(  # the project's settings, as `scrapy serve` reads them
+            {
+                **project_settings(),
+                "IMAGES_STORE": uri,
+                "IMG_CACHE_DIR": str(tmp_path / "img-cache"),
+                "IMG_STORE_TIMEOUT_S": 3,
+                **settings,
+            }
         )
     ).image_proxy  # type: ignore[attr-defined]
     assert proxy.unsupported_store is None and proxy.root is None

@@ -1,0 +1,92 @@
+"""store_products.local_image_path, set once an image is stored (cannaspider/pipelines/images.py):
+DB_WRITE_BATCH_SIZE updates at a time, in one statement, never a round trip per product
+(docs/images.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg
+from scrapy.crawler import Crawler
+
+from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.errors import first_line
+from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS, batch_document, encode_row
+
+# the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
+logger = logging.getLogger("cannaspider.pipelines.images")
+
+# One statement per batch: the (dispensary, provider, product, path) rows as one JSON document.
+# Returns the rows it found, so a product whose row is still in the product writer's buffer is
+# retried at the next flush instead of lost.
+UPDATE_PATHS = """
+WITH batch AS (
+    SELECT (r->>0)::bigint AS dispensary_id, r->>1 AS provider, r->>2 AS provider_product_id, r->>3 AS path
+      FROM jsonb_array_elements(%t) AS r)
+UPDATE store_products sp SET local_image_path = b.path
+  FROM batch b
+ WHERE sp.dispensary_id = b.dispensary_id AND sp.provider = b.provider
+   AND sp.provider_product_id = b.provider_product_id
+RETURNING sp.dispensary_id, sp.provider, sp.provider_product_id
+"""
+
+Key = tuple[int, str, str]  # (dispensary, provider, product)
+
+
+class ImagePathWriter:
+    """local_image_path updates, written DB_WRITE_BATCH_SIZE at a time in one statement."""
+
+    def __init__(self, crawler: Crawler, store: CrawlStore):
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self.store = store
+        self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE")
+        self.rows: dict[Key, str] = {}  # → path
+        self.new_rows = 0  # added since the last flush (rows kept for a retry do not start one)
+        self.lock = asyncio.Lock()
+        self.inflight: asyncio.Task[None] | None = None
+
+    def add(self, dispensary_id: int, provider: str, provider_product_id: str, path: str) -> None:
+        self.rows[(dispensary_id, provider, provider_product_id)] = path
+        self.new_rows += 1
+        if self.new_rows >= self.batch_size and (self.inflight is None or self.inflight.done()):
+            self.inflight = asyncio.ensure_future(self._flush_quietly())
+
+    async def _flush_quietly(self) -> None:
+        try:
+            await self.flush()
+        except Exception:  # logged by flush; the rows are kept for the next one
+            return
+
+    async def flush(self, *, final: bool = False) -> None:
+        async with self.lock:
+            rows, self.rows = self.rows, {}
+            self.new_rows = 0
+            if not rows:
+                return
+            try:
+                pool = await self.store.open()
+                async with pool.connection() as conn:
+                    document = batch_document([encode_row((*key, path)) for key, path in rows.items()])
+                    found = await (await conn.execute(UPDATE_PATHS, (document,))).fetchall()
+            except OUTAGE_ERRORS + (psycopg.Error,) as exc:
+                for key, path in rows.items():
+                    self.rows.setdefault(key, path)
+                logger.error("images: %d local_image_path updates not written: %s", len(rows), first_line(exc))
+                raise
+            for row in found:
+                rows.pop((row[0], row[1], row[2]), None)
+            self.stats.inc_value("cannaspider/images_paths_written", len(found))
+            if final:
+                if rows:  # their products were never stored (refused rows): the next crawl retries
+                    self.stats.inc_value("cannaspider/images_paths_without_product", len(rows))
+                return
+            for key, path in rows.items():  # their product rows are still in the writer's buffer
+                self.rows.setdefault(key, path)
+
+    async def close(self) -> None:
+        if self.inflight is not None:
+            await asyncio.gather(self.inflight, return_exceptions=True)
+        await self.store.flush_all()  # the product rows first: an UPDATE needs its row
+        await self.flush(final=True)

@@ -1,0 +1,242 @@
+"""The `/img` service's work (docs/images.md, "The image proxy"): from a path and its query to
+the answer. A variant is rendered once (a second request for it while it renders waits for the
+same result), written to the bounded cache folder IMG_CACHE_DIR/variants and kept in a bounded
+memory cache. Its ETag is derived from the source (a local file: path, size, mtime; a remote one:
+path and store, as a stored file never changes) and the normalized parameters, so a matching
+If-None-Match on a file known to exist is answered 304 without reading anything.
+
+Parameters: cannaspider/images/params.py; rendering (libvips, in a thread pool, never on the event
+loop): cannaspider/images/render.py; originals from a remote store: cannaspider/images/originals.py;
+the route: cannaspider/web/images.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+from scrapy.settings import BaseSettings
+
+from cannaspider import settings as defaults
+from cannaspider.images import vips
+from cannaspider.images.cache import DiskCache, MemoryCache
+from cannaspider.images.filestore import images_store_uri
+from cannaspider.images.originals import ImageNotFound, RemoteOriginals, settled
+from cannaspider.images.params import MEDIA_TYPES, parse_variant
+from cannaspider.images.paths import is_stored_path_shape
+from cannaspider.images.render import BadParameter, StoredImageError, Variant, render
+from cannaspider.images.stores import LocalReader, StoreConfigError, StoreReader, StoreUnavailable, open_store
+
+logger = logging.getLogger("cannaspider.web.images")  # /img's lines, wherever the code lives
+
+LOCATE_TTL_S = 1.0  # how long a local file found stays found without a new lookup
+LOCATE_CACHE_ENTRIES = 10_000  # paths kept (a few MB at most)
+
+
+class ImageProxy:
+    def __init__(
+        self,
+        store: Path | StoreReader,
+        cache_dir: Path,
+        *,
+        max_age: int = defaults.IMG_MAX_AGE_S,
+        max_pixels: int = defaults.IMG_MAX_PIXELS,
+        source_max_pixels: int = defaults.IMAGES_MAX_PIXELS,
+        threads: int | None = None,
+        memory_bytes: int = defaults.IMG_MEMORY_CACHE_BYTES,
+        cache_bytes: int = defaults.IMG_CACHE_MAX_BYTES,
+        originals_bytes: int = defaults.IMG_ORIGINALS_CACHE_MAX_BYTES,
+        store_threads: int = defaults.IMG_STORE_THREADS,
+        store_retry_s: float = defaults.IMG_STORE_RETRY_S,
+        unsupported_store: str | None = None,
+    ):
+        self.store: StoreReader = LocalReader(store) if isinstance(store, Path) else store
+        self.local = self.store if isinstance(self.store, LocalReader) else None
+        self.root = self.local.root if self.local is not None else None
+        self.cache_dir = cache_dir
+        self.max_age = max_age
+        self.max_pixels = max_pixels
+        self.source_max_pixels = source_max_pixels  # the pipeline's cap: it stores nothing larger
+        self.pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 2, thread_name_prefix="img")
+        self.memory = MemoryCache(memory_bytes)
+        self.variants = DiskCache(cache_dir / "variants", cache_bytes)
+        self.store_pool = ThreadPoolExecutor(max_workers=store_threads, thread_name_prefix="img-store")
+        self.store_retry_s = store_retry_s
+        # originals fetched from a remote store (a local store is read in place)
+        self.originals = (
+            RemoteOriginals(DiskCache(cache_dir / "originals", originals_bytes), self.store_pool, store_retry_s)
+            if self.local is None
+            else None
+        )
+        self.inflight: dict[str, asyncio.Task[bytes]] = {}
+        self.located: OrderedDict[str, tuple[float, tuple[Path, int, int]]] = OrderedDict()
+        self.renders = 0  # variants rendered since start (the tests count them)
+        self.unsupported_store = unsupported_store
+        self.cache_control = f"public, max-age={max_age}, immutable"
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> ImageProxy:
+        vips.configure(settings)
+        data_dir = Path(settings.get("CANNASPIDER_DATA_DIR") or ".data")
+        store_threads = max(1, settings.getint("IMG_STORE_THREADS"))
+        store: Path | StoreReader
+        unsupported = None
+        try:
+            store = open_store(
+                images_store_uri(settings),
+                settings,
+                timeout=settings.getfloat("IMG_STORE_TIMEOUT_S"),
+                pool=store_threads,
+            )
+        except StoreConfigError as exc:  # every /img answer says so (501), the service still starts
+            store, unsupported = Path(data_dir / "images"), str(exc)
+        return cls(
+            store,
+            Path(settings.get("IMG_CACHE_DIR") or data_dir / "image-cache"),
+            max_age=settings.getint("IMG_MAX_AGE_S"),
+            max_pixels=settings.getint("IMG_MAX_PIXELS"),
+            source_max_pixels=settings.getint("IMAGES_MAX_PIXELS"),
+            threads=settings.getint("IMG_RENDER_THREADS") or None,
+            memory_bytes=settings.getint("IMG_MEMORY_CACHE_BYTES"),
+            cache_bytes=settings.getint("IMG_CACHE_MAX_BYTES"),
+            originals_bytes=settings.getint("IMG_ORIGINALS_CACHE_MAX_BYTES"),
+            store_threads=store_threads,
+            store_retry_s=settings.getfloat("IMG_STORE_RETRY_S"),
+            unsupported_store=unsupported,
+        )
+
+    @property
+    def fetches(self) -> int:
+        """Originals read from a remote store since start."""
+        return self.originals.fetches if self.originals is not None else 0
+
+    async def serve(self, request: Request, path: str) -> Response:
+        if self.unsupported_store:
+            return JSONResponse({"detail": self.unsupported_store}, status_code=501)
+        try:
+            variant = parse_variant(request.query_params.multi_items())
+        except BadParameter as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        if not is_stored_path_shape(path):  # before any store is asked, or any key is built
+            return JSONResponse({"detail": "no such image"}, status_code=404)
+        source: Path | None = None
+        if self.local is not None:
+            found = self._locate(path)
+            if found is None:
+                return JSONResponse({"detail": "no such image"}, status_code=404)
+            source, size, mtime_ns = found
+            version = f"{size}|{mtime_ns}"
+        else:
+            # a stored file never changes (a new source URL is a new name): its path is its version
+            version = self.store.identity
+        key = hashlib.sha256(f"{path}|{version}|{variant.canonical()}".encode()).hexdigest()[:32]
+        etag = f'"{key}"'
+        headers = {"ETag": etag, "Cache-Control": self.cache_control}
+        matches = _matches(request.headers.get("if-none-match"), etag)
+        if matches and self._known(key, path, variant, source):
+            return Response(status_code=304, headers=headers)
+        try:
+            body = await self._variant(key, path, source, variant)
+        except BadParameter as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        except ImageNotFound:
+            return JSONResponse({"detail": "no such image"}, status_code=404)
+        except StoreUnavailable as exc:
+            logger.warning("/img %s: %s", path, exc.reason)
+            retry = {"Retry-After": str(max(1, round(self.store_retry_s)))} if exc.status == 503 else {}
+            return JSONResponse(
+                {"detail": f"the image store is unavailable: {exc.reason}"}, status_code=exc.status, headers=retry
+            )
+        except StoredImageError as exc:  # what the store holds is not an image we render: its fault, not the client's
+            logger.warning("/img %s: the stored image cannot be rendered: %s", path, exc)
+            return JSONResponse({"detail": f"the stored image cannot be rendered: {exc}"}, status_code=502)
+        except OSError as exc:  # the local store's disk (permissions, I/O): logged with its path, not answered with it
+            logger.warning("/img %s: the stored file cannot be read: %s", path, exc)
+            return JSONResponse({"detail": f"the stored image cannot be read ({type(exc).__name__})"}, status_code=500)
+        if matches:  # a remote file not seen before: it exists, and the client has this variant
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type=MEDIA_TYPES[variant.format], headers=headers)
+
+    def _locate(self, path: str) -> tuple[Path, int, int] | None:
+        """The local store's locate(), its answers for files found kept LOCATE_TTL_S: resolving a
+        path (an lstat per folder, for symlinks out) cost more than the rest of a cached answer.
+        A file stored meanwhile is seen at once (misses are not kept); one replaced, within the TTL."""
+        now = time.monotonic()
+        hit = self.located.get(path)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        assert self.local is not None
+        found = self.local.locate(path)
+        if found is not None:
+            self.located[path] = (now + LOCATE_TTL_S, found)
+            self.located.move_to_end(path)
+            while len(self.located) > LOCATE_CACHE_ENTRIES:
+                self.located.popitem(last=False)
+        return found
+
+    def _known(self, key: str, path: str, variant: Variant, source: Path | None) -> bool:
+        """Whether the file is known to exist without asking the store: a 304 is never the
+        answer for a file that is not there."""
+        if source is not None:
+            return True
+        return (
+            self.memory.get(key) is not None
+            or f"{key}.{variant.format}" in self.variants
+            or (self.originals is not None and path in self.originals)
+        )
+
+    async def _variant(self, key: str, path: str, source: Path | None, variant: Variant) -> bytes:
+        body = self.memory.get(key)
+        if body is not None:
+            return body
+        task = self.inflight.get(key)
+        if task is None:
+            # a task of its own: a client that hangs up does not cancel the render others wait for
+            task = asyncio.ensure_future(self._produce(key, path, source, variant))
+            self.inflight[key] = task
+            task.add_done_callback(lambda done: settled(self.inflight, key, done))
+        return await asyncio.shield(task)
+
+    async def _produce(self, key: str, path: str, source: Path | None, variant: Variant) -> bytes:
+        loop = asyncio.get_running_loop()
+        name = f"{key}.{variant.format}"
+        body: bytes | None = None
+        if not variant.is_original:
+            body = await loop.run_in_executor(self.pool, self.variants.get, name)
+        if body is None:
+            original: Path | bytes = source if source is not None else await self._original(path)
+            if variant.is_original:
+                body = (
+                    original
+                    if isinstance(original, bytes)
+                    else await loop.run_in_executor(self.pool, original.read_bytes)
+                )
+            else:
+                body = await loop.run_in_executor(self.pool, self._render_and_keep, name, original, variant)
+        self.memory.put(key, body)
+        return body
+
+    def _render_and_keep(self, name: str, original: Path | bytes, variant: Variant) -> bytes:
+        body = render(original, variant, self.max_pixels, self.source_max_pixels)
+        self.renders += 1
+        self.variants.put(name, body)
+        return body
+
+    async def _original(self, path: str) -> bytes:
+        assert self.originals is not None
+        return await self.originals.get(self.store, path)
+
+
+def _matches(header: str | None, etag: str) -> bool:
+    if not header:
+        return False
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return "*" in tags or etag in tags
