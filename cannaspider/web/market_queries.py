@@ -156,7 +156,7 @@ SELECT m.kind, m.rank, m.event_id, m.crawl_run_id, m.dispensary_id, d.name AS st
 MARKET_CATEGORY_HISTORY = """
 SELECT day, category, price_per_g_median::float8 AS median
   FROM market_category_daily
- WHERE state = %(state)s AND city = '' AND day > %(day)s::date - %(days)s AND day <= %(day)s
+ WHERE state = %(state)s AND city = '' AND day >= %(day)s::date - %(days)s AND day <= %(day)s
    AND price_per_g_median IS NOT NULL
  ORDER BY category, day
 """
@@ -215,3 +215,14 @@ async def market(
 
 async def category_history(conn: AsyncConnection, *, state: str, day: date, days: int) -> list[dict[str, Any]]:
     return await _all(conn, MARKET_CATEGORY_HISTORY, {"state": state, "day": day, "days": days})
+
+
+MARKET_STATES = """
+SELECT DISTINCT ON (state) state, day, stores_crawled, products_seen
+  FROM market_state_daily WHERE state <> '' ORDER BY state, day DESC
+"""
+
+
+async def market_states(conn: AsyncConnection) -> list[dict[str, Any]]:
+    """Each state's last rolled day (the market index page)."""
+    return await _all(conn, MARKET_STATES, None)
