@@ -24,7 +24,13 @@ from cannaspider.analytics import market
 
 ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily(), with analytics_product_days
 # the market roll reads the product roll's and the store view's rows: it comes after both
-VIEWS: tuple[str, ...] = ("analytics_brand_category_state", ROLLED, "analytics_store_daily", market.STEP)
+VIEWS: tuple[str, ...] = (
+    "analytics_brand_category_state",
+    ROLLED,
+    "analytics_store_daily",
+    "market_brands_now",  # GET /api/brands (migrations/020_market_analytics.sql)
+    market.STEP,
+)
 INCREMENTAL = (ROLLED, market.STEP)
 LOCK = (1952543597, 0)  # pg_advisory_lock key of the refresh (the scheduler's is 1952543596)
 DEFAULT_WORK_MEM = "1GB"  # a day of snapshots sorts in memory (one refresh at a time; docs/analytics.md)

@@ -1,7 +1,8 @@
 """Reads over the canonical brands and products (migration 016; docs/analytics.md, "One brand,
-one product"): which stores carry a brand, per state, at what median price; every store that
-sells a canonical product, with its price and stock. Current state only (store_products): the
-availability over time and its 4-week change are the market analytics' (docs/analytics.md).
+one product"): which stores carry a brand, per state, at what median price (as of the last
+analytics refresh: market_brands_now); every store that sells a canonical product, with its price
+and stock (current rows); and the market analytics (migration 020): a state's day, its brands'
+availability and 4-week change, movers, price per gram.
 
 A store *carries* a brand or a product when it has one of its store products in stock."""
 
@@ -14,24 +15,16 @@ from psycopg import AsyncConnection
 
 from cannaspider.web.dashboard_queries import _all
 
+# from the view the analytics refresh keeps (market_brands_now: state NULL is every state), not
+# from store_products: per request that sorted the whole table
 BRANDS = """
-WITH carried AS (
-    SELECT sp.canonical_brand_id AS brand_id, d.state, sp.dispensary_id, sp.price_rec, sp.canonical_product_id
-      FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
-     WHERE sp.stock_status = 'in_stock' AND sp.canonical_brand_id IS NOT NULL
-       AND (%(state)s::text IS NULL OR d.state = %(state)s)),
-per_state AS (
-    SELECT brand_id, coalesce(state, '') AS state, count(DISTINCT dispensary_id) AS stores
-      FROM carried GROUP BY 1, 2)
-SELECT b.id, b.name, s.stores, s.products, s.store_products, s.median_price,
-       (SELECT jsonb_object_agg(p.state, p.stores ORDER BY p.state) FROM per_state p WHERE p.brand_id = b.id)
-           AS stores_by_state
-  FROM (SELECT brand_id, count(DISTINCT dispensary_id) AS stores, count(DISTINCT canonical_product_id) AS products,
-               count(*) AS store_products,
-               (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_rec))::float8 AS median_price
-          FROM carried GROUP BY brand_id) s
-  JOIN brands b ON b.id = s.brand_id
- ORDER BY s.stores DESC, b.name, b.id
+SELECT b.id, b.name, n.stores, n.products, n.store_products, n.median_price,
+       (SELECT jsonb_object_agg(p.state, p.stores ORDER BY p.state) FROM market_brands_now p
+         WHERE p.brand_id = n.brand_id AND p.state IS NOT NULL
+           AND (%(state)s::text IS NULL OR p.state = %(state)s)) AS stores_by_state
+  FROM market_brands_now n JOIN brands b ON b.id = n.brand_id
+ WHERE n.state IS NOT DISTINCT FROM %(state)s::text
+ ORDER BY n.stores DESC, b.name, b.id
  LIMIT %(limit)s
 """
 
@@ -113,15 +106,16 @@ async def canonical_product(conn: AsyncConnection, product_id: int, *, limit: in
 
 # --- the market analytics (migration 020, rolled by cannaspider/analytics/market.py) ---
 
+# the day shown, and the state's crawled stores on the day compared with (one round trip)
 MARKET_DAY = """
-SELECT day, stores_crawled, products_seen, listed, price_changed, price_drops, price_rises, specials_started,
-       specials_ended, out_of_stock, back_in_stock
-  FROM market_state_daily
- WHERE state = %(state)s AND (%(day)s::date IS NULL OR day <= %(day)s)
- ORDER BY day DESC LIMIT 1
+SELECT n.day, n.stores_crawled, n.products_seen, n.listed, n.price_changed, n.price_drops, n.price_rises,
+       n.specials_started, n.specials_ended, n.out_of_stock, n.back_in_stock,
+       (SELECT t.stores_crawled FROM market_state_daily t
+         WHERE t.state = n.state AND t.day = n.day - %(compare)s) AS stores_crawled_then
+  FROM market_state_daily n
+ WHERE n.state = %(state)s AND (%(day)s::date IS NULL OR n.day <= %(day)s)
+ ORDER BY n.day DESC LIMIT 1
 """
-
-MARKET_THEN = "SELECT stores_crawled FROM market_state_daily WHERE state = %(state)s AND day = %(then)s"
 
 # every brand carried on either day: a brand carried then and not now has availability 0 now
 MARKET_BRANDS = """
@@ -177,13 +171,12 @@ async def market(
     movers: int,
 ) -> dict[str, Any] | None:
     """A state's market on `day` (default its last rolled day): None when nothing was rolled."""
-    found = await _all(conn, MARKET_DAY, {"state": state, "day": day})
+    found = await _all(conn, MARKET_DAY, {"state": state, "day": day, "compare": compare_days})
     if not found:
         return None
     head = found[0]
     params = {"state": state, "day": head["day"], "then": head["day"] - timedelta(days=compare_days)}
-    then = await _all(conn, MARKET_THEN, params)
-    crawled, crawled_then = head["stores_crawled"], (then[0]["stores_crawled"] if then else None)
+    crawled, crawled_then = head["stores_crawled"], head.pop("stores_crawled_then")
     brands = []
     for row in await _all(conn, MARKET_BRANDS, params):
         now, before = _share(row["stores"], crawled), _share(row["stores_then"], crawled_then)

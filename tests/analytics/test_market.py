@@ -199,10 +199,11 @@ def test_a_later_refresh_rewrites_only_the_days_since_the_last_roll(db, history)
     with psycopg.connect(db, autocommit=True) as conn:
         # a day long rolled that a full recomputation would restore: the roll must leave it
         conn.execute("UPDATE market_state_daily SET products_seen = 99 WHERE day = %s", (D0,))
-        conn.execute("UPDATE market_roll_state SET rolled_at = '2026-11-29 12:00Z'")
+        # the first roll had rolled up to the day-28 crawls (08:00): that day is rewritten
+        assert conn.execute("SELECT rolled_upto FROM market_roll_state").fetchone()[0].hour == 8
         run = crawl(conn, history["b"], "2026-11-30 08:00Z")
         seen(conn, history["pb1"], run, "2026-11-30 08:00Z", "19.00")
-        # a row of day 28 that came after the roll at 12:00 that day: the day is rewritten with it
+        # a row of day 28 written after the first roll: the day is rewritten with it
         seen(conn, history["pb1"], None, "2026-11-29 20:00Z", "20.00")
     results = refresh(db)
     assert results[-1].view == market.STEP and results[-1].method == "incremental"
