@@ -2,7 +2,11 @@
 STORES × PRODUCTS × CRAWLS snapshots in a throwaway database, then, in one run: bytes per
 snapshot (table + indexes), p50/p95 of a product's history query and of a store page's query,
 and the time of a full analytics refresh: the first one (it rolls the whole history into
-analytics_product_daily) and the daily one, after one more day of crawls (6) is loaded.
+analytics_product_daily, and the market tables from it) and the daily one, after one more day
+of crawls (6) is loaded. The products link to canonical brands (60) and products (one per
+product number, sold by every store), weighed ones carry a unit price, and each crawl writes
+the events its price moves and some of its misses would (benchmarks/market.py reuses this
+history to time GET /api/market and /api/brands).
 
     python benchmarks/history.py                          # 2,000 × 400 × 30 = 24 million snapshots
     python benchmarks/history.py --stores 200             # a tenth, to iterate
@@ -44,16 +48,31 @@ INSERT INTO dispensaries (platform_dispensary_id, name, slug, state, city, crawl
 SELECT 'disp' || g, 'Store ' || g, 'store-' || g, (%(states)s::text[])[1 + g %% %(nstates)s], 'City', true
   FROM generate_series(1, %(stores)s) g
 """
+BRANDS = """
+INSERT INTO brands (id, key, provider_brand_id, name, normalized_name)
+SELECT b + 1, 'd:b' || b, 'b' || b, 'Brand ' || b, 'brand ' || b FROM generate_series(0, 59) b
+"""
+CANONICAL = """
+INSERT INTO canonical_products (id, key, canonical_brand_id, category, name, name_key, size_key)
+SELECT p, 'b' || (1 + p %% 60) || '|' || p, 1 + p %% 60, (%(categories)s::text[])[1 + p %% 8], 'Product ' || p,
+       'product ' || p, '3.5g'
+  FROM generate_series(1, %(products)s) p
+"""
+# the first four categories are weighed (1 g, 3.5 g or 7 g: a price per gram), the others per unit
 PRODUCTS = """
 INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, brand_id,
                             category, strain_type, price_rec, price_med, thc_value, thc_unit, cbd_value,
-                            cbd_unit, quantity_available, first_seen_at, last_seen_at)
+                            cbd_unit, quantity_available, first_seen_at, last_seen_at, brand_ref_id,
+                            canonical_brand_id, canonical_product_id, unit_price, unit_price_basis)
 SELECT d.id, left(md5(d.id || ':' || p), 24), 'Product ' || p, 'Product ' || p, 'Brand ' || (p %% 60),
-       'b' || (p %% 60), (%(categories)s::text[])[1 + p %% 8], 'Hybrid',
-       (5 + (d.id * 7 + p * 13) %% 95)::numeric(12, 2), CASE WHEN p %% 3 = 0 THEN (6 + p %% 90)::numeric(12, 2) END,
+       'b' || (p %% 60), (%(categories)s::text[])[1 + p %% 8], 'Hybrid', x.price,
+       CASE WHEN p %% 3 = 0 THEN (6 + p %% 90)::numeric(12, 2) END,
        round((15 + p %% 20)::numeric + 0.5, 3), 'percent', CASE WHEN p %% 5 = 0 THEN 0.125 END,
-       CASE WHEN p %% 5 = 0 THEN 'percent' END, p %% 40, %(start)s, %(start)s
+       CASE WHEN p %% 5 = 0 THEN 'percent' END, p %% 40, %(start)s, %(start)s, 1 + p %% 60, 1 + p %% 60, p,
+       CASE WHEN p %% 8 < 4 THEN round(x.price / (ARRAY[1, 3.5, 7])[1 + p %% 3], 4) ELSE x.price END,
+       CASE WHEN p %% 8 < 4 THEN 'g' ELSE 'unit' END
   FROM dispensaries d CROSS JOIN generate_series(1, %(products)s) p
+ CROSS JOIN LATERAL (SELECT (5 + (d.id * 7 + p * 13) %% 95)::numeric(12, 2) AS price) x
  ORDER BY d.id, p
 """
 RUNS = """
@@ -81,6 +100,21 @@ SELECT sp.id, r.started_at + (sp.id %% 40) * interval '1 s', r.id, sp.quantity_a
             ::numeric(12, 2) AS price,
         (sp.id + %(crawl)s / 5) %% 7 = 0 AS on_special) s
  WHERE (sp.id * 7 + %(crawl)s * 11) %% 33 <> 0
+ ORDER BY sp.dispensary_id, sp.id
+"""
+# A crawl's events, as its close would write them: a price_changed where the snapshot's price moved
+# off the product's price (SNAPSHOTS' formula), an out_of_stock for a third of the products it missed.
+EVENTS = """
+INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, price_rec_old,
+                            price_rec)
+SELECT r.started_at, r.id, sp.dispensary_id, sp.id,
+       CASE WHEN (sp.id * 7 + %(crawl)s * 11) %% 33 = 0 THEN 'out_of_stock' ELSE 'price_changed' END,
+       CASE WHEN (sp.id * 7 + %(crawl)s * 11) %% 33 = 0 THEN NULL ELSE sp.price_rec END,
+       sp.price_rec + CASE WHEN (sp.id * 7 + %(crawl)s * 11) %% 33 = 0 THEN 0 ELSE (sp.id + %(crawl)s) %% 3 - 1 END
+  FROM store_products sp
+  JOIN crawl_runs r ON r.dispensary_id = sp.dispensary_id AND r.started_at = %(at)s::timestamptz
+ WHERE ((sp.id + %(crawl)s) %% 10 = 0 AND (sp.id + %(crawl)s) %% 3 <> 1 AND (sp.id * 7 + %(crawl)s * 11) %% 33 <> 0)
+    OR ((sp.id * 7 + %(crawl)s * 11) %% 33 = 0 AND sp.id %% 3 = 0)
  ORDER BY sp.dispensary_id, sp.id
 """
 HISTORY = """
@@ -115,6 +149,8 @@ def load(conn: psycopg.Connection, stores: int, products: int, crawls: range) ->
     if crawls.start == 0:
         conn.execute("SELECT ensure_snapshot_partitions(%s::date, 2)", (START[:10],))
         conn.execute(STORES, {"states": list(STATES), "nstates": len(STATES), "stores": stores})
+        conn.execute(BRANDS)
+        conn.execute(CANONICAL, {"categories": list(CATEGORIES), "products": products})
         conn.execute(PRODUCTS, {"categories": list(CATEGORIES), "products": products, "start": START})
     total = 0
     t0 = time.perf_counter()
@@ -123,10 +159,16 @@ def load(conn: psycopg.Connection, stores: int, products: int, crawls: range) ->
         seen = products - products // 33
         conn.execute(RUNS, {"at": at_ts, "crawl": crawl, "products": products, "seen": seen})
         total += conn.execute(SNAPSHOTS, {"at": at_ts, "crawl": crawl}).rowcount
-        print(f"  crawl {crawl + 1}/{crawls.stop}: {total:,} snapshots, {time.perf_counter() - t0:.0f} s", flush=True)
+        events = conn.execute(EVENTS, {"at": at_ts, "crawl": crawl}).rowcount
+        print(
+            f"  crawl {crawl + 1}/{crawls.stop}: {total:,} snapshots (+{events:,} events), "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
     conn.execute("VACUUM (ANALYZE) product_snapshots")
     conn.execute("VACUUM (ANALYZE) store_products")
     conn.execute("VACUUM (ANALYZE) crawl_runs")
+    conn.execute("VACUUM (ANALYZE) product_events")
     return total
 
 

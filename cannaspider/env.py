@@ -62,6 +62,11 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("CANNASPIDER_CONCURRENCY", "CONCURRENT_REQUESTS", "Concurrent requests per process."),
     EnvVar("CANNASPIDER_API_TOKEN", "CANNASPIDER_API_TOKEN", "Bearer token for the HTTP service's writes (secret)."),
     EnvVar("ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_URL", "Slack-compatible webhook for crawl-health alerts (secret)."),
+    EnvVar(
+        "CANNASPIDER_ALERTS_SECRET",
+        "ALERTS_WEBHOOK_SECRET",
+        "HMAC-SHA256 key that signs event alerts' webhooks (secret).",
+    ),
 )
 
 

@@ -6,7 +6,8 @@ populated is refreshed plainly once: CONCURRENTLY needs existing contents).
 analytics_product_daily is a table rolled forward instead (analytics_roll_product_daily(), see
 migrations/010_analytics.sql): recomputing it would read the whole snapshot history every day.
 The same roll keeps analytics_product_days (days in stock per product; read through the view
-analytics_product_days_in_stock). Steps run one after the other, each in its own transaction,
+analytics_product_days_in_stock). The last step rolls the market tables forward from those two
+(market.py, docs/analytics.md "Market analytics"). Steps run one after the other, each in its own transaction,
 under an advisory lock so two refreshes (two nodes, a manual run) take turns. Every step is
 recorded in analytics_refreshes with its duration and row count.
 """
@@ -20,8 +21,18 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from cannaspider.analytics import market
+
 ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily(), with analytics_product_days
-VIEWS: tuple[str, ...] = ("analytics_brand_category_state", ROLLED, "analytics_store_daily")
+# the market roll reads the product roll's and the store view's rows: it comes after both
+VIEWS: tuple[str, ...] = (
+    "analytics_brand_category_state",
+    ROLLED,
+    "analytics_store_daily",
+    "market_brands_now",  # GET /api/brands (migrations/020_market_analytics.sql)
+    market.STEP,
+)
+INCREMENTAL = (ROLLED, market.STEP)
 LOCK = (1952543597, 0)  # pg_advisory_lock key of the refresh (the scheduler's is 1952543596)
 DEFAULT_WORK_MEM = "1GB"  # a day of snapshots sorts in memory (one refresh at a time; docs/analytics.md)
 
@@ -46,6 +57,10 @@ async def refresh_view(conn: psycopg.AsyncConnection, view: str, work_mem: str =
             method = "incremental"
             cur = await conn.execute("SELECT analytics_roll_product_daily()")
             rows = int((await cur.fetchone() or (0,))[0])
+            duration_ms = round((time.perf_counter() - started) * 1000)
+        elif view == market.STEP:
+            method = "incremental"
+            rows = await market.roll(conn)
             duration_ms = round((time.perf_counter() - started) * 1000)
         else:
             cur = await conn.execute("SELECT ispopulated FROM pg_matviews WHERE matviewname = %s", (view,))

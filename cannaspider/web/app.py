@@ -31,7 +31,16 @@ from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
-from cannaspider.web import dashboard, dashboard_api, docs, errors, events, keyword_profile, market_api
+from cannaspider.web import (
+    dashboard,
+    dashboard_api,
+    dashboard_market,
+    docs,
+    errors,
+    events,
+    keyword_profile,
+    market_api,
+)
 from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.limits import BodyLimit
@@ -93,7 +102,8 @@ def create_app(
     app.include_router(events.router)  # GET /api/events (docs/analytics.md, "Events")
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
-    app.include_router(market_api.router)  # canonical brands and products
+    app.include_router(market_api.router)  # canonical brands and products, GET /api/market
+    app.include_router(dashboard_market.router)  # /dashboard/market/{state}
     docs.install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 
     for error, handler in errors.HANDLERS.items():

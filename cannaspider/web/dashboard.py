@@ -15,7 +15,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from cannaspider.web import dashboard_api as api
 from cannaspider.web import dashboard_queries as q
-from cannaspider.web.chart import price_chart
+from cannaspider.web.chart import EVENT_LABELS, price_chart
+from cannaspider.web.events import product_timeline
 from cannaspider.web.models import NO_NUL
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -41,6 +42,7 @@ def _money(value: float | None) -> str:
 
 templates.env.filters["ago"] = _ago
 templates.env.filters["money"] = _money
+templates.env.filters["event_label"] = lambda kind: EVENT_LABELS.get(kind, kind)
 
 
 @router.get("", response_class=HTMLResponse)
@@ -100,11 +102,14 @@ async def product_page(
         if store is None or found is None:
             raise HTTPException(404, f"store {store_id} has no product {provider_product_id!r}")
         snapshots = await q.history(conn, store_id, provider_product_id)
+        timeline = await product_timeline(conn, store_id, provider_product_id)
     context = {
         "store": store,
         "product": found,
         "snapshots": snapshots,
-        "chart": price_chart(snapshots),
+        "events": timeline["events"],
+        "oos_intervals": timeline["oos_intervals"],
+        "chart": price_chart(snapshots, timeline["events"], timeline["oos_intervals"]),
         "nav": "stores",
     }
     return templates.TemplateResponse(request, "product.html", context)

@@ -33,7 +33,7 @@ router = APIRouter(prefix="/api", tags=["dashboard"])
 
 
 def reports_dir(request: Request) -> Path:
-    return request.app.state.reports_dir
+    return Path(request.app.state.reports_dir)
 
 
 async def overview_figures(request: Request) -> dict[str, Any]:

@@ -3,18 +3,22 @@
 GET /api/brands?state=&limit=    canonical brands by the stores carrying them: stores per state, median price
 GET /api/brands/{id}             one brand: its spellings and aliases, per state and per category
 GET /api/products/{canonical_id} a canonical product and every store that sells it, with price and stock
+GET /api/market?state=AZ         a state's market on a day: brand availability and its change, movers,
+                                 price per gram per category, the day's events (docs/analytics.md, "Market analytics")
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field
 
+from cannaspider.analytics import market
 from cannaspider.web import market_queries as q
-from cannaspider.web.models import refused_with
+from cannaspider.web.events import unprocessable
+from cannaspider.web.models import NO_NUL, refused_with
 
 router = APIRouter(prefix="/api", tags=["market"])
 
@@ -88,6 +92,8 @@ class CanonicalProductOut(BaseModel):
 
 
 MAX_ID = 2**63 - 1  # ids are bigints: a larger one is a 422, not a database error
+# a day outside them is a 422: date arithmetic near year 1 or 9999 would overflow into a 500
+FIRST_DAY, LAST_DAY = date(2000, 1, 1), date(2999, 12, 31)
 
 
 @router.get("/brands", response_model=list[BrandSummaryOut], responses=refused_with(503))
@@ -118,4 +124,113 @@ async def get_canonical_product(
         found = await q.canonical_product(conn, canonical_id, limit=limit)
     if found is None:
         raise HTTPException(404, f"no canonical product {canonical_id}")
+    return found
+
+
+class MarketBrandOut(BaseModel):
+    id: int = Field(description="canonical brand (GET /api/brands/{id})")
+    name: str | None
+    stores: int = Field(description="stores carrying it that day (one of its products in a complete crawl's feed)")
+    stores_then: int = Field(description="the same, on compared_with")
+    products: int | None = Field(description="its canonical products seen that day")
+    median_price: float | None = Field(description="median closing price_rec of its store products that day")
+    availability: float = Field(description="stores / stores_crawled (0 to 1)")
+    availability_then: float | None = Field(description="on compared_with; null when no store was crawled then")
+    change: float | None = Field(description="availability - availability_then")
+
+
+class BrandMoversOut(BaseModel):
+    gains: list[MarketBrandOut] = Field(description="largest availability gains, largest first")
+    losses: list[MarketBrandOut] = Field(description="largest availability losses, largest first")
+
+
+class PriceMoveOut(BaseModel):
+    rank: int
+    event_id: int = Field(description="the price_changed event (GET /api/events)")
+    crawl_run_id: int
+    dispensary_id: int
+    store: str
+    city: str | None
+    provider_product_id: str
+    product: str | None
+    brand_id: int | None
+    brand: str | None
+    price_old: float
+    price_new: float
+    change_pct: float
+
+
+class PriceMoversOut(BaseModel):
+    drops: list[PriceMoveOut]
+    rises: list[PriceMoveOut]
+
+
+class MarketCategoryOut(BaseModel):
+    category: str
+    stores: int
+    products: int = Field(description="store products seen that day")
+    on_special: int = Field(description="of them, on special at the day's last snapshot")
+    price_per_g_p25: float | None
+    price_per_g_median: float | None
+    price_per_g_p75: float | None
+
+
+class MarketEventsOut(BaseModel):
+    listed: int
+    price_changed: int
+    price_drops: int
+    price_rises: int
+    specials_started: int
+    specials_ended: int
+    out_of_stock: int
+    back_in_stock: int
+
+
+class MarketOut(BaseModel):
+    state: str
+    day: date = Field(description="the UTC day shown: the one asked for, else the last one rolled, at most it")
+    compared_with: date = Field(description="day - compare_days")
+    stores_crawled: int = Field(description="stores with a complete crawl that day: availability's denominator")
+    stores_crawled_then: int | None
+    products_seen: int
+    events: MarketEventsOut = Field(description="the day's product events in the state, by type")
+    brands: list[MarketBrandOut] = Field(description="brands carried that day, most stores first")
+    brand_movers: BrandMoversOut
+    price_movers: PriceMoversOut
+    categories: list[MarketCategoryOut] = Field(description="for the state, or the city asked for")
+
+
+MARKET_PARAMETERS = ("city", "compare_days", "day", "limit", "movers", "state")
+
+
+@router.get("/market", response_model=MarketOut, responses=refused_with(404, 503))
+async def get_market(
+    request: Request,
+    state: str = Query(min_length=2, max_length=2, pattern="^[A-Za-z]{2}$"),
+    day: date | None = Query(None, description=f"a UTC day, {FIRST_DAY} to {LAST_DAY} (default: the last rolled)"),
+    compare_days: int = Query(28, ge=1, le=366, description="the change is measured against this many days before"),
+    city: str | None = Query(None, min_length=1, max_length=100, pattern=NO_NUL, description="categories of a city"),
+    limit: int = Query(100, ge=1, le=1000, description="brands listed"),
+    movers: int = Query(10, ge=1, le=market.MOVERS_PER_DAY, description="movers of each kind"),
+) -> dict[str, Any]:
+    unknown = sorted(set(request.query_params) - set(MARKET_PARAMETERS))
+    if unknown:
+        raise unprocessable(unknown[0], f"unknown parameter {unknown[0][:40]!r}: use {', '.join(MARKET_PARAMETERS)}")
+    if day is not None and not FIRST_DAY <= day <= LAST_DAY:
+        raise unprocessable("day", f"day must be from {FIRST_DAY} to {LAST_DAY}")
+    async with request.app.state.pool.connection() as conn:
+        found = await q.market(
+            conn,
+            state=state.upper(),
+            day=day,
+            compare_days=compare_days,
+            city=city or "",
+            limit=limit,
+            movers=movers,
+        )
+    if found is None:
+        raise HTTPException(
+            404,
+            f"no market analytics for {state.upper()} on or before {day or 'today'}: not crawled, or not refreshed yet",
+        )
     return found

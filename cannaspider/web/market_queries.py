@@ -1,36 +1,30 @@
 """Reads over the canonical brands and products (migration 016; docs/analytics.md, "One brand,
-one product"): which stores carry a brand, per state, at what median price; every store that
-sells a canonical product, with its price and stock. Current state only (store_products): the
-availability over time and its 4-week change are the market analytics' (docs/analytics.md).
+one product"): which stores carry a brand, per state, at what median price (as of the last
+analytics refresh: market_brands_now); every store that sells a canonical product, with its price
+and stock (current rows); and the market analytics (migration 020): a state's day, its brands'
+availability and 4-week change, movers, price per gram.
 
 A store *carries* a brand or a product when it has one of its store products in stock."""
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from cannaspider.web.dashboard_queries import _all
 
+# from the view the analytics refresh keeps (market_brands_now: state NULL is every state), not
+# from store_products: per request that sorted the whole table
 BRANDS = """
-WITH carried AS (
-    SELECT sp.canonical_brand_id AS brand_id, d.state, sp.dispensary_id, sp.price_rec, sp.canonical_product_id
-      FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
-     WHERE sp.stock_status = 'in_stock' AND sp.canonical_brand_id IS NOT NULL
-       AND (%(state)s::text IS NULL OR d.state = %(state)s)),
-per_state AS (
-    SELECT brand_id, coalesce(state, '') AS state, count(DISTINCT dispensary_id) AS stores
-      FROM carried GROUP BY 1, 2)
-SELECT b.id, b.name, s.stores, s.products, s.store_products, s.median_price,
-       (SELECT jsonb_object_agg(p.state, p.stores ORDER BY p.state) FROM per_state p WHERE p.brand_id = b.id)
-           AS stores_by_state
-  FROM (SELECT brand_id, count(DISTINCT dispensary_id) AS stores, count(DISTINCT canonical_product_id) AS products,
-               count(*) AS store_products,
-               (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_rec))::float8 AS median_price
-          FROM carried GROUP BY brand_id) s
-  JOIN brands b ON b.id = s.brand_id
- ORDER BY s.stores DESC, b.name, b.id
+SELECT b.id, b.name, n.stores, n.products, n.store_products, n.median_price,
+       (SELECT jsonb_object_agg(p.state, p.stores ORDER BY p.state) FROM market_brands_now p
+         WHERE p.brand_id = n.brand_id AND p.state IS NOT NULL
+           AND (%(state)s::text IS NULL OR p.state = %(state)s)) AS stores_by_state
+  FROM market_brands_now n JOIN brands b ON b.id = n.brand_id
+ WHERE n.state IS NOT DISTINCT FROM %(state)s::text
+ ORDER BY n.stores DESC, b.name, b.id
  LIMIT %(limit)s
 """
 
@@ -108,3 +102,120 @@ async def canonical_product(conn: AsyncConnection, product_id: int, *, limit: in
     if not rows:
         return None
     return {**rows[0], "stores": await _all(conn, PRODUCT_STORES, (product_id, limit))}
+
+
+# --- the market analytics (migration 020, rolled by cannaspider/analytics/market.py) ---
+
+# the day shown, and the state's crawled stores on the day compared with (one round trip)
+MARKET_DAY = """
+SELECT n.day, n.stores_crawled, n.products_seen, n.listed, n.price_changed, n.price_drops, n.price_rises,
+       n.specials_started, n.specials_ended, n.out_of_stock, n.back_in_stock,
+       (SELECT t.stores_crawled FROM market_state_daily t
+         WHERE t.state = n.state AND t.day = n.day - %(compare)s) AS stores_crawled_then
+  FROM market_state_daily n
+ WHERE n.state = %(state)s AND (%(day)s::date IS NULL OR n.day <= %(day)s)
+ ORDER BY n.day DESC LIMIT 1
+"""
+
+# every brand carried on either day: a brand carried then and not now has availability 0 now
+MARKET_BRANDS = """
+SELECT coalesce(n.canonical_brand_id, t.canonical_brand_id) AS id, b.name,
+       coalesce(n.stores, 0) AS stores, coalesce(t.stores, 0) AS stores_then, n.products, n.median_price::float8
+  FROM (SELECT * FROM market_brand_daily WHERE state = %(state)s AND day = %(day)s) n
+  FULL JOIN (SELECT * FROM market_brand_daily WHERE state = %(state)s AND day = %(then)s) t
+    ON t.canonical_brand_id = n.canonical_brand_id
+  LEFT JOIN brands b ON b.id = coalesce(n.canonical_brand_id, t.canonical_brand_id)
+"""
+
+MARKET_CATEGORIES = """
+SELECT category, stores, products, on_special, price_per_g_p25::float8, price_per_g_median::float8,
+       price_per_g_p75::float8
+  FROM market_category_daily
+ WHERE state = %(state)s AND day = %(day)s AND city = %(city)s
+ ORDER BY category
+"""
+
+MARKET_MOVERS = """
+SELECT m.kind, m.rank, m.event_id, m.crawl_run_id, m.dispensary_id, d.name AS store, d.city,
+       sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product, sp.canonical_brand_id AS brand_id,
+       sp.brand_name_raw AS brand, m.price_old::float8, m.price_new::float8, m.change_pct::float8
+  FROM market_movers m
+  JOIN dispensaries d ON d.id = m.dispensary_id
+  JOIN store_products sp ON sp.id = m.store_product_id
+ WHERE m.state = %(state)s AND m.day = %(day)s AND m.rank <= %(movers)s
+ ORDER BY m.kind, m.rank
+"""
+
+# price per gram by category over the days up to the page's day (the market page's chart)
+MARKET_CATEGORY_HISTORY = """
+SELECT day, category, price_per_g_median::float8 AS median
+  FROM market_category_daily
+ WHERE state = %(state)s AND city = '' AND day >= %(day)s::date - %(days)s AND day <= %(day)s
+   AND price_per_g_median IS NOT NULL
+ ORDER BY category, day
+"""
+
+
+def _share(part: int, whole: int | None) -> float | None:
+    return None if not whole else round(part / whole, 4)
+
+
+async def market(
+    conn: AsyncConnection,
+    *,
+    state: str,
+    day: date | None,
+    compare_days: int,
+    city: str,
+    limit: int,
+    movers: int,
+) -> dict[str, Any] | None:
+    """A state's market on `day` (default its last rolled day): None when nothing was rolled."""
+    found = await _all(conn, MARKET_DAY, {"state": state, "day": day, "compare": compare_days})
+    if not found:
+        return None
+    head = found[0]
+    params = {"state": state, "day": head["day"], "then": head["day"] - timedelta(days=compare_days)}
+    crawled, crawled_then = head["stores_crawled"], head.pop("stores_crawled_then")
+    brands = []
+    for row in await _all(conn, MARKET_BRANDS, params):
+        now, before = _share(row["stores"], crawled), _share(row["stores_then"], crawled_then)
+        change = None if now is None or before is None else round(now - before, 4)
+        brands.append({**row, "availability": now or 0.0, "availability_then": before, "change": change})
+    ranked = sorted((b for b in brands if b["stores"]), key=lambda b: (-b["stores"], b["name"] or "", b["id"]))
+    moved = [b for b in brands if b["change"]]
+    gains = sorted((b for b in moved if b["change"] > 0), key=lambda b: (-b["change"], b["id"]))[:movers]
+    losses = sorted((b for b in moved if b["change"] < 0), key=lambda b: (b["change"], b["id"]))[:movers]
+    moves = await _all(conn, MARKET_MOVERS, {**params, "movers": movers})
+    events = {k: head[k] for k in head if k not in ("day", "stores_crawled", "products_seen")}
+    return {
+        "state": state,
+        "day": head["day"],
+        "compared_with": params["then"],
+        "stores_crawled": crawled,
+        "stores_crawled_then": crawled_then,
+        "products_seen": head["products_seen"],
+        "events": events,
+        "brands": ranked[:limit],
+        "brand_movers": {"gains": gains, "losses": losses},
+        "price_movers": {
+            "drops": [m for m in moves if m["kind"] == "drop"],
+            "rises": [m for m in moves if m["kind"] == "rise"],
+        },
+        "categories": await _all(conn, MARKET_CATEGORIES, {**params, "city": city}),
+    }
+
+
+async def category_history(conn: AsyncConnection, *, state: str, day: date, days: int) -> list[dict[str, Any]]:
+    return await _all(conn, MARKET_CATEGORY_HISTORY, {"state": state, "day": day, "days": days})
+
+
+MARKET_STATES = """
+SELECT DISTINCT ON (state) state, day, stores_crawled, products_seen
+  FROM market_state_daily WHERE state <> '' ORDER BY state, day DESC
+"""
+
+
+async def market_states(conn: AsyncConnection) -> list[dict[str, Any]]:
+    """Each state's last rolled day (the market index page)."""
+    return await _all(conn, MARKET_STATES, None)

@@ -10,7 +10,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from cannaspider.analytics.refresh import VIEWS, refresh_all
+from cannaspider.analytics.refresh import INCREMENTAL, VIEWS, refresh_all
 
 D1, D2, D4 = date(2026, 11, 1), date(2026, 11, 2), date(2026, 11, 4)
 
@@ -152,7 +152,7 @@ def test_refresh_is_concurrent_once_populated_and_recorded(db, history):
     assert [r.view for r in results] == list(VIEWS)
     # the views were populated by the migration: never a plain refresh
     assert {r.view: r.method for r in results} == {
-        v: "incremental" if v == "analytics_product_daily" else "concurrently" for v in VIEWS
+        v: "incremental" if v in INCREMENTAL else "concurrently" for v in VIEWS
     }
     assert rows(db, "SELECT price_max FROM analytics_brand_category_state WHERE state = 'MI'") == [(Decimal("60.00"),)]
     recorded = rows(db, "SELECT view_name, count(*) FROM analytics_refreshes GROUP BY 1 ORDER BY 1")

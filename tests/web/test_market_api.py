@@ -14,6 +14,7 @@ from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from sandbox.catalog import Catalog, CatalogConfig
+from tests.analytics.test_refresh import refresh
 from tests.helpers import project_crawler
 from tests.httpclient import http
 
@@ -47,6 +48,7 @@ def market(db, monkeypatch, sql):
         await writer.store.close()
 
     asyncio.run(write())
+    refresh(db)  # GET /api/brands reads the view the analytics refresh keeps (market_brands_now)
     return ids
 
 

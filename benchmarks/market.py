@@ -1,0 +1,133 @@
+"""Market API benchmark (docs/analytics.md, "Market analytics"): p50/p95 of GET /api/market and
+GET /api/brands over HTTP, at the scale of benchmarks/history.py (2,000 stores × 400 products ×
+30 crawls by default), against the real service (create_app under uvicorn on 127.0.0.1), one
+client with a kept-alive connection, after the analytics refresh has rolled that history.
+
+    python benchmarks/market.py                     # builds the history (as history.py does), then times
+    python benchmarks/market.py --stores 200        # a tenth
+    python benchmarks/history.py --keep && python benchmarks/market.py --reuse   # time history.py's kept database
+
+The requests: /api/market for a random state (a random day of the history, compared with
+--compare-days before, so that both days have rows), /api/brands (every state, limit 100) and
+/api/brands?state=XX. Targets: p95 <= 50 ms each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import random
+import socket
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+
+import psycopg  # noqa: E402
+import uvicorn  # noqa: E402
+
+from benchmarks import history  # noqa: E402
+from cannaspider.db import database_url  # noqa: E402
+from cannaspider.web.app import create_app  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def timed(conn: http.client.HTTPConnection, paths: list[str]) -> tuple[float, float]:
+    """p50 and p95 in ms over `paths` (after one warm-up request); every answer must be a 200."""
+    ms = []
+    for i, path in enumerate([paths[0], *paths]):
+        t = time.perf_counter()
+        conn.request("GET", path)
+        reply = conn.getresponse()
+        body = reply.read()
+        if reply.status != 200:
+            raise SystemExit(f"{path}: HTTP {reply.status} {body[:200]!r}")
+        if i:
+            ms.append((time.perf_counter() - t) * 1000)
+    ms.sort()
+    return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stores", type=int, default=2000)
+    parser.add_argument("--products", type=int, default=400)
+    parser.add_argument("--crawls", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=200, help="requests timed per endpoint")
+    parser.add_argument("--compare-days", type=int, default=3, help="/api/market's compare_days (history spans days)")
+    parser.add_argument("--reuse", action="store_true", help=f"time the database {history.DBNAME} kept by history.py")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    args = parser.parse_args()
+    if min(args.stores, args.products, args.crawls, args.samples, args.compare_days) <= 0:
+        parser.error("--stores, --products, --crawls, --samples and --compare-days must be positive")
+
+    if args.reuse:
+        admin = database_url()
+        url = psycopg.conninfo.make_conninfo(admin, dbname=history.DBNAME)
+    else:
+        admin, url = history.fresh_database()
+        with psycopg.connect(url, autocommit=True) as conn:
+            print(f"loading {args.stores:,} stores × {args.products:,} products × {args.crawls} crawls", flush=True)
+            history.load(conn, args.stores, args.products, range(args.crawls))
+        refresh_s, _ = asyncio.run(history.refresh(url))
+        print(f"  analytics refresh {refresh_s:.1f} s", flush=True)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            days = [r[0] for r in conn.execute("SELECT DISTINCT day FROM market_state_daily ORDER BY 1").fetchall()]
+            states = [r[0] for r in conn.execute("SELECT DISTINCT state FROM market_state_daily").fetchall()]
+            brand_rows = conn.execute("SELECT count(*) FROM market_brand_daily").fetchone()
+        if not days:
+            raise SystemExit("no market analytics in the database: run the refresh first")
+        rng = random.Random(7)
+        later = [d for d in days if (d - days[0]).days >= args.compare_days] or days
+        market = [
+            f"/api/market?state={rng.choice(states)}&day={rng.choice(later)}&compare_days={args.compare_days}"
+            for _ in range(args.samples)
+        ]
+        brands = ["/api/brands"] * args.samples
+        brands_state = [f"/api/brands?state={rng.choice(states)}" for _ in range(args.samples)]
+
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(create_app(url, None), host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        client.request("GET", market[0])
+        sample = json.loads(client.getresponse().read())
+        results = {
+            "GET /api/market": timed(client, market),
+            "GET /api/brands": timed(client, brands),
+            "GET /api/brands?state=": timed(client, brands_state),
+        }
+        client.close()
+        server.should_exit = True
+        thread.join(10)
+    finally:
+        if not args.keep and not args.reuse:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{history.DBNAME}" WITH (FORCE)')
+
+    print(
+        f"\nmarket analytics: {len(days)} days, {len(states)} states, {brand_rows[0] if brand_rows else 0:,} "
+        f"brand-days; a /api/market answer lists {len(sample['brands'])} brands, "
+        f"{len(sample['categories'])} categories"
+    )
+    for name, (p50, p95) in results.items():
+        print(f"  {name:24} p50/p95 {p50:7.2f} / {p95:.2f} ms   (target p95 <= 50)")
+
+
+if __name__ == "__main__":
+    main()

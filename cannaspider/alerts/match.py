@@ -1,0 +1,106 @@
+"""Matching subscriptions against what happened: one alert_deliveries row per subscription and
+event (key `e:<event id>`) or availability change (key `a:<state>:<day>:<brand id>`), once.
+
+Events are read by time: those that occurred (their crawl's start) from a look-back
+(ALERTS_MATCH_LOOKBACK_S) before the previous pass began, and not before a look-back before the
+subscription was made. The look-back covers a crawl that started before the previous pass and
+closed after it; what a pass sees again it does not deliver twice (the unique key). The first
+pass reads only the look-back: a new system does not replay its history.
+
+Availability changes are the market roll's days since then (market_brand_daily, the change
+against compare_days before, as GET /api/market computes it): one delivery per state, day and
+brand whose change reached the subscription's min_change. A roll that rewrites a day may move
+its figure; the delivery already made stands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+MARKET_COMPARE_DAYS = 28  # the 4-week change (docs/analytics.md, "Market analytics")
+
+SINCE = """
+SELECT coalesce((SELECT matched_at FROM alert_match_state), now()) - make_interval(secs => %(lookback)s), now()
+"""
+MARK = """
+INSERT INTO alert_match_state (matched_at) VALUES (%(now)s)
+ON CONFLICT (only_row) DO UPDATE SET matched_at = EXCLUDED.matched_at
+"""
+
+BRAND_MATCHES = """
+(s.brand_key IS NULL OR sp.canonical_brand_id IN (
+    SELECT coalesce(b.canonical_brand_id, b.id) FROM brands b WHERE b.normalized_name = s.brand_key
+    UNION SELECT a.brand_id FROM brand_aliases a WHERE a.alias = s.brand_key))
+"""
+
+EVENTS = f"""
+INSERT INTO alert_deliveries (subscription_id, key, payload)
+SELECT s.id, 'e:' || e.id,
+       jsonb_build_object(
+           'type', e.type, 'event_id', e.id, 'occurred_at', e.occurred_at, 'crawl_run_id', e.crawl_run_id,
+           'dispensary_id', e.dispensary_id, 'store', d.name, 'state', d.state, 'city', d.city,
+           'provider_product_id', sp.provider_product_id, 'product', coalesce(sp.name, sp.name_raw),
+           'brand', sp.brand_name_raw, 'brand_id', sp.canonical_brand_id, 'category', sp.category,
+           'price_rec_old', e.price_rec_old, 'price_rec', e.price_rec, 'price_med_old', e.price_med_old,
+           'price_med', e.price_med, 'price_rec_special', e.price_rec_special,
+           'change_pct', CASE WHEN e.price_rec_old > 0
+                              THEN round((e.price_rec - e.price_rec_old) / e.price_rec_old * 100, 2) END)
+  FROM product_events e
+  JOIN dispensaries d ON d.id = e.dispensary_id
+  JOIN store_products sp ON sp.id = e.store_product_id
+  JOIN alert_subscriptions s
+    ON s.enabled AND e.type = ANY (s.types)
+   AND e.occurred_at >= s.created_at - make_interval(secs => %(lookback)s)
+   AND (s.state IS NULL OR d.state = s.state)
+   AND (s.dispensary_id IS NULL OR e.dispensary_id = s.dispensary_id)
+   AND (s.min_drop_pct IS NULL
+        OR (e.price_rec_old > 0 AND (e.price_rec_old - e.price_rec) / e.price_rec_old * 100 >= s.min_drop_pct))
+   AND {BRAND_MATCHES}
+ WHERE e.occurred_at >= %(since)s
+ON CONFLICT (subscription_id, key) DO NOTHING
+"""
+
+AVAILABILITY = """
+INSERT INTO alert_deliveries (subscription_id, key, payload)
+SELECT s.id, 'a:' || c.state || ':' || c.day || ':' || c.canonical_brand_id,
+       jsonb_build_object(
+           'type', 'availability_changed', 'state', c.state, 'day', c.day, 'compared_with', c.then_day,
+           'brand_id', c.canonical_brand_id, 'brand', b.name, 'stores', c.stores, 'stores_crawled', c.crawled,
+           'stores_then', c.stores_then, 'stores_crawled_then', c.crawled_then,
+           'availability', round(c.avail, 4), 'availability_then', round(c.avail_then, 4),
+           'change', round(c.avail - c.avail_then, 4))
+  FROM (SELECT n.state, n.day, n.day - %(compare)s AS then_day, n.canonical_brand_id, n.stores,
+               n.stores_crawled AS crawled,
+               coalesce(t.stores, 0) AS stores_then, st.stores_crawled AS crawled_then,
+               n.stores::numeric / n.stores_crawled AS avail,
+               coalesce(t.stores, 0)::numeric / st.stores_crawled AS avail_then
+          FROM market_brand_daily n
+          JOIN market_state_daily st ON st.state = n.state AND st.day = n.day - %(compare)s
+          LEFT JOIN market_brand_daily t
+            ON t.state = n.state AND t.day = n.day - %(compare)s AND t.canonical_brand_id = n.canonical_brand_id
+         WHERE n.day >= (%(since)s AT TIME ZONE 'UTC')::date) c
+  LEFT JOIN brands b ON b.id = c.canonical_brand_id
+  JOIN alert_subscriptions s
+    ON s.enabled AND 'availability_changed' = ANY (s.types) AND abs(c.avail - c.avail_then) >= s.min_change
+   AND (s.state IS NULL OR c.state = s.state)
+   AND (s.brand_key IS NULL OR c.canonical_brand_id IN (
+        SELECT coalesce(b2.canonical_brand_id, b2.id) FROM brands b2 WHERE b2.normalized_name = s.brand_key
+        UNION SELECT a.brand_id FROM brand_aliases a WHERE a.alias = s.brand_key))
+ON CONFLICT (subscription_id, key) DO NOTHING
+"""
+
+
+async def match(conn: psycopg.AsyncConnection[Any], lookback_s: float) -> int:
+    """One pass: the deliveries it created. One transaction (`conn` in autocommit outside it)."""
+    async with conn.transaction():
+        # two passes at once would only find each other's rows taken (ON CONFLICT): one at a time anyway
+        await conn.execute("LOCK TABLE alert_match_state IN SHARE ROW EXCLUSIVE MODE")
+        row = await (await conn.execute(SINCE, {"lookback": lookback_s})).fetchone()
+        assert row is not None  # a SELECT without FROM returns its row
+        params = {"since": row[0], "now": row[1], "lookback": lookback_s, "compare": MARKET_COMPARE_DAYS}
+        created = (await conn.execute(EVENTS, params)).rowcount
+        created += (await conn.execute(AVAILABILITY, params)).rowcount
+        await conn.execute(MARK, params)
+    return created

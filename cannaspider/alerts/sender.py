@@ -1,0 +1,168 @@
+"""Posting due deliveries (alert_deliveries) to their webhooks, signed (signing.py), at least once.
+
+A pass claims up to ALERTS_BATCH due deliveries (FOR UPDATE SKIP LOCKED: two senders never post
+the same one at once; a claim pushes next_attempt_at past the request's timeout, so a sender that
+dies mid-post leaves the delivery due again, not lost), posts them concurrently, and records each
+outcome: a 2xx answer marks it delivered; anything else (a refused connection, a timeout, a 500)
+keeps it, with the status and a reason free of URL and secret, and makes it due again after
+ALERTS_BACKOFF_S · 2^(attempts-1), capped at ALERTS_BACKOFF_MAX_S, up to ALERTS_MAX_ATTEMPTS
+attempts (then it stays in the table, undelivered, for an operator: `scrapy alerts list`).
+
+Without ALERTS_WEBHOOK_SECRET nothing is sent (an unsigned alert could not be trusted): the
+deliveries wait, and the pass says so once. The secret and the webhook URLs never reach a log
+line, a stored error or an exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import psycopg
+from scrapy.settings import BaseSettings
+
+from cannaspider import env
+from cannaspider.alerts import signing
+
+logger = logging.getLogger(__name__)
+
+CLAIM = """
+UPDATE alert_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => %(lease)s)
+  FROM alert_subscriptions s
+ WHERE s.id = d.subscription_id AND d.id IN (
+       SELECT id FROM alert_deliveries
+        WHERE delivered_at IS NULL AND next_attempt_at <= now() AND attempts < %(max_attempts)s
+        ORDER BY next_attempt_at, id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+RETURNING d.id, d.subscription_id, d.key, d.payload, d.attempts, s.webhook_url
+"""
+DELIVERED = "UPDATE alert_deliveries SET delivered_at = now(), last_status = %s, last_error = NULL WHERE id = %s"
+FAILED = """
+UPDATE alert_deliveries SET last_status = %s, last_error = %s, next_attempt_at = now() + make_interval(secs => %s)
+ WHERE id = %s
+"""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: int
+    subscription_id: int
+    key: str
+    payload: dict[str, Any]
+    attempts: int
+    url: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    delivery_id: int
+    status: int | None  # the receiver's HTTP status; None when it never answered
+    error: str | None  # None: delivered
+
+
+@dataclass(frozen=True)
+class PassResult:
+    delivered: int
+    failed: int
+
+
+class AlertSender:
+    def __init__(
+        self,
+        secret: str | None,
+        *,
+        timeout_s: float,
+        batch: int,
+        max_attempts: int,
+        backoff_s: float,
+        backoff_max_s: float,
+    ) -> None:
+        self._secret = secret
+        self.timeout_s = timeout_s
+        self.batch = batch
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self._warned = False
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> AlertSender:
+        return cls(
+            env.configured(settings, "ALERTS_WEBHOOK_SECRET"),
+            timeout_s=settings.getfloat("ALERTS_TIMEOUT_S"),
+            batch=settings.getint("ALERTS_BATCH"),
+            max_attempts=settings.getint("ALERTS_MAX_ATTEMPTS"),
+            backoff_s=settings.getfloat("ALERTS_BACKOFF_S"),
+            backoff_max_s=settings.getfloat("ALERTS_BACKOFF_MAX_S"),
+        )
+
+    def __repr__(self) -> str:  # never the secret
+        return f"AlertSender(secret={'set' if self._secret else 'unset'}, batch={self.batch})"
+
+    def backoff(self, attempts: int) -> float:
+        """The wait after failed attempt `attempts` (1, 2, …): doubling, capped, jittered up to +20 %."""
+        base = min(self.backoff_s * 2.0 ** max(attempts - 1, 0), self.backoff_max_s)
+        return float(base * (1 + random.random() * 0.2))  # noqa: S311 - spreading retries, not a secret
+
+    def body(self, claimed: Claimed) -> bytes:
+        doc = {"delivery_id": claimed.id, "subscription_id": claimed.subscription_id, "key": claimed.key}
+        return json.dumps({**doc, **claimed.payload}, sort_keys=True, separators=(",", ":")).encode()
+
+    def headers(self, claimed: Claimed, body: bytes, now: int) -> dict[str, str]:
+        assert self._secret is not None  # send() checks it first
+        return {
+            "Content-Type": "application/json",
+            "User-Agent": "cannaspider-alerts/1",
+            signing.DELIVERY: str(claimed.id),
+            signing.TIMESTAMP: str(now),
+            signing.SIGNATURE: signing.sign(self._secret, now, body),
+        }
+
+    async def _post(self, session: aiohttp.ClientSession, claimed: Claimed) -> Outcome:
+        body = self.body(claimed)
+        try:
+            async with session.post(claimed.url, data=body, headers=self.headers(claimed, body, int(time.time()))) as r:
+                await r.read()
+                if 200 <= r.status < 300:
+                    return Outcome(claimed.id, r.status, None)
+                return Outcome(claimed.id, r.status, f"answered HTTP {r.status}")
+        except TimeoutError:
+            return Outcome(claimed.id, None, f"no answer within {self.timeout_s:g} s")
+        except aiohttp.ClientError as exc:
+            # the exception's text names the URL (which may carry a token): its class only
+            return Outcome(claimed.id, None, f"connection failed ({type(exc).__name__})")
+
+    async def send(self, conn: psycopg.AsyncConnection[Any]) -> PassResult:
+        """One pass over the due deliveries; `conn` in autocommit."""
+        if not self._secret:
+            if not self._warned:
+                logger.warning("alerts: ALERTS_WEBHOOK_SECRET is not set: deliveries wait, nothing is sent unsigned")
+                self._warned = True
+            return PassResult(0, 0)
+        lease = self.timeout_s * 2 + 30  # past the post's end: a sender that died leaves it due again
+        cur = await conn.execute(CLAIM, {"lease": lease, "max_attempts": self.max_attempts, "batch": self.batch})
+        claimed = [Claimed(*row) for row in await cur.fetchall()]
+        if not claimed:
+            return PassResult(0, 0)
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            outcomes = await asyncio.gather(*(self._post(session, c) for c in claimed))
+        attempts = {c.id: c.attempts for c in claimed}
+        failed = 0
+        async with conn.transaction():
+            for o in outcomes:
+                if o.error is None:
+                    await conn.execute(DELIVERED, (o.status, o.delivery_id))
+                else:
+                    failed += 1
+                    await conn.execute(
+                        FAILED, (o.status, o.error, self.backoff(attempts[o.delivery_id]), o.delivery_id)
+                    )
+        if failed:
+            logger.warning("alerts: %d of %d deliveries failed; they are retried with backoff", failed, len(claimed))
+        return PassResult(len(claimed) - failed, failed)

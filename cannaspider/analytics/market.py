@@ -1,0 +1,139 @@
+"""The market roll (docs/analytics.md, "Market analytics"; tables of migrations/020_market_analytics.sql).
+
+Per state and UTC day: the stores with a complete crawl, the day's events by type, each canonical
+brand's carrying stores (its availability is stores / stores_crawled), price per gram per
+category (state and city), and the day's largest price moves. One step of the analytics refresh
+(refresh.py), run after analytics_product_daily is rolled and analytics_store_daily refreshed:
+it reads those (one row per product per day, not per snapshot: the snapshots were read once by
+the product roll) and the events of the days it rewrites. The days the product roll may have
+touched since the last market roll (from an hour before the newest snapshot it had rolled then:
+data time, not the clock) are deleted and written again in one transaction (readers see the old
+rows until it commits); the days before stand. Emptying market_roll_state rebuilds them all.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+STEP = "market_daily"  # its name in analytics_refreshes and in a refresh task's result
+MOVERS_PER_DAY = 20  # price drops and rises kept per state and day (the API shows up to this many)
+
+# the product roll reads from an hour before the newest snapshot it rolled last time (migrations/
+# 012): the days it can have changed since the last market roll start there. NULL: every day.
+FROM_DAY = """
+SELECT (((SELECT rolled_upto FROM market_roll_state) - interval '1 hour') AT TIME ZONE 'UTC')::date
+"""
+MARK = """
+INSERT INTO market_roll_state (rolled_upto, rolled_at) VALUES ((SELECT rolled_upto FROM analytics_roll_state), now())
+ON CONFLICT (only_row) DO UPDATE SET rolled_upto = EXCLUDED.rolled_upto, rolled_at = EXCLUDED.rolled_at
+"""
+DELETE = ("market_state_daily", "market_brand_daily", "market_category_daily", "market_movers")
+
+# the product-days of complete-crawled stores, with what the market groups them by; price per
+# gram: the day's closing price over the grams of the option (current unit_price / price_rec).
+# Its texts compare bytewise (COLLATE "C"): the groupings sort them, several times faster than
+# by the database's locale; the tables' keys only need equality.
+SEEN = """
+CREATE TEMP TABLE market_seen ON COMMIT DROP AS
+SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') COLLATE "C" AS city,
+       p.dispensary_id, sp.canonical_brand_id, sp.canonical_product_id,
+       coalesce(sp.category, '') COLLATE "C" AS category,
+       p.price_close, coalesce(p.special_close, false) AS on_special,
+       CASE WHEN sp.unit_price_basis = 'g' AND sp.price_rec > 0
+            THEN p.price_close * sp.unit_price / sp.price_rec END AS price_per_g
+  FROM analytics_product_daily p
+  JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day
+  JOIN store_products sp ON sp.id = p.store_product_id
+  JOIN dispensaries d ON d.id = p.dispensary_id
+ WHERE p.day >= coalesce(%(from)s::date, '-infinity')
+"""
+
+STATES = """
+INSERT INTO market_state_daily
+WITH crawled AS (
+    SELECT coalesce(d.state, '') AS state, a.day, count(*) AS stores_crawled
+      FROM analytics_store_daily a JOIN dispensaries d ON d.id = a.dispensary_id
+     WHERE a.day >= coalesce(%(from)s::date, '-infinity') GROUP BY 1, 2),
+seen AS (SELECT state, day, count(*) AS products_seen FROM market_seen GROUP BY 1, 2),
+ev AS (
+    SELECT coalesce(d.state, '') AS state, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
+           count(*) FILTER (WHERE e.type = 'listed') AS listed,
+           count(*) FILTER (WHERE e.type = 'price_changed') AS price_changed,
+           count(*) FILTER (WHERE e.type = 'price_changed' AND e.price_rec < e.price_rec_old) AS price_drops,
+           count(*) FILTER (WHERE e.type = 'price_changed' AND e.price_rec > e.price_rec_old) AS price_rises,
+           count(*) FILTER (WHERE e.type = 'special_started') AS specials_started,
+           count(*) FILTER (WHERE e.type = 'special_ended') AS specials_ended,
+           count(*) FILTER (WHERE e.type = 'out_of_stock') AS out_of_stock,
+           count(*) FILTER (WHERE e.type = 'back_in_stock') AS back_in_stock
+      FROM product_events e JOIN dispensaries d ON d.id = e.dispensary_id
+     WHERE e.occurred_at >= coalesce(%(from)s::date::timestamp AT TIME ZONE 'UTC', '-infinity')
+     GROUP BY 1, 2)
+SELECT c.state, c.day, c.stores_crawled, coalesce(s.products_seen, 0),
+       coalesce(ev.listed, 0), coalesce(ev.price_changed, 0), coalesce(ev.price_drops, 0),
+       coalesce(ev.price_rises, 0), coalesce(ev.specials_started, 0), coalesce(ev.specials_ended, 0),
+       coalesce(ev.out_of_stock, 0), coalesce(ev.back_in_stock, 0)
+  FROM crawled c
+  LEFT JOIN seen s ON s.state = c.state AND s.day = c.day
+  LEFT JOIN ev ON ev.state = c.state AND ev.day = c.day
+"""
+
+BRANDS = """
+INSERT INTO market_brand_daily
+SELECT s.state, s.day, s.canonical_brand_id, count(DISTINCT s.dispensary_id), c.stores_crawled,
+       count(DISTINCT s.canonical_product_id), count(*),
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY s.price_close))::numeric(12, 2)
+  FROM market_seen s JOIN market_state_daily c ON c.state = s.state AND c.day = s.day
+ WHERE s.canonical_brand_id IS NOT NULL
+ GROUP BY s.state, s.day, s.canonical_brand_id, c.stores_crawled
+"""
+
+# the state's figures (city '') and each named city's
+CATEGORIES = """
+INSERT INTO market_category_daily
+SELECT state, city, day, category, stores, products, on_special, p25, p50, p75
+  FROM (SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
+               day, category, count(DISTINCT dispensary_id) AS stores, count(*) AS products,
+               count(*) FILTER (WHERE on_special) AS on_special,
+               (percentile_cont(0.25) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p25,
+               (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p50,
+               (percentile_cont(0.75) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p75
+          FROM market_seen
+         GROUP BY GROUPING SETS ((state, day, category), (state, day, category, city))) g
+ WHERE whole = 1 OR city <> ''
+"""
+
+MOVERS = """
+INSERT INTO market_movers
+SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id, price_rec_old, price_rec, pct
+  FROM (SELECT coalesce(d.state, '') AS state, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
+               CASE WHEN e.price_rec < e.price_rec_old THEN 'drop' ELSE 'rise' END AS kind,
+               row_number() OVER (PARTITION BY coalesce(d.state, ''), (e.occurred_at AT TIME ZONE 'UTC')::date,
+                                               e.price_rec < e.price_rec_old
+                                  ORDER BY abs(e.price_rec - e.price_rec_old) / e.price_rec_old DESC, e.id) AS rank,
+               e.id, e.crawl_run_id, e.dispensary_id, e.store_product_id, e.price_rec_old, e.price_rec,
+               round((e.price_rec - e.price_rec_old) / e.price_rec_old * 100, 2) AS pct
+          FROM product_events e JOIN dispensaries d ON d.id = e.dispensary_id
+         WHERE e.occurred_at >= coalesce(%(from)s::date::timestamp AT TIME ZONE 'UTC', '-infinity')
+           AND e.type = 'price_changed'
+           AND e.price_rec_old > 0 AND e.price_rec IS NOT NULL AND e.price_rec <> e.price_rec_old) m
+ WHERE rank <= %(movers)s
+"""
+
+
+async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_DAY) -> int:
+    """Rewrite the market tables from the day of the last roll (less an hour) on; the rows written.
+
+    Runs in the caller's transaction (refresh.refresh_view opens one per step)."""
+    await conn.execute("LOCK TABLE market_state_daily IN SHARE ROW EXCLUSIVE MODE")  # one roll at a time
+    row = await (await conn.execute(FROM_DAY)).fetchone()
+    assert row is not None  # a SELECT without FROM filter returns its one row
+    params = {"from": row[0], "movers": movers_per_day}
+    for table in DELETE:
+        await conn.execute(f"DELETE FROM {table} WHERE day >= coalesce(%(from)s::date, '-infinity')", params)  # noqa: S608 (constant names)
+    await conn.execute(SEEN, params)
+    written = 0
+    for statement in (STATES, BRANDS, CATEGORIES, MOVERS):
+        written += (await conn.execute(statement, params)).rowcount
+    await conn.execute("DROP TABLE market_seen")
+    await conn.execute(MARK)
+    return written

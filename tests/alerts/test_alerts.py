@@ -1,0 +1,253 @@
+"""Alerts end to end against a receiver on 127.0.0.1: subscriptions matched against real event
+rows (and market rows), the signed POSTs, a receiver that answers 500 or is down, the retries
+with their backoff, at-least-once without duplicates, and the secret kept out of logs and rows."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import psycopg
+import pytest
+
+from cannaspider.alerts import signing, subscriptions
+from cannaspider.alerts.run import AlertsPass, run_once
+from cannaspider.alerts.sender import AlertSender
+from tests.helpers import project_crawler
+
+SECRET = "s3cret-for-alert-tests-only"
+TOKEN_PATH = "/hooks/T0KEN-in-the-path"  # an incoming-webhook URL's token: never in a log or a row
+ALERT_TABLES = "alert_deliveries, alert_subscriptions, alert_match_state"
+
+
+class Receiver:
+    """An HTTP receiver on a free loopback port: records every POST, answers `statuses` in turn (then 200)."""
+
+    def __init__(self, statuses: list[int] | None = None) -> None:
+        self.statuses = list(statuses or [])
+        self.received: list[dict[str, Any]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.received.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{TOKEN_PATH}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def settings(**overrides: Any) -> Any:
+    return project_crawler(**{"ALERTS_WEBHOOK_SECRET": SECRET, "ALERTS_BACKOFF_S": 60.0, **overrides}).settings
+
+
+def alerts_pass(db: str, sender: AlertSender | None = None, **overrides: Any) -> AlertsPass:
+    async def run() -> AlertsPass:
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            return await run_once(conn, settings(**overrides), sender)
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def events(db, sql):
+    """A store in AZ and one in NV; a Stiiizy product whose price fell 20 %, another 5 %; one out of stock."""
+    sql(f"TRUNCATE {ALERT_TABLES}")
+    sql("SELECT ensure_snapshot_partitions((now() - interval '1 day')::date, 2)")
+    az, nv = (
+        sql("INSERT INTO dispensaries (name, state, city) VALUES (%s, %s, 'X') RETURNING id", (n, s))[0][0]
+        for n, s in (("Green AZ", "AZ"), ("Blue NV", "NV"))
+    )
+    brand = sql("INSERT INTO brands (key, name, normalized_name) VALUES ('d:b1', 'STIIIZY', 'stiiizy') RETURNING id")
+    ids: dict[str, int] = {"az": az, "nv": nv, "brand": brand[0][0]}
+    for key, store in (("pod", az), ("pen", az), ("nv", nv)):
+        ids[key] = sql(
+            "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, brand_name_raw, "
+            "canonical_brand_id) VALUES (%s, %s, %s, 'Stiiizy', %s) RETURNING id",
+            (store, key, f"Blue Dream {key}", ids["brand"]),
+        )[0][0]
+    at = datetime.now(UTC) - timedelta(minutes=10)
+    runs = {
+        s: sql(
+            "INSERT INTO crawl_runs (dispensary_id, role, status, started_at) VALUES (%s, 'product_resync', "
+            "'complete', %s) RETURNING id",
+            (s, at),
+        )[0][0]
+        for s in (az, nv)
+    }
+    for key, store, kind, old, new in (
+        ("pod", az, "price_changed", 35, 28),  # -20 %
+        ("pen", az, "price_changed", 20, 19),  # -5 %
+        ("pen", az, "out_of_stock", None, 19),
+        ("nv", nv, "out_of_stock", None, 30),
+    ):
+        ids[f"{key}:{kind}"] = sql(
+            "INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, "
+            "price_rec_old, price_rec) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (at, runs[store], store, ids[key], kind, old, new),
+        )[0][0]
+    return ids
+
+
+def subscribe(db: str, url: str, types: list[str], **filters: Any) -> int:
+    with psycopg.connect(db, autocommit=True) as conn:
+        return subscriptions.add(conn, url, types, **filters)
+
+
+def test_matching_events_are_posted_signed_once_each(db, sql, events):
+    with Receiver() as receiver:
+        drops = subscribe(db, receiver.url, ["price_changed"], min_drop_pct=15, brand="stiiizy ")
+        oos = subscribe(db, receiver.url, ["out_of_stock"], state="az")
+        done = alerts_pass(db)
+        assert done == AlertsPass(matched=2, delivered=2, failed=0)
+        again = alerts_pass(db)  # the same events seen again: nothing twice
+        assert again == AlertsPass(0, 0, 0)
+    got = {}
+    for request in receiver.received:
+        headers, body = request["headers"], request["body"]
+        assert request["path"] == TOKEN_PATH
+        assert signing.verify(SECRET, int(headers[signing.TIMESTAMP]), body, headers[signing.SIGNATURE])
+        assert not signing.verify("another secret", int(headers[signing.TIMESTAMP]), body, headers[signing.SIGNATURE])
+        doc = json.loads(body)
+        assert headers[signing.DELIVERY] == str(doc["delivery_id"])
+        got[doc["subscription_id"]] = doc
+    assert set(got) == {drops, oos}
+    drop = got[drops]
+    assert (drop["type"], drop["event_id"], drop["price_rec_old"], drop["price_rec"], drop["change_pct"]) == (
+        "price_changed",
+        events["pod:price_changed"],
+        35.0,
+        28.0,
+        -20.0,
+    )
+    assert (drop["store"], drop["brand_id"], drop["key"]) == (
+        "Green AZ",
+        events["brand"],
+        f"e:{events['pod:price_changed']}",
+    )
+    assert (got[oos]["type"], got[oos]["event_id"], got[oos]["state"]) == (
+        "out_of_stock",
+        events["pen:out_of_stock"],
+        "AZ",
+    )
+    assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NOT NULL AND attempts = 1") == [(2,)]
+
+
+def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, sql, events, caplog):
+    caplog.set_level(logging.DEBUG)
+    with Receiver(statuses=[500]) as receiver:
+        subscribe(db, receiver.url, ["out_of_stock"], state="NV")
+        assert alerts_pass(db) == AlertsPass(1, 0, 1)
+        ((status, error, attempts, wait),) = sql(
+            "SELECT last_status, last_error, attempts, extract(epoch FROM next_attempt_at - now()) "
+            "FROM alert_deliveries"
+        )
+        assert (status, error, attempts) == (500, "answered HTTP 500", 1)
+        assert 50 < float(wait) <= 72  # ALERTS_BACKOFF_S (60) after the first failure, jittered up to +20 %
+        assert alerts_pass(db) == AlertsPass(0, 0, 0)  # not due yet
+        sql("UPDATE alert_deliveries SET next_attempt_at = now()")
+        assert alerts_pass(db) == AlertsPass(0, 1, 0)
+    first, second = receiver.received
+    assert first["headers"][signing.DELIVERY] == second["headers"][signing.DELIVERY]  # the same delivery, retried
+    assert json.loads(second["body"])["event_id"] == events["nv:out_of_stock"]
+
+    # the receiver is down now: the next delivery waits, its error names no URL
+    sql(
+        "INSERT INTO alert_deliveries (subscription_id, key, payload) "
+        "SELECT id, 'e:manual', '{}' FROM alert_subscriptions"
+    )
+    for _ in (1, 2):
+        sql("UPDATE alert_deliveries SET next_attempt_at = now() WHERE delivered_at IS NULL")
+        assert alerts_pass(db) == AlertsPass(0, 0, 1)
+    ((status, error, attempts, wait),) = sql(
+        "SELECT last_status, last_error, attempts, extract(epoch FROM next_attempt_at - now()) FROM alert_deliveries "
+        "WHERE delivered_at IS NULL"
+    )
+    assert (status, attempts) == (None, 2) and error.startswith("connection failed (")
+    assert 110 < float(wait) <= 144  # doubled after the second failure
+    logged = caplog.text + " ".join(str(r) for r in sql("SELECT * FROM alert_deliveries"))
+    assert SECRET not in logged and "T0KEN" not in logged
+    # after ALERTS_MAX_ATTEMPTS it stays, undelivered, and is no longer posted
+    sql("UPDATE alert_deliveries SET next_attempt_at = now() WHERE delivered_at IS NULL")
+    assert alerts_pass(db, ALERTS_MAX_ATTEMPTS=2) == AlertsPass(0, 0, 0)
+    assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NULL") == [(1,)]
+
+
+def test_without_a_secret_nothing_is_sent_and_deliveries_wait(db, sql, events, caplog):
+    with Receiver() as receiver:
+        subscribe(db, receiver.url, ["out_of_stock"])
+        sender = AlertSender.from_settings(settings(ALERTS_WEBHOOK_SECRET=None))
+        assert "s3cret" not in repr(AlertSender.from_settings(settings()))
+        assert alerts_pass(db, sender) == AlertsPass(2, 0, 0)
+        assert alerts_pass(db, sender) == AlertsPass(0, 0, 0)
+    assert receiver.received == []
+    assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NULL AND attempts = 0") == [(2,)]
+    assert caplog.text.count("ALERTS_WEBHOOK_SECRET is not set") == 1
+
+
+def test_a_brands_availability_change_over_the_threshold(db, sql, events):
+    today = datetime.now(UTC).date()
+    then = today - timedelta(days=28)
+    sql("TRUNCATE market_state_daily, market_brand_daily")
+    for day, crawled in ((then, 4), (today, 4)):
+        sql("INSERT INTO market_state_daily VALUES ('AZ', %s, %s, 0, 0, 0, 0, 0, 0, 0, 0, 0)", (day, crawled))
+    for day, stores in ((then, 1), (today, 3)):  # 25 % → 75 %
+        sql("INSERT INTO market_brand_daily VALUES ('AZ', %s, %s, %s, 4, 1, 1, 10)", (day, events["brand"], stores))
+    with Receiver() as receiver:
+        big = subscribe(db, receiver.url, ["availability_changed"], min_change=0.5, brand="Stiiizy")
+        subscribe(db, receiver.url, ["availability_changed"], min_change=0.6)  # not reached
+        assert alerts_pass(db) == AlertsPass(1, 1, 0)
+    doc = json.loads(receiver.received[0]["body"])
+    assert doc["subscription_id"] == big
+    assert (doc["state"], doc["day"], doc["availability"], doc["availability_then"], doc["change"]) == (
+        "AZ",
+        today.isoformat(),
+        0.75,
+        0.25,
+        0.5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("types", "filters", "reason"),
+    [
+        ([], {}, "at least one --type"),
+        (["sold_out"], {}, "unknown type 'sold_out'"),
+        (["listed"], {"min_drop_pct": 10}, "applies to --type price_changed"),
+        (["price_changed"], {"min_drop_pct": 0}, "percent"),
+        (["availability_changed"], {}, "needs --min-change"),
+        (["listed"], {"state": "Arizona"}, "two letters"),
+        (["listed"], {"brand": "!!"}, "letters or digits"),
+    ],
+)
+def test_bad_subscriptions_are_refused_with_the_reason(db, types, filters, reason):
+    with pytest.raises(subscriptions.SubscriptionError, match=reason):
+        subscribe(db, "https://hooks.example/T0KEN", types, **filters)
+    with pytest.raises(subscriptions.SubscriptionError, match="http"):
+        subscribe(db, "file:///etc/passwd", ["listed"])
+
+
+def test_a_listed_subscription_shows_no_token():
+    assert subscriptions.redacted("https://hooks.slack.com/services/T0/B0/XYZ") == "https://hooks.slack.com/…"
+    assert subscriptions.redacted("http://127.0.0.1:8080/x?token=1") == "http://127.0.0.1:8080/…"

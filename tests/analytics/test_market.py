@@ -1,0 +1,223 @@
+"""The market roll (cannaspider/analytics/market.py) against a scripted history: stores, products
+linked to canonical brands, complete and failed crawls, snapshots and events in plain SQL; every
+figure below is worked out by hand from that script."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import psycopg
+import pytest
+
+from cannaspider.analytics import market
+from tests.analytics.test_refresh import refresh, rows
+
+D0, D28, D29 = date(2026, 11, 1), date(2026, 11, 29), date(2026, 11, 30)
+MARKET_TABLES = "market_state_daily, market_brand_daily, market_category_daily, market_movers, market_roll_state"
+ROLLED_TABLES = "analytics_refreshes, analytics_product_daily, analytics_product_days, analytics_roll_state"
+
+
+def crawl(conn: psycopg.Connection, store: int, at: str, status: str = "complete") -> int:
+    return conn.execute(
+        "INSERT INTO crawl_runs (dispensary_id, role, status, started_at) VALUES (%s, 'product_resync', %s, %s) "
+        "RETURNING id",
+        (store, status, at),
+    ).fetchone()[0]
+
+
+def seen(conn: psycopg.Connection, product: int, run: int, at: str, price: str, special: bool = False) -> None:
+    conn.execute(
+        "INSERT INTO product_snapshots (store_product_id, captured_at, crawl_run_id, price_rec, is_on_special) "
+        "VALUES (%s, %s, %s, %s, %s)",
+        (product, at, run, Decimal(price), special),
+    )
+
+
+def event(conn: psycopg.Connection, run: int, at: str, store: int, product: int, kind: str, old: str | None, new: str):
+    conn.execute(
+        "INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, "
+        "price_rec_old, price_rec) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (at, run, store, product, kind, old and Decimal(old), Decimal(new)),
+    )
+
+
+def script(conn: psycopg.Connection) -> dict[str, int]:
+    """AZ: stores A, B, C (Phoenix, Phoenix, Tucson); MI: M. Brands X and Y.
+
+    Day 0: A, B, C crawled completely; X carried by all three, Y by A.
+    Day 28: A and B crawled completely, C's crawl failed (its snapshot of X counts nowhere);
+    X carried by A only, Y by A and B; in MI, M carries X."""
+    conn.execute("SELECT ensure_snapshot_partitions('2026-11-01', 2)")
+    stores = {}
+    for key, state, city in (("a", "AZ", "Phoenix"), ("b", "AZ", "Phoenix"), ("c", "AZ", "Tucson"), ("m", "MI", "")):
+        stores[key] = conn.execute(
+            "INSERT INTO dispensaries (name, state, city) VALUES (%s, %s, %s) RETURNING id", (key.upper(), state, city)
+        ).fetchone()[0]
+    x, y = (
+        conn.execute("INSERT INTO brands (key, name) VALUES (%s, %s) RETURNING id", (f"n:{n}", n)).fetchone()[0]
+        for n in ("x", "y")
+    )
+    products = {}
+    # (key, store, brand, category, price_rec now, unit_price now, basis): pa1 is an eighth (3.5 g)
+    for key, store, brand, category, price, unit, basis in [
+        ("pa1", "a", x, "Flower", "28.00", "8.0000", "g"),
+        ("pa2", "a", y, "Edible", "11.00", "11.0000", "unit"),
+        ("pb1", "b", x, "Flower", "20.00", "20.0000", "g"),  # a 1 g option
+        ("pb2", "b", y, "Edible", "12.00", "12.0000", "unit"),
+        ("pc1", "c", x, "Flower", "30.00", "30.0000", "g"),
+        ("pm1", "m", x, "Flower", "40.00", "40.0000", "g"),
+    ]:
+        products[key] = conn.execute(
+            "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, category, price_rec, "
+            "unit_price, unit_price_basis, canonical_brand_id, canonical_product_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (stores[store], key, key, category, Decimal(price), Decimal(unit), basis, brand, None),
+        ).fetchone()[0]
+    day0 = "2026-11-01 08:00Z"
+    runs = {k: crawl(conn, stores[k], day0) for k in ("a", "b", "c")}
+    seen(conn, products["pa1"], runs["a"], day0, "35.00")
+    seen(conn, products["pa2"], runs["a"], day0, "10.00")
+    seen(conn, products["pb1"], runs["b"], day0, "20.00")
+    seen(conn, products["pc1"], runs["c"], day0, "30.00")
+    day28 = "2026-11-29 08:00Z"
+    runs28 = {k: crawl(conn, stores[k], day28) for k in ("a", "b", "m")}
+    failed = crawl(conn, stores["c"], day28, "failed")
+    seen(conn, products["pa1"], runs28["a"], day28, "28.00", special=True)
+    seen(conn, products["pa2"], runs28["a"], day28, "11.00")
+    seen(conn, products["pb2"], runs28["b"], day28, "12.00")
+    seen(conn, products["pc1"], failed, day28, "30.00")
+    seen(conn, products["pm1"], runs28["m"], day28, "40.00")
+    event(conn, runs28["a"], day28, stores["a"], products["pa1"], "price_changed", "35.00", "28.00")  # -20 %
+    event(conn, runs28["a"], day28, stores["a"], products["pa2"], "price_changed", "10.00", "11.00")  # +10 %
+    event(conn, runs28["a"], day28, stores["a"], products["pa1"], "special_started", None, "28.00")
+    event(conn, runs28["b"], day28, stores["b"], products["pb2"], "listed", None, "12.00")
+    return {**stores, **products, "x": x, "y": y, "run_a28": runs28["a"]}
+
+
+@pytest.fixture
+def history(db: str) -> dict[str, int]:
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {ROLLED_TABLES}, {MARKET_TABLES}")  # not among the tables the db fixture empties
+        ids = script(conn)
+    refresh(db)
+    return ids
+
+
+def test_stores_crawled_and_events_per_state_and_day(db, history):
+    got = rows(
+        db,
+        "SELECT state, day, stores_crawled, products_seen, listed, price_changed, price_drops, price_rises, "
+        "specials_started, out_of_stock FROM market_state_daily ORDER BY 1, 2",
+    )
+    assert got == [
+        ("AZ", D0, 3, 4, 0, 0, 0, 0, 0, 0),
+        ("AZ", D28, 2, 3, 1, 2, 1, 1, 1, 0),  # C's failed crawl: neither a store crawled nor its product
+        ("MI", D28, 1, 1, 0, 0, 0, 0, 0, 0),
+    ]
+
+
+def test_brand_availability_is_carrying_stores_over_crawled_stores(db, history):
+    x, y = history["x"], history["y"]
+    got = rows(
+        db,
+        "SELECT state, day, canonical_brand_id, stores, stores_crawled, store_products, median_price "
+        "FROM market_brand_daily ORDER BY 1, 2, 3",
+    )
+    assert got == [
+        ("AZ", D0, x, 3, 3, 3, Decimal("30.00")),  # pa1 35, pb1 20, pc1 30
+        ("AZ", D0, y, 1, 3, 1, Decimal("10.00")),
+        ("AZ", D28, x, 1, 2, 1, Decimal("28.00")),  # pc1's snapshot came from a failed crawl
+        ("AZ", D28, y, 2, 2, 2, Decimal("11.50")),
+        ("MI", D28, x, 1, 1, 1, Decimal("40.00")),
+    ]
+
+
+def test_price_per_gram_per_category_for_the_state_and_its_cities(db, history):
+    got = rows(
+        db,
+        "SELECT city, category, stores, products, on_special, price_per_g_median FROM market_category_daily "
+        "WHERE state = 'AZ' AND day = %s ORDER BY 1, 2",
+        (D28,),
+    )
+    # pa1 closed at 28.00 for its 3.5 g option: 8.00 a gram; edibles are priced per unit, not per gram
+    assert got == [
+        ("", "Edible", 2, 2, 0, None),
+        ("", "Flower", 1, 1, 1, Decimal("8.0000")),
+        ("Phoenix", "Edible", 2, 2, 0, None),
+        ("Phoenix", "Flower", 1, 1, 1, Decimal("8.0000")),
+    ]
+    day0 = rows(
+        db,
+        "SELECT city, price_per_g_p25, price_per_g_median, price_per_g_p75 FROM market_category_daily "
+        "WHERE state = 'AZ' AND day = %s AND category = 'Flower' ORDER BY 1",
+        (D0,),
+    )
+    # per gram on day 0: pa1 35 / 3.5 = 10, pb1 20, pc1 30; Phoenix has pa1 and pb1
+    assert day0 == [
+        ("", Decimal("15.0000"), Decimal("20.0000"), Decimal("25.0000")),
+        ("Phoenix", Decimal("12.5000"), Decimal("15.0000"), Decimal("17.5000")),
+        ("Tucson", Decimal("30.0000"), Decimal("30.0000"), Decimal("30.0000")),
+    ]
+
+
+def test_the_days_largest_price_moves_name_their_event(db, history):
+    got = rows(
+        db,
+        "SELECT state, day, kind, rank, store_product_id, crawl_run_id, price_old, price_new, change_pct "
+        "FROM market_movers ORDER BY 1, 2, 3, 4",
+    )
+    assert got == [
+        (
+            "AZ",
+            D28,
+            "drop",
+            1,
+            history["pa1"],
+            history["run_a28"],
+            Decimal("35.00"),
+            Decimal("28.00"),
+            Decimal("-20.00"),
+        ),
+        (
+            "AZ",
+            D28,
+            "rise",
+            1,
+            history["pa2"],
+            history["run_a28"],
+            Decimal("10.00"),
+            Decimal("11.00"),
+            Decimal("10.00"),
+        ),
+    ]
+    event_ids = rows(db, "SELECT event_id FROM market_movers EXCEPT SELECT id FROM product_events")
+    assert event_ids == []
+
+
+def test_a_later_refresh_rewrites_only_the_days_since_the_last_roll(db, history):
+    with psycopg.connect(db, autocommit=True) as conn:
+        # a day long rolled that a full recomputation would restore: the roll must leave it
+        conn.execute("UPDATE market_state_daily SET products_seen = 99 WHERE day = %s", (D0,))
+        # the first roll had rolled up to the day-28 crawls (08:00): that day is rewritten
+        assert conn.execute("SELECT rolled_upto FROM market_roll_state").fetchone()[0].hour == 8
+        run = crawl(conn, history["b"], "2026-11-30 08:00Z")
+        seen(conn, history["pb1"], run, "2026-11-30 08:00Z", "19.00")
+        # a row of day 28 written after the first roll: the day is rewritten with it
+        seen(conn, history["pb1"], None, "2026-11-29 20:00Z", "20.00")
+    results = refresh(db)
+    assert results[-1].view == market.STEP and results[-1].method == "incremental"
+    got = rows(db, "SELECT day, stores_crawled, products_seen FROM market_state_daily WHERE state = 'AZ' ORDER BY 1")
+    assert got == [(D0, 3, 99), (D28, 2, 4), (D29, 1, 1)]
+    x = rows(
+        db,
+        "SELECT day, stores, stores_crawled FROM market_brand_daily WHERE state = 'AZ' AND canonical_brand_id = %s "
+        "ORDER BY 1",
+        (history["x"],),
+    )
+    assert x == [(D0, 3, 3), (D28, 2, 2), (D29, 1, 1)]
+    # emptied, the tables are rebuilt from the whole history
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE market_roll_state")
+    refresh(db)
+    assert rows(db, "SELECT products_seen FROM market_state_daily WHERE state = 'AZ' AND day = %s", (D0,)) == [(4,)]
