@@ -107,7 +107,7 @@ class AlertSender:
     def backoff(self, attempts: int) -> float:
         """The wait after failed attempt `attempts` (1, 2, …): doubling, capped, jittered up to +20 %."""
         base = min(self.backoff_s * 2.0 ** max(attempts - 1, 0), self.backoff_max_s)
-        return float(base * (1 + random.random() * 0.2))  # noqa: S311 - spreading retries, not a secret
+        return float(base * (1 + random.random() * 0.2))  # spreading retries, not a secret
 
     def body(self, claimed: Claimed) -> bytes:
         doc = {"delivery_id": claimed.id, "subscription_id": claimed.subscription_id, "key": claimed.key}

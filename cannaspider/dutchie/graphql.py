@@ -40,7 +40,7 @@ def build_request(
     *,
     persisted_hash: str | None,
     client_name: str,
-    callback: Callable[..., Any],
+    callback: Callable[..., Any] | None,
     errback: Callable[[Failure], Any] | None = None,
     meta: dict[str, Any] | None = None,
     priority: int = 0,

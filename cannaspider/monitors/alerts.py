@@ -67,7 +67,7 @@ def redact(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-def message(item) -> str:
+def message(item: Any) -> str:  # a Spidermon monitor result (untyped)
     """A failure's assertion message; for a check that raised, the exception's last line."""
     if item.reason:
         return str(item.reason)
@@ -81,7 +81,7 @@ def reports_dir(settings: BaseSettings) -> Path:
     return Path(configured) if configured else Path(base) / "reports"
 
 
-def build_report(result, stats: dict, spider_name: str) -> dict[str, Any]:
+def build_report(result: Any, stats: dict[str, Any], spider_name: str) -> dict[str, Any]:
     monitors = []
     for item in result.monitor_results:
         monitor = item.monitor
@@ -130,7 +130,7 @@ def post_webhook(url: str, text: str, timeout: float) -> bool:
         return False
 
 
-class HealthReportAction(Action):
+class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
     """Runs after the suite whatever the outcome (monitors_finished_actions)."""
 
     def run_action(self) -> None:

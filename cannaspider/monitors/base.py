@@ -9,7 +9,7 @@ from scrapy.settings import Settings
 from spidermon import Monitor
 
 
-class HealthMonitor(Monitor):
+class HealthMonitor(Monitor):  # type: ignore[misc]  # Spidermon is untyped
     longMessage = False  # the message we give, not unittest's "a != b : message"
 
     @property
@@ -18,7 +18,8 @@ class HealthMonitor(Monitor):
 
     @property
     def settings(self) -> Settings:
-        return self.data.crawler.settings
+        settings: Settings = self.data.crawler.settings
+        return settings
 
     def stat(self, key: str) -> float:
         value = self.stats.get(key, 0)

@@ -9,6 +9,7 @@ worked (it sent the full query) but DUTCHIE_PERSISTED_HASHES wants updating (doc
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from spidermon import monitors
 
@@ -18,7 +19,7 @@ PROXY_BLOCK_STAT = re.compile(r"^cannaspider/proxy/(?P<proxy>[^/]+)/blocked$")
 DIRECT_BLOCK_STAT = "cannaspider/graphql_failure/blocked"
 
 
-def blocks_per_proxy(stats: dict) -> dict[str, int]:
+def blocks_per_proxy(stats: dict[str, Any]) -> dict[str, int]:
     per_proxy: dict[str, int] = {}
     for key, value in stats.items():
         match = PROXY_BLOCK_STAT.match(key)
@@ -31,7 +32,7 @@ def blocks_per_proxy(stats: dict) -> dict[str, int]:
 
 @monitors.name("Blocks")
 class BlocksPerProxyMonitor(HealthMonitor):
-    @monitors.name("blocks per proxy within HEALTH_MAX_BLOCKS_PER_PROXY")
+    @monitors.name("blocks per proxy within HEALTH_MAX_BLOCKS_PER_PROXY")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_blocks_per_proxy(self) -> None:
         limit = self.settings.getint("HEALTH_MAX_BLOCKS_PER_PROXY")
         over = {p: n for p, n in sorted(blocks_per_proxy(self.stats).items()) if n > limit}
@@ -41,7 +42,7 @@ class BlocksPerProxyMonitor(HealthMonitor):
 
 @monitors.name("Persisted hashes")
 class StaleHashMonitor(HealthMonitor):
-    @monitors.name("stale persisted-hash fallbacks within HEALTH_MAX_STALE_HASH_FALLBACKS")
+    @monitors.name("stale persisted-hash fallbacks within HEALTH_MAX_STALE_HASH_FALLBACKS")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_stale_hash_fallbacks(self) -> None:
         n = self.stat("cannaspider/stale_hash_fallbacks")
         limit = self.settings.getint("HEALTH_MAX_STALE_HASH_FALLBACKS")

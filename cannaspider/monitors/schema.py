@@ -41,12 +41,14 @@ def inlined_schema() -> dict[str, Any]:
         return node
 
     schema = store_product_schema()
-    return inline(schema, schema.get("$defs", {}))
+    inlined: dict[str, Any] = inline(schema, schema.get("$defs", {}))
+    return inlined
 
 
 def item_json(item: StoreProduct) -> dict[str, Any]:
     """The item as JSON data (datetimes as ISO strings), what the schema describes."""
-    return _adapter().dump_python(item, mode="json", warnings=False)
+    data: dict[str, Any] = _adapter().dump_python(item, mode="json", warnings=False)
+    return data
 
 
 def schema_text() -> str:

@@ -12,7 +12,7 @@ from cannaspider.monitors.stores import StoreCrawlsMonitor
 from cannaspider.monitors.validation import ItemValidationMonitor
 
 
-class CrawlHealthSuite(MonitorSuite):
+class CrawlHealthSuite(MonitorSuite):  # type: ignore[misc]  # Spidermon is untyped
     monitors = [
         FinishReasonMonitor,
         ErrorCountMonitor,

@@ -154,7 +154,7 @@ class BatchWriterPipeline:
     async def _background_write(self) -> None:
         try:
             await self._write_buffer()
-        except Exception:  # an outage: already logged, the rows kept; the next flush retries
+        except Exception:  # noqa: BLE001 - an outage: already logged, the rows kept; the next flush retries
             return
         if len(self.buffer) >= self.batch_size:  # rows kept arriving while this batch was written
             self.inflight = asyncio.ensure_future(self._background_write())

@@ -56,7 +56,7 @@ class ImagePathWriter:
     async def _flush_quietly(self) -> None:
         try:
             await self.flush()
-        except Exception:  # logged by flush; the rows are kept for the next one
+        except Exception:  # noqa: BLE001 - logged by flush; the rows are kept for the next one
             return
 
     async def flush(self, *, final: bool = False) -> None:

@@ -327,7 +327,7 @@ class ProductImagesPipeline:
             result: Any = self.store.stat_file(path, self._info())
             if isinstance(result, Deferred):
                 result = await maybe_deferred_to_future(result)
-        except Exception:  # as Scrapy's media_to_download: a store that cannot tell means "download it"
+        except Exception:  # noqa: BLE001 - as Scrapy's media_to_download: a store that cannot tell means "download it"
             return False
         return bool(result and result.get("last_modified"))
 
@@ -359,5 +359,5 @@ class ProductImagesPipeline:
             await asyncio.gather(*self.workers, *self.loaders, return_exceptions=True)
         try:
             await self.paths.close()
-        except Exception:  # logged by the writer: those products keep NULL and are downloaded again
+        except Exception:  # noqa: BLE001 - logged by the writer: those products keep NULL and are downloaded again
             return

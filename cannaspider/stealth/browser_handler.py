@@ -16,15 +16,18 @@ from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from cannaspider.stealth.tls import ImpersonatingDownloadHandler
 
 
-class BrowserOrImpersonatingDownloadHandler(ScrapyPlaywrightDownloadHandler):
+class BrowserOrImpersonatingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[misc]  # untyped
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.impersonating = ImpersonatingDownloadHandler(crawler)
 
     async def download_request(self, request: Request) -> Response:
+        response: Response
         if request.meta.get("playwright"):
-            return await super().download_request(request)
-        return await self.impersonating.download_request(request)
+            response = await super().download_request(request)
+        else:
+            response = await self.impersonating.download_request(request)
+        return response
 
     async def close(self) -> None:
         await self.impersonating.close()

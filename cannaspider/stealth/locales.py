@@ -31,6 +31,6 @@ class StoreLocales:
                         await conn.execute("SELECT state, timezone FROM dispensaries WHERE id = %s", (dispensary_id,))
                     ).fetchone()
                 self.known[dispensary_id] = (row[0], row[1]) if row else fallback
-            except Exception:  # Accept-Language then follows the spider's state
+            except Exception:  # noqa: BLE001 - Accept-Language then follows the spider's state
                 return fallback
         return self.known[dispensary_id]

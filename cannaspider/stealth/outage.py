@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
@@ -31,7 +32,7 @@ class PoolOutage:
         self.pool = pool
         self.poll_s = crawler.settings.getfloat("STEALTH_OUTAGE_POLL_S")
         self.reason: str | None = None  # set while the outage lasts
-        self._jobs: set[asyncio.Task] = set()
+        self._jobs: set[asyncio.Future[None]] = set()
         crawler.signals.connect(self.close, signal=signals.spider_closed)
 
     def begin(self, why: str, drain: TaskDrain, on_end: Callable[[], None]) -> None:
@@ -44,7 +45,7 @@ class PoolOutage:
         if drain.config.follow:
             self._spawn(self._wait_for_proxies(drain, on_end))
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         job = asyncio.ensure_future(coro)
         self._jobs.add(job)
         job.add_done_callback(self._jobs.discard)

@@ -68,7 +68,7 @@ def _described(response: Response) -> str:
     return f"HTTP {response.status} {kind}, {len(response.body)} bytes"
 
 
-class BlockPolicy(BanDetectionPolicy):
+class BlockPolicy(BanDetectionPolicy):  # type: ignore[misc]  # rotating_proxies is untyped
     def judge(self, request: Request, response: Response) -> Verdict | None:
         """Why this answer counts against its proxy, or None (the API's answer)."""
         status = response.status

@@ -9,6 +9,7 @@ different credentials (one gateway, several sessions), and each keeps its own he
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 # socks5 is refused: Scrapy's HTTP download handlers speak HTTP CONNECT to a proxy, not SOCKS.
@@ -110,6 +111,6 @@ def parse_proxy_url(text: str) -> ProxySpec:
     return ProxySpec(protocol, parts.hostname, port, username, password)
 
 
-def record_of(row: tuple) -> ProxyRecord:
+def record_of(row: tuple[Any, ...]) -> ProxyRecord:
     pid, protocol, host, port, username, password, failures = row
     return ProxyRecord(pid, (protocol or "http").lower(), host, port, username, password, failures or 0)
