@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # run as a script, this folder comes first on the path, and its queue.py would shadow the stdlib's
@@ -35,7 +36,7 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != 
 
 import psycopg  # noqa: E402
 
-from cannaspider.analytics.refresh import refresh_all  # noqa: E402
+from cannaspider.analytics.refresh import RefreshResult, refresh_all  # noqa: E402
 from cannaspider.db import database_url, migrations  # noqa: E402
 
 DBNAME = "cannaspider_history_bench"
@@ -137,14 +138,19 @@ def fresh_database() -> tuple[str, str]:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{DBNAME}"')
-    info = psycopg.conninfo.conninfo_to_dict(admin)
-    info["dbname"] = DBNAME
-    url = psycopg.conninfo.make_conninfo(**info)
+    url = psycopg.conninfo.make_conninfo(admin, dbname=DBNAME)
     migrations.apply(url, log=lambda _: None)
     return admin, url
 
 
-def load(conn: psycopg.Connection, stores: int, products: int, crawls: range) -> int:
+def one(conn: psycopg.Connection[Any], query: str, params: Any = None) -> tuple[Any, ...]:
+    """The one row a query returns."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None, query
+    return tuple(row)
+
+
+def load(conn: psycopg.Connection[Any], stores: int, products: int, crawls: range) -> int:
     conn.execute("SET synchronous_commit TO off")
     if crawls.start == 0:
         conn.execute("SELECT ensure_snapshot_partitions(%s::date, 2)", (START[:10],))
@@ -155,7 +161,7 @@ def load(conn: psycopg.Connection, stores: int, products: int, crawls: range) ->
     total = 0
     t0 = time.perf_counter()
     for crawl in crawls:
-        at_ts = conn.execute("SELECT %s::timestamptz + %s * interval '4 hours'", (START, crawl)).fetchone()[0]
+        at_ts = one(conn, "SELECT %s::timestamptz + %s * interval '4 hours'", (START, crawl))[0]
         seen = products - products // 33
         conn.execute(RUNS, {"at": at_ts, "crawl": crawl, "products": products, "seen": seen})
         total += conn.execute(SNAPSHOTS, {"at": at_ts, "crawl": crawl}).rowcount
@@ -172,26 +178,27 @@ def load(conn: psycopg.Connection, stores: int, products: int, crawls: range) ->
     return total
 
 
-def snapshot_bytes(conn: psycopg.Connection) -> tuple[int, int, int]:
+def snapshot_bytes(conn: psycopg.Connection[Any]) -> tuple[int, int, int]:
     """(heap + toast, indexes) of every partition of product_snapshots, and the row count."""
-    heap, index = conn.execute(
-        "SELECT sum(pg_table_size(relid)), sum(pg_indexes_size(relid)) FROM pg_partition_tree('product_snapshots')"
-    ).fetchone()
-    rows = conn.execute("SELECT count(*) FROM product_snapshots").fetchone()[0]
+    heap, index = one(
+        conn,
+        "SELECT sum(pg_table_size(relid)), sum(pg_indexes_size(relid)) FROM pg_partition_tree('product_snapshots')",
+    )
+    rows = one(conn, "SELECT count(*) FROM product_snapshots")[0]
     return int(heap), int(index), int(rows)
 
 
-def old_layout_bytes(conn: psycopg.Connection) -> tuple[int, int]:
+def old_layout_bytes(conn: psycopg.Connection[Any]) -> tuple[int, int]:
     """The same rows in the layout before migrations/011 (table + its btree), read back from the view."""
     conn.execute("DROP TABLE IF EXISTS old_layout")
     conn.execute("CREATE TABLE old_layout AS SELECT * FROM store_product_snapshots ORDER BY captured_at, dispensary_id")
     conn.execute("CREATE INDEX ON old_layout (dispensary_id, provider_product_id, captured_at)")
-    heap, index = conn.execute("SELECT pg_table_size('old_layout'), pg_indexes_size('old_layout')").fetchone()
+    heap, index = one(conn, "SELECT pg_table_size('old_layout'), pg_indexes_size('old_layout')")
     conn.execute("DROP TABLE old_layout")
     return int(heap), int(index)
 
 
-def timings(conn: psycopg.Connection, query: str, params: list[tuple]) -> tuple[float, float]:
+def timings(conn: psycopg.Connection[Any], query: str, params: list[tuple[Any, ...]]) -> tuple[float, float]:
     """p50 and p95 in ms of `query` over `params` (after one warm-up run each for the plan cache)."""
     conn.execute(query, params[0]).fetchall()
     ms = []
@@ -203,7 +210,7 @@ def timings(conn: psycopg.Connection, query: str, params: list[tuple]) -> tuple[
     return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.95))]
 
 
-async def refresh(url: str) -> tuple[float, list]:
+async def refresh(url: str) -> tuple[float, list[RefreshResult]]:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         t = time.perf_counter()
         results = await refresh_all(conn)
