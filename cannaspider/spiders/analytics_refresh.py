@@ -24,34 +24,30 @@ from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
 from cannaspider.middlewares.unit_errors import describe
-from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, TaskResult
+from cannaspider.units.arguments import SpiderParams
+from cannaspider.units.role import NoTarget, Role, Schedule
 
 ROLE = "analytics_refresh"
-TRUE, FALSE = ("1", "true", "yes"), ("", "0", "false", "no")
-
-
-def _flag(name: str, value: object) -> bool:
-    text = str(value).strip().lower()
-    if text in TRUE:
-        return True
-    if text in FALSE:
-        return False
-    raise SpiderArgumentError(f"{ROLE}: {name} must be 0 or 1, got {value!r}")
 
 
 class AnalyticsRefreshSpider(scrapy.Spider):
     name = ROLE
+    role = Role(
+        name,
+        "Analytics Refresh",
+        "Refresh the analytics materialized views",
+        NoTarget,
+        schedule=Schedule("daily", "SCHEDULE_ANALYTICS_EVERY_S", "once"),
+    )
     custom_settings = {"ITEM_PIPELINES": {}}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        unknown = sorted(k for k in kwargs if k not in ("queue", "follow") and not k.startswith("_"))
-        if unknown:
-            raise SpiderArgumentError(f"{ROLE}: unknown argument {', '.join(unknown)} (accepted: follow, queue)")
-        self.follow = _flag("follow", kwargs.pop("follow", ""))
-        self.use_queue = _flag("queue", kwargs.pop("queue", "")) or self.follow
-        super().__init__(*args, **kwargs)
+        params, runner_args = SpiderParams.of_spider(ROLE, frozenset({"queue"}), kwargs)
+        self.follow = params.follow
+        self.use_queue = params.queue or params.follow
+        super().__init__(*args, **runner_args)
         self.results: list[RefreshResult] = []
 
     async def start(self) -> AsyncIterator[Any]:

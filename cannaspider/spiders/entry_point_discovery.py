@@ -30,6 +30,7 @@ from cannaspider.items import EntryPointResolution
 from cannaspider.spiders.base import DutchieSpider
 from cannaspider.spiders.draining import TASK_META, TaskTracking, TaskWork, task_callback
 from cannaspider.tasks.queue import TaskResult
+from cannaspider.units.role import Role, StoreTarget
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -44,7 +45,13 @@ BROWSER_ARGS = [
 
 class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
     name = "entry_point_discovery"
-    role = "entry_point_discovery"
+    role = Role(
+        name,
+        "Entry Point Discovery",
+        "Resolve a store's platform id from its menu URL",
+        StoreTarget,
+        chains_to="product_discovery",  # once the store is resolved (tasks/queue.py CHAIN_SQL)
+    )
 
     @classmethod
     def update_settings(cls, settings) -> None:
@@ -68,7 +75,7 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
 
     async def start(self):
         if self.draining:
-            async for task in self.drained_tasks(self.role, self.params.follow):
+            async for task in self.drained_tasks(self.name, self.params.follow):
                 work = self.begin_task(task)
                 try:
                     row = await self._dispensary(task.dispensary_id)

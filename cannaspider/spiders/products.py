@@ -29,6 +29,7 @@ from cannaspider.spiders.base import DutchieSpider
 from cannaspider.spiders.draining import finish_task, log_drained, open_drain
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task
+from cannaspider.units.role import Role, Schedule, StoreTarget
 
 
 @dataclass
@@ -47,7 +48,13 @@ class StoreCrawl:
 
 class ProductSpider(DutchieSpider):
     name = "product_resync"
-    role = "product_resync"
+    role = Role(
+        name,
+        "Product Resync",
+        "Re-crawl a store's products for price and stock changes",
+        StoreTarget,
+        schedule=Schedule("every 4 hours", "SCHEDULE_RESYNC_EVERY_S", "stores"),
+    )
     pipelines_setting = "PRODUCT_PIPELINES"
     drain: TaskDrain | None = None
 
@@ -72,12 +79,12 @@ class ProductSpider(DutchieSpider):
                     name,
                 )
                 continue
-            run_id = await self.store.start_run(dispensary_id, self.role)
+            run_id = await self.store.start_run(dispensary_id, self.name)
             crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
             yield self._page_request(crawl, 0)
 
     async def _drain_queue(self):
-        self.drain = drain = await open_drain(self, self.role, self.params.follow)
+        self.drain = drain = await open_drain(self, self.name, self.params.follow)
         crawls: dict[int, StoreCrawl] = {}
         self._task_crawls = crawls
         drain.on_lost = self._task_lost
@@ -91,7 +98,7 @@ class ProductSpider(DutchieSpider):
                     continue
                 name, platform_id = row
                 assert task.dispensary_id is not None  # a product role's target (tasks/roles.py)
-                run_id = await self.store.start_run(task.dispensary_id, self.role, task.id)
+                run_id = await self.store.start_run(task.dispensary_id, self.name, task.id)
             except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
                 await finish_task(drain, task, f"starting the crawl failed: {first_line(exc)}")
                 continue
@@ -248,4 +255,6 @@ class ProductSpider(DutchieSpider):
 
 class ProductDiscoverySpider(ProductSpider):
     name = "product_discovery"
-    role = "product_discovery"
+    role = Role(
+        name, "Product Discovery", "First product crawl of a new store (it then joins the resync schedule)", StoreTarget
+    )

@@ -22,11 +22,19 @@ from cannaspider.items import DispensaryRecord
 from cannaspider.spiders.base import DutchieSpider, SpiderArgumentError, SpiderParams
 from cannaspider.spiders.draining import TASK_META, TaskTracking, TaskWork, task_callback
 from cannaspider.tasks.queue import TaskResult
+from cannaspider.units.role import Role, Schedule, StateTarget
 
 
 class StoreDiscoverySpider(TaskTracking, DutchieSpider):
     name = "store_discovery"
-    role = "store_discovery"
+    role = Role(
+        name,
+        "Store Discovery",
+        "Discover new dispensary locations in a state",
+        StateTarget,
+        schedule=Schedule("daily", "SCHEDULE_DISCOVERY_EVERY_S", "states"),
+        chains_to="entry_point_discovery",  # each new store (tasks/queue.py CHAIN_SQL)
+    )
 
     arguments = frozenset({"state", "city"})
 
@@ -49,7 +57,7 @@ class StoreDiscoverySpider(TaskTracking, DutchieSpider):
 
     async def start(self):
         if self.draining:
-            async for task in self.drained_tasks(self.role, self.params.follow):
+            async for task in self.drained_tasks(self.name, self.params.follow):
                 work = self.begin_task(task)
                 work.data.update(seen=set(), ids=[], failed_points=0, points=0)
                 assert task.state is not None  # the role's target (tasks/roles.py)

@@ -303,13 +303,14 @@ SELECT t.id, NULL FROM worker_tasks t JOIN l ON t.id = l.id
 """
 
 # Follow-up tasks by the role that completed (seed "Task Chaining"): each statement gets the ids
-# of the completed tasks of its role and inserts their children at the chained priority; an
-# identical child already queued is left as it is.
+# of the completed tasks of its role and inserts their children (of the role it declares it chains
+# to, `Role.chains_to` on its spider) at the chained priority; an identical child already queued
+# is left as it is.
 CHAIN_SQL: dict[str, str] = {
-    # → entry_point_discovery for each *new* store
+    # → a task (entry_point_discovery) for each *new* store
     "store_discovery": """
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT DISTINCT ON (d.id) 'entry_point_discovery', t.platform, d.id, %(priority)s, t.id
+SELECT DISTINCT ON (d.id) %(child)s, t.platform, d.id, %(priority)s, t.id
   FROM worker_tasks t
   JOIN dispensaries d ON CASE WHEN t.result ? 'new_dispensary_ids'
                               THEN d.id IN (SELECT jsonb_array_elements_text(t.result -> 'new_dispensary_ids')::bigint)
@@ -317,10 +318,10 @@ SELECT DISTINCT ON (d.id) 'entry_point_discovery', t.platform, d.id, %(priority)
  WHERE t.id = ANY(%(ids)s) AND d.crawl_enabled
 ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
 """,
-    # → product_discovery for that store, when it was resolved (has its platform id)
+    # → a task (product_discovery) for that store, when it was resolved (has its platform id)
     "entry_point_discovery": """
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT 'product_discovery', t.platform, t.dispensary_id, %(priority)s, t.id
+SELECT %(child)s, t.platform, t.dispensary_id, %(priority)s, t.id
   FROM worker_tasks t JOIN dispensaries d ON d.id = t.dispensary_id
  WHERE t.id = ANY(%(ids)s) AND d.platform_dispensary_id IS NOT NULL AND d.crawl_enabled
 ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
@@ -353,8 +354,9 @@ async def complete_many(conn: psycopg.AsyncConnection, done: Sequence[tuple[Leas
             if role is not None:
                 by_role.setdefault(role, []).append(task_id)
         for role, ids in by_role.items():
-            if role in CHAIN_SQL:
-                await conn.execute(CHAIN_SQL[role], {"ids": ids, "priority": roles.CHAINED_PRIORITY})
+            child = roles.get(role).chains_to
+            if child is not None:
+                await conn.execute(CHAIN_SQL[role], {"ids": ids, "priority": roles.CHAINED_PRIORITY, "child": child})
     completed = {r[0] for r in rows}
     return [lease for lease in leases if lease.task_id not in completed]
 
