@@ -280,6 +280,10 @@ API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a
 # HEALTH_REPORT_DIR (every crawl gets one) and a POST to ALERT_WEBHOOK_URL when set.
 SPIDERMON_ENABLED = True
 SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.suite.CrawlHealthSuite"]
+# While a crawl runs (a `-a follow=1` drainer runs for weeks), the same suite also judges, this
+# often, the stretch of the crawl since its previous check, when a unit closed or an error was
+# logged in it: a report, and an alert if a check failed (monitors/extension.py). 0: at close only.
+HEALTH_CHECK_PERIOD_S = 300.0
 HEALTH_OK_FINISH_REASONS = ["finished"]
 HEALTH_MAX_ERRORS = 0  # ERROR log lines a healthy crawl may have
 HEALTH_MAX_INCOMPLETE_SHARE = 0.1  # of the stores a product crawl closed
