@@ -41,9 +41,9 @@ DOWNLOADER_MIDDLEWARES = {
 }
 SPIDER_MIDDLEWARES = {
     "cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10,
-    # closest to the spider (Scrapy's own end at 900): a callback's exception closes its unit of
-    # work before anything else sees it (middlewares/unit_errors.py)
-    "cannaspider.middlewares.unit_errors.UnitErrorsMiddleware": 950,
+    # closest to the spider (Scrapy's own end at 900): counts each unit's requests and items, and a
+    # callback's exception closes its unit of work before anything else sees it (units/middleware.py)
+    "cannaspider.units.middleware.UnitTrackingMiddleware": 950,
 }
 # Scrapy starts CONCURRENT_ITEMS tasks for every response and queues up to twice as many items: 64
 # takes a whole FilteredProducts page (DUTCHIE_PER_PAGE = 100) without blocking, with a third of the

@@ -55,7 +55,7 @@ class DutchieSpider(scrapy.Spider):
 
     @property
     def draining(self) -> bool:
-        """No target given: the spider drains its role's queue (spiders/draining.py)."""
+        """No target given: the spider drains its role's queue (units/lifecycle.py)."""
         return not self.params.has_target
 
     @property

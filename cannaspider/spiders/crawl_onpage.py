@@ -25,11 +25,9 @@ from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
-from cannaspider.middlewares.unit_errors import describe
-from cannaspider.spiders.draining import finish_task, log_drained, open_drain, refuse_queue
-from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task, TaskResult
 from cannaspider.units.arguments import SpiderParams
+from cannaspider.units.lifecycle import Outcome, UnitLifecycle, describe
 from cannaspider.units.role import KeywordTarget, Role
 
 
@@ -37,7 +35,6 @@ class CrawlOnpageSpider(scrapy.Spider):
     name = "crawl_onpage"
     role = Role(name, "On-page Crawl", "Crawl a keyword's SERP competitor pages through Firecrawl", KeywordTarget)
     jobs: OnpageJobs
-    drain: TaskDrain | None = None
 
     @classmethod
     def update_settings(cls, settings) -> None:
@@ -96,12 +93,14 @@ class CrawlOnpageSpider(scrapy.Spider):
         if self.jobs.client is None:  # draining (from_crawler refused explicit keywords already)
             # No Firecrawl to send the work to: the queued tasks say why (failed for a retry, as
             # without an active proxy), then one line and the crawl's fatal error (exit 2).
-            await refuse_queue(self, self.name, MISSING_URL)
+            await UnitLifecycle.of(self.crawler).refuse(self.name, MISSING_URL)
             CrawlStore.for_crawler(self.crawler).fail(MISSING_URL)
             raise CloseSpider("firecrawl_unconfigured")
         self._items = asyncio.Queue()
-        if not self.keyword_ids:  # no target: drain the queue
-            async for item in _drain(self._items, {asyncio.ensure_future(self._drain_queue())}):
+        if not self.keyword_ids:  # no target: drain the queue, a keyword per task (units/lifecycle.py)
+            units = UnitLifecycle.of(self.crawler)
+            drained = asyncio.ensure_future(units.run(self.name, self.follow, self._task_outcome))
+            async for item in _drain(self._items, {drained}):
                 yield item
             return
         pending: set[asyncio.Future] = {asyncio.ensure_future(self.run_keyword(k)) for k in self.keyword_ids}
@@ -113,25 +112,14 @@ class CrawlOnpageSpider(scrapy.Spider):
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
 
-    async def _drain_queue(self) -> None:
-        """Claim keyword tasks as slots free up; each runs beside the others."""
-        self.drain = drain = await open_drain(self, self.name, self.follow)
-        jobs: set[asyncio.Future] = set()
-        async for task in drain.tasks():
-            job = asyncio.ensure_future(self._run_task(drain, task))
-            jobs.add(job)
-            job.add_done_callback(jobs.discard)
-        await asyncio.gather(*jobs, return_exceptions=True)
-        log_drained(self, drain)
-
-    async def _run_task(self, drain: TaskDrain, task: Task) -> None:
-        assert task.keyword_id is not None  # the role's target (tasks/roles.py)
+    async def _task_outcome(self, task: Task) -> Outcome:
+        """A keyword task's unit: its job's totals, or why it failed (for good: Firecrawl refused it)."""
+        assert task.keyword_id is not None  # the role's target (KeywordTarget)
         result = await self.run_keyword(task.keyword_id)
         if "error" in result:
-            await finish_task(drain, task, result["error"], final=not result.get("retryable", True))
-        else:
-            counts = {k: int(v) for k, v in result.items()}
-            await finish_task(drain, task, TaskResult(pages=sum(counts.values()), extra=counts))
+            return result["error"], not result.get("retryable", True)
+        counts = {k: int(v) for k, v in result.items()}
+        return TaskResult(pages=sum(counts.values()), extra=counts), False
 
 
 class _LazyStats:
