@@ -43,9 +43,9 @@ DOWNLOADER_MIDDLEWARES = {
 }
 SPIDER_MIDDLEWARES = {
     "cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10,
-    # closest to the spider (Scrapy's own end at 900): a callback's exception closes its unit of
-    # work before anything else sees it (middlewares/unit_errors.py)
-    "cannaspider.middlewares.unit_errors.UnitErrorsMiddleware": 950,
+    # closest to the spider (Scrapy's own end at 900): counts each unit's requests and items, and a
+    # callback's exception closes its unit of work before anything else sees it (units/middleware.py)
+    "cannaspider.units.middleware.UnitTrackingMiddleware": 950,
 }
 # Scrapy starts CONCURRENT_ITEMS tasks for every response and queues up to twice as many items: 64
 # takes a whole FilteredProducts page (DUTCHIE_PER_PAGE = 100) without blocking, with a third of the
@@ -312,6 +312,10 @@ ALERTS_TICK_S = 60.0  # `scrapy alerts send --follow`: a pass this often
 # HEALTH_REPORT_DIR (every crawl gets one) and a POST to ALERT_WEBHOOK_URL when set.
 SPIDERMON_ENABLED = True
 SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.suite.CrawlHealthSuite"]
+# While a crawl runs (a `-a follow=1` drainer runs for weeks), the same suite also judges, this
+# often, the stretch of the crawl since its previous check, when a unit closed or an error was
+# logged in it: a report, and an alert if a check failed (monitors/extension.py). 0: at close only.
+HEALTH_CHECK_PERIOD_S = 300.0
 HEALTH_OK_FINISH_REASONS = ["finished"]
 HEALTH_MAX_ERRORS = 0  # ERROR log lines a healthy crawl may have
 HEALTH_MAX_INCOMPLETE_SHARE = 0.1  # of the stores a product crawl closed

@@ -44,13 +44,13 @@ class Command(TaskCommand):
         config = schedule.ScheduleConfig.from_settings(settings)
         self.nodes = scrapyd.parse_nodes(opts.scrapyd, *env.scrapyd_credentials()) if opts.scrapyd else []
         self.spiders = get_spider_loader(settings).list() if self.nodes else []
-        self.slots = settings.getint("TASK_SLOTS", 16)
+        self.slots = settings.getint("TASK_SLOTS")
         self.prober = Prober(settings)  # deactivated proxies re-probed after each tick (stealth/probe.py)
         url = database_url(settings)
         if opts.once:
             self._print(asyncio.run(with_connection(url, self._tick(config))))
             return
-        asyncio.run(self._loop(url, config, settings.getfloat("SCHEDULE_TICK_S", 60.0)))
+        asyncio.run(self._loop(url, config, settings.getfloat("SCHEDULE_TICK_S")))
 
     def _tick(self, config: schedule.ScheduleConfig):
         async def run(conn):

@@ -12,13 +12,16 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
 
 from cannaspider.db.crawl_store import FATAL_ERROR_STAT
 from cannaspider.db.errors import DatabaseSetupError, first_line
+from cannaspider.spiders.base import DutchieSpider
 from cannaspider.stealth.pool import ProxyPool
+from cannaspider.units.lifecycle import UnitLifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +40,7 @@ class ProxyRequiredMiddleware:
     def from_crawler(cls, crawler: Crawler) -> ProxyRequiredMiddleware:
         return cls(crawler)
 
-    async def process_start(self, start: AsyncIterator) -> AsyncIterator:
-        from cannaspider.spiders.base import DutchieSpider  # the spiders import the middlewares' settings
-
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         if isinstance(self.crawler.spider, DutchieSpider) and not os.environ.get("SCRAPY_CHECK"):
             try:
                 records = await ProxyPool.for_crawler(self.crawler).refresh()
@@ -51,9 +52,9 @@ class ProxyRequiredMiddleware:
                 logger.error("%s", message)
                 spider = self.crawler.spider
                 if spider.draining:
-                    await self._fail_queued(spider, message)
+                    await UnitLifecycle.of(self.crawler).refuse(spider.name, message)
                 if spider.draining and spider.params.follow:
-                    await self._wait_for_proxies(spider.role)
+                    await self._wait_for_proxies(spider.name)
                     async for item_or_request in start:
                         yield item_or_request
                     return
@@ -78,15 +79,3 @@ class ProxyRequiredMiddleware:
             if records:
                 logger.warning("proxy pool: %d active proxy(ies): the %s queue starts", len(records), role)
                 return
-
-    @staticmethod
-    async def _fail_queued(spider, message: str) -> None:
-        from cannaspider.spiders.draining import open_drain
-
-        try:
-            drain = await open_drain(spider, spider.role, follow=False)
-            failed = await drain.fail_claimable(message)
-        except Exception as exc:  # noqa: BLE001 - the refusal itself must still happen
-            logger.warning("could not fail the queued %s tasks: %s", spider.role, exc)
-        else:
-            logger.info("%d queued %s task(s) failed: no active proxy", failed, spider.role)

@@ -4,14 +4,16 @@ lost a third of its products overnight is more often a broken crawl than a store
 every store crawl the OOS guard flagged suspect (each one of a collapse, not only its first, whose
 product count no longer falls against the suspect crawl before it: README "Crawl correctness").
 
-This crawl's runs are the crawl_runs rows its process started (host, pid, from its start time):
-by spider_closed the completion pipeline has closed them all."""
+This crawl's runs are the crawl_runs rows its process closed (host, pid) since the start of the
+stretch the check judges (the crawl's start at spider close, by when the completion pipeline has
+closed them all; the previous check's time for a check while it runs: extension.py)."""
 
 from __future__ import annotations
 
 import os
 import socket
 from datetime import datetime
+from typing import Any
 
 from spidermon import monitors
 
@@ -27,7 +29,8 @@ SELECT r.dispensary_id, d.name, r.products_seen, p.products_seen
          WHERE p.dispensary_id = r.dispensary_id AND p.status = 'complete' AND p.id <> r.id
            AND p.started_at < r.started_at
          ORDER BY p.started_at DESC LIMIT 1) p
- WHERE r.host = %(host)s AND r.pid = %(pid)s AND r.started_at >= %(since)s AND r.status = 'complete'
+ WHERE r.host = %(host)s AND r.pid = %(pid)s AND r.status = 'complete'
+   AND coalesce(r.finished_at, r.started_at) >= %(since)s
    AND p.products_seen > 0 AND r.products_seen < p.products_seen * (1 - %(drop)s)
  ORDER BY r.dispensary_id
 """
@@ -36,17 +39,18 @@ SUSPECTS = """
 SELECT r.dispensary_id, d.name, r.suspect_reason
   FROM crawl_runs r
   JOIN dispensaries d ON d.id = r.dispensary_id
- WHERE r.host = %(host)s AND r.pid = %(pid)s AND r.started_at >= %(since)s AND r.status = 'complete' AND r.suspect
+ WHERE r.host = %(host)s AND r.pid = %(pid)s AND r.status = 'complete' AND r.suspect
+   AND coalesce(r.finished_at, r.started_at) >= %(since)s
  ORDER BY r.dispensary_id, r.started_at
 """
 
 
-def this_crawls(query: str, url: str, params: dict) -> list[tuple]:
+def this_crawls(query: str, url: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connect(url) as conn:
         return conn.execute(query, params).fetchall()
 
 
-def product_drops(url: str, since: datetime, drop: float, *, host: str, pid: int) -> list[tuple]:
+def product_drops(url: str, since: datetime, drop: float, *, host: str, pid: int) -> list[tuple[Any, ...]]:
     """(dispensary_id, name, products now, products at the previous complete crawl) per store that fell."""
     return this_crawls(DROPS, url, {"host": host, "pid": pid, "since": since, "drop": drop})
 

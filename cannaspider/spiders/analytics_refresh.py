@@ -5,6 +5,8 @@ A spider because Scrapyd runs only spiders; it sends no request.
     scrapy crawl analytics_refresh -a queue=1       drain the role's queue: one refresh per task
     scrapy crawl analytics_refresh -a follow=1      the same, waiting for tasks until stopped (Scrapyd)
 
+Draining, each task is a unit of units/lifecycle.py, run one at a time.
+
 Each view's duration and row count go to the crawl's stats (`analytics/<view>/duration_ms`,
 `analytics/<view>/rows`), to the analytics_refreshes table and, for a task, to its result.
 A refresh that fails fails its task (retried with the queue's backoff).
@@ -23,35 +25,30 @@ from cannaspider.analytics.refresh import DEFAULT_WORK_MEM, RefreshResult, refre
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
-from cannaspider.middlewares.unit_errors import describe
-from cannaspider.spiders.base import SpiderArgumentError
-from cannaspider.tasks.drain import TaskDrain
-from cannaspider.tasks.queue import LeaseLost, TaskResult
+from cannaspider.tasks.queue import TaskResult
+from cannaspider.units.arguments import SpiderParams
+from cannaspider.units.lifecycle import Outcome, UnitLifecycle, describe
+from cannaspider.units.role import NoTarget, Role, Schedule
 
 ROLE = "analytics_refresh"
-TRUE, FALSE = ("1", "true", "yes"), ("", "0", "false", "no")
-
-
-def _flag(name: str, value: object) -> bool:
-    text = str(value).strip().lower()
-    if text in TRUE:
-        return True
-    if text in FALSE:
-        return False
-    raise SpiderArgumentError(f"{ROLE}: {name} must be 0 or 1, got {value!r}")
 
 
 class AnalyticsRefreshSpider(scrapy.Spider):
     name = ROLE
+    role = Role(
+        name,
+        "Analytics Refresh",
+        "Refresh the analytics materialized views",
+        NoTarget,
+        schedule=Schedule("daily", "SCHEDULE_ANALYTICS_EVERY_S", "once"),
+    )
     custom_settings = {"ITEM_PIPELINES": {}}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        unknown = sorted(k for k in kwargs if k not in ("queue", "follow") and not k.startswith("_"))
-        if unknown:
-            raise SpiderArgumentError(f"{ROLE}: unknown argument {', '.join(unknown)} (accepted: follow, queue)")
-        self.follow = _flag("follow", kwargs.pop("follow", ""))
-        self.use_queue = _flag("queue", kwargs.pop("queue", "")) or self.follow
-        super().__init__(*args, **kwargs)
+        params, runner_args = SpiderParams.of_spider(ROLE, frozenset({"queue"}), kwargs)
+        self.follow = params.follow
+        self.use_queue = params.queue or params.follow
+        super().__init__(*args, **runner_args)
         self.results: list[RefreshResult] = []
 
     async def start(self) -> AsyncIterator[Any]:
@@ -63,20 +60,19 @@ class AnalyticsRefreshSpider(scrapy.Spider):
             except Exception as exc:  # noqa: BLE001 - the refresh (the crawl's one unit) failed: exit non-zero
                 self._refresh_failed(exc)
             return
-        drain = TaskDrain.from_crawler(self.crawler, ROLE, url, follow=self.follow)
-        async for task in drain.tasks():
-            try:
-                results = await self.refresh(url)
-            except Exception as exc:  # noqa: BLE001 - whatever it is, the task fails (its attempt counted)
-                await self._settle(drain.fail(task, self._refresh_failed(exc)))
-                continue
-            extra = {"views": [r.as_json() for r in results]}
-            await self._settle(drain.complete(task, TaskResult(extra=extra)))
-        self.logger.info(
-            "%s queue: %d task(s) claimed, %d completed, %d failed", ROLE, drain.claimed, drain.completed, drain.failed
+        await UnitLifecycle.of(self.crawler).run(
+            ROLE, self.follow, lambda task: self._task_outcome(url), one_at_a_time=True
         )
         return
         yield  # an async generator that yields nothing
+
+    async def _task_outcome(self, url: str) -> Outcome:
+        """A refresh task's unit: the views' figures, or why it failed (its attempt counted)."""
+        try:
+            results = await self.refresh(url)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the task fails
+            return self._refresh_failed(exc), False
+        return TaskResult(extra={"views": [r.as_json() for r in results]}), False
 
     def _refresh_failed(self, exc: Exception) -> str:
         """Log a failed refresh (a traceback unless it is the database's) and count the unit."""
@@ -86,12 +82,6 @@ class AnalyticsRefreshSpider(scrapy.Spider):
         assert self.crawler is not None and self.crawler.stats is not None
         self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
         return reason
-
-    async def _settle(self, op: Any) -> None:
-        try:
-            await op
-        except LeaseLost as exc:
-            self.logger.warning("analytics refresh: %s (the refresh itself stands)", exc)
 
     async def refresh(self, url: str) -> list[RefreshResult]:
         assert self.crawler is not None

@@ -1,12 +1,12 @@
 """Shared plumbing of the Dutchie spiders: GraphQL requests and reading their answers, the
-crawler's CrawlStore, and the spider arguments (`-a`), parsed and validated once (SpiderParams). (A stale
+crawler's CrawlStore, and the spider arguments (`-a`), parsed and validated once (SpiderParams,
+units/arguments.py). (A stale
 persisted-query hash is handled in the download chain: cannaspider/middlewares/persisted_queries.py.)"""
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import ClassVar
 
 import scrapy
@@ -16,7 +16,8 @@ from scrapy.http import Response
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.dutchie import graphql
-from cannaspider.dutchie.geography import state_code
+from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
+from cannaspider.units.role import Role
 
 logger = logging.getLogger(__name__)
 
@@ -27,75 +28,11 @@ logger = logging.getLogger(__name__)
 UNUSED_SCHEMES = ("file", "data", "ftp", "s3")
 
 
-class SpiderArgumentError(ValueError):
-    """A bad `-a` argument. str() is the one line the crawl command prints (commands/crawl.py)."""
-
-
-def parse_id_list(value: object) -> tuple[int, ...]:
-    if value is None or value == "":
-        return ()
-    try:
-        ids = tuple(int(v) for v in str(value).split(",") if v.strip())
-    except ValueError:
-        ids = ()
-    if not ids or any(i <= 0 for i in ids):
-        raise SpiderArgumentError(f"dispensary_id must be a positive integer or a comma-separated list, got {value!r}")
-    return ids
-
-
-def parse_flag(name: str, value: object) -> bool:
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise SpiderArgumentError(f"{name} must be 1 or 0, got {value!r}")
-
-
-@dataclass(frozen=True)
-class SpiderParams:
-    """A spider's `-a` arguments, parsed and validated once.
-
-    dispensary_id=N[,N…] and state=XX choose the stores; city=NAME narrows store discovery.
-    Without a target the spider drains its role's queue (docs/operations.md), until the queue
-    is empty or, with follow=1, until it is stopped (SIGTERM/SIGINT).
-    Arguments starting with "_" belong to the process runner (Scrapyd passes `-a _job=<id>`)."""
-
-    dispensary_ids: tuple[int, ...] = ()
-    state: str | None = None
-    city: str | None = None
-    follow: bool = False
-
-    @property
-    def has_target(self) -> bool:
-        return bool(self.dispensary_ids or self.state)
-
-    @classmethod
-    def parse(cls, spider: str, accepted: frozenset[str], raw: dict[str, object]) -> SpiderParams:
-        accepted = accepted | {"follow"}
-        unknown = sorted(k for k in raw if k not in accepted and not k.startswith("_"))
-        if unknown:
-            raise SpiderArgumentError(
-                f"{spider}: unknown argument {', '.join(unknown)} (accepted: {', '.join(sorted(accepted))})"
-            )
-        state = raw.get("state")
-        try:
-            code = state_code(str(state)) if state not in (None, "") else None
-        except ValueError as exc:
-            raise SpiderArgumentError(f"{spider}: {exc}") from None
-        city = str(raw["city"]).strip() if raw.get("city") not in (None, "") else None
-        try:
-            ids = parse_id_list(raw.get("dispensary_id"))
-            follow = parse_flag("follow", raw.get("follow", ""))
-        except SpiderArgumentError as exc:
-            raise SpiderArgumentError(f"{spider}: {exc}") from None
-        if follow and (ids or code):
-            raise SpiderArgumentError(f"{spider}: follow=1 drains the queue: give it no dispensary_id or state")
-        return cls(ids, code, city, follow)
+__all__ = ["UNUSED_SCHEMES", "DutchieSpider", "SpiderArgumentError", "SpiderParams"]
 
 
 class DutchieSpider(scrapy.Spider):
-    role: str = ""
+    role: ClassVar[Role]  # the role this spider's units are (units/role.py); its name is the spider's
     pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
     # the `-a` arguments this spider takes (SpiderParams); require_target(): which it needs
     arguments: ClassVar[frozenset[str]] = frozenset({"dispensary_id", "state"})
@@ -106,10 +43,7 @@ class DutchieSpider(scrapy.Spider):
     hashes: dict[str, str]
 
     def __init__(self, *args, **kwargs):
-        runner_args = {k: v for k, v in kwargs.items() if k.startswith("_") or k == "name"}
-        self.params = SpiderParams.parse(
-            self.name, self.arguments, {k: v for k, v in kwargs.items() if k not in runner_args}
-        )
+        self.params, runner_args = SpiderParams.of_spider(self.name, self.arguments, kwargs)
         super().__init__(*args, **runner_args)
         if not os.environ.get("SCRAPY_CHECK"):  # contracts call callbacks directly: no target needed
             self.require_target(self.params)
@@ -121,7 +55,7 @@ class DutchieSpider(scrapy.Spider):
 
     @property
     def draining(self) -> bool:
-        """No target given: the spider drains its role's queue (spiders/draining.py)."""
+        """No target given: the spider drains its role's queue (units/lifecycle.py)."""
         return not self.params.has_target
 
     @property

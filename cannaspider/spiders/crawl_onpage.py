@@ -25,28 +25,16 @@ from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
-from cannaspider.middlewares.unit_errors import describe
-from cannaspider.spiders.base import SpiderArgumentError, parse_flag
-from cannaspider.spiders.draining import finish_task, log_drained, open_drain, refuse_queue
-from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task, TaskResult
-
-
-def parse_keyword_ids(value: str | int | None) -> list[int]:
-    if value is None or value == "":
-        return []
-    try:
-        ids = [int(v) for v in str(value).split(",") if v.strip()]
-    except ValueError as exc:
-        raise ValueError(f"keyword_id must be an integer or a comma-separated list, got {value!r}") from exc
-    return list(dict.fromkeys(ids))
+from cannaspider.units.arguments import SpiderParams
+from cannaspider.units.lifecycle import Outcome, UnitLifecycle, describe
+from cannaspider.units.role import KeywordTarget, Role
 
 
 class CrawlOnpageSpider(scrapy.Spider):
     name = "crawl_onpage"
-    role = "crawl_onpage"
+    role = Role(name, "On-page Crawl", "Crawl a keyword's SERP competitor pages through Firecrawl", KeywordTarget)
     jobs: OnpageJobs
-    drain: TaskDrain | None = None
 
     @classmethod
     def update_settings(cls, settings) -> None:
@@ -54,15 +42,11 @@ class CrawlOnpageSpider(scrapy.Spider):
         # the job writes its own merge; the Dutchie pipelines have nothing to do with its items
         settings.set("ITEM_PIPELINES", {}, priority="spider")
 
-    def __init__(self, keyword_id: str | None = None, follow: str | None = None, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        try:
-            self.keyword_ids = parse_keyword_ids(keyword_id)
-            self.follow = parse_flag("follow", follow or "")
-        except ValueError as exc:
-            raise SpiderArgumentError(f"crawl_onpage: {exc}") from None
-        if self.follow and self.keyword_ids:
-            raise SpiderArgumentError("crawl_onpage: follow=1 drains the queue: give it no keyword_id")
+    def __init__(self, *args, **kwargs):
+        params, runner_args = SpiderParams.of_spider(self.name, frozenset({"keyword_id"}), kwargs)
+        super().__init__(*args, **runner_args)
+        self.keyword_ids = list(params.keyword_ids)
+        self.follow = params.follow
         self.results: dict[int, dict] = {}
         self._items: asyncio.Queue[CompetitorPage] | None = None
 
@@ -109,12 +93,14 @@ class CrawlOnpageSpider(scrapy.Spider):
         if self.jobs.client is None:  # draining (from_crawler refused explicit keywords already)
             # No Firecrawl to send the work to: the queued tasks say why (failed for a retry, as
             # without an active proxy), then one line and the crawl's fatal error (exit 2).
-            await refuse_queue(self, self.role, MISSING_URL)
+            await UnitLifecycle.of(self.crawler).refuse(self.name, MISSING_URL)
             CrawlStore.for_crawler(self.crawler).fail(MISSING_URL)
             raise CloseSpider("firecrawl_unconfigured")
         self._items = asyncio.Queue()
-        if not self.keyword_ids:  # no target: drain the queue
-            async for item in _drain(self._items, {asyncio.ensure_future(self._drain_queue())}):
+        if not self.keyword_ids:  # no target: drain the queue, a keyword per task (units/lifecycle.py)
+            units = UnitLifecycle.of(self.crawler)
+            drained = asyncio.ensure_future(units.run(self.name, self.follow, self._task_outcome))
+            async for item in _drain(self._items, {drained}):
                 yield item
             return
         pending: set[asyncio.Future] = {asyncio.ensure_future(self.run_keyword(k)) for k in self.keyword_ids}
@@ -126,25 +112,14 @@ class CrawlOnpageSpider(scrapy.Spider):
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
 
-    async def _drain_queue(self) -> None:
-        """Claim keyword tasks as slots free up; each runs beside the others."""
-        self.drain = drain = await open_drain(self, self.role, self.follow)
-        jobs: set[asyncio.Future] = set()
-        async for task in drain.tasks():
-            job = asyncio.ensure_future(self._run_task(drain, task))
-            jobs.add(job)
-            job.add_done_callback(jobs.discard)
-        await asyncio.gather(*jobs, return_exceptions=True)
-        log_drained(self, drain)
-
-    async def _run_task(self, drain: TaskDrain, task: Task) -> None:
-        assert task.keyword_id is not None  # the role's target (tasks/roles.py)
+    async def _task_outcome(self, task: Task) -> Outcome:
+        """A keyword task's unit: its job's totals, or why it failed (for good: Firecrawl refused it)."""
+        assert task.keyword_id is not None  # the role's target (KeywordTarget)
         result = await self.run_keyword(task.keyword_id)
         if "error" in result:
-            await finish_task(drain, task, result["error"], final=not result.get("retryable", True))
-        else:
-            counts = {k: int(v) for k, v in result.items()}
-            await finish_task(drain, task, TaskResult(pages=sum(counts.values()), extra=counts))
+            return result["error"], not result.get("retryable", True)
+        counts = {k: int(v) for k, v in result.items()}
+        return TaskResult(pages=sum(counts.values()), extra=counts), False
 
 
 class _LazyStats:

@@ -28,8 +28,9 @@ from cannaspider.dutchie import graphql, slugs
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.items import EntryPointResolution
 from cannaspider.spiders.base import DutchieSpider
-from cannaspider.spiders.draining import TASK_META, TaskTracking, TaskWork, task_callback
 from cannaspider.tasks.queue import TaskResult
+from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
+from cannaspider.units.role import Role, StoreTarget
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -42,9 +43,15 @@ BROWSER_ARGS = [
 ]
 
 
-class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
+class EntryPointDiscoverySpider(DutchieSpider):
     name = "entry_point_discovery"
-    role = "entry_point_discovery"
+    role = Role(
+        name,
+        "Entry Point Discovery",
+        "Resolve a store's platform id from its menu URL",
+        StoreTarget,
+        chains_to="product_discovery",  # once the store is resolved (tasks/queue.py CHAIN_SQL)
+    )
 
     @classmethod
     def update_settings(cls, settings) -> None:
@@ -68,19 +75,20 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
 
     async def start(self):
         if self.draining:
-            async for task in self.drained_tasks(self.role, self.params.follow):
-                work = self.begin_task(task)
+            units = UnitLifecycle.of(self.crawler)
+            async for task in units.tasks(self.name, self.params.follow):
+                unit = Unit(task)
+                output: Any = ()
                 try:
                     row = await self._dispensary(task.dispensary_id)
                 except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
-                    work.errors.append(f"reading the dispensary failed: {first_line(exc)}")
-                    self.check_finished(work)
-                    continue
-                if row is None:
-                    work.data["final"] = f"dispensary {task.dispensary_id} no longer exists"
-                    self.check_finished(work)
-                    continue
-                for out in self.track_start(work, self._resolve(*row)):
+                    unit.errors.append(f"reading the dispensary failed: {first_line(exc)}")
+                else:
+                    if row is None:
+                        unit.data["final"] = f"dispensary {task.dispensary_id} no longer exists"
+                    else:
+                        output = self._resolve(*row)
+                async for out in units.start(unit, output):
                     yield out
             return
         rows = await self.select_dispensaries("id, menu_url, slug")
@@ -122,9 +130,9 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
     ) -> EntryPointResolution:
         """A store not resolved. `transient`: a failed request (not an answer), so a drained task
         fails and retries later instead of recording the store as unresolvable."""
-        task_id = (meta or {}).get(TASK_META)
-        if transient and task_id in self.task_work:
-            self.task_work[task_id].data.setdefault("transient", reason)
+        unit: Unit | None = (meta or {}).get(UNIT_META)
+        if transient and unit is not None:
+            unit.data.setdefault("transient", reason)
         self.logger.warning("dispensary %s unresolved: %s", dispensary_id, reason)
         self.crawler.stats.inc_value("cannaspider/entry_points_unresolved")
         return EntryPointResolution(dispensary_id, None, slug, "unresolved", reason)
@@ -133,7 +141,6 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
     def contract_meta(operation: str, variables: dict) -> dict:
         return {"dispensary_id": 0, "slug": variables["dispensaryFilter"]["cNameOrID"], "via": "graphql"}
 
-    @task_callback
     def parse_dispensary(self, response: Response):
         """ConsumerDispensaries for one slug → the store's platform id.
 
@@ -161,7 +168,6 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
             return
         yield EntryPointResolution(dispensary_id, pid.lower(), first.get("cName") or slug, response.meta["via"])
 
-    @task_callback
     def parse_website(self, response: Response):
         """The store's own website, rendered: find Dutchie's embedded-menu script or iframe.
 
@@ -182,7 +188,6 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
             return
         yield self._unresolved(dispensary_id, None, f"no Dutchie embedded menu found on {response.url}")
 
-    @task_callback
     def on_error(self, failure: Failure):
         request = getattr(failure, "request", None)
         dispensary_id = request.meta.get("dispensary_id") if request is not None else None
@@ -199,19 +204,19 @@ class EntryPointDiscoverySpider(TaskTracking, DutchieSpider):
             transient=True,
         )
 
-    # -- a drained task's outcome ------------------------------------------------------------------
-    def task_item(self, work: TaskWork, item: Any) -> None:
+    # -- a drained task's outcome (units/lifecycle.py) ----------------------------------------------
+    def unit_item(self, unit: Unit, item: Any) -> None:
         if isinstance(item, EntryPointResolution):
-            work.data["resolution"] = item
+            unit.data["resolution"] = item
 
-    async def task_outcome(self, work: TaskWork) -> tuple[TaskResult | str, bool]:
-        if "final" in work.data:
-            return work.data["final"], True
-        if work.errors:
-            return work.errors[0], False
-        if "transient" in work.data:
-            return work.data["transient"], False
-        item: EntryPointResolution | None = work.data.get("resolution")
+    async def unit_outcome(self, unit: Unit) -> Outcome:
+        if "final" in unit.data:
+            return unit.data["final"], True
+        if unit.errors:
+            return unit.errors[0], False
+        if "transient" in unit.data:
+            return unit.data["transient"], False
+        item: EntryPointResolution | None = unit.data.get("resolution")
         resolved = item is not None and item.platform_dispensary_id is not None
         extra = {"resolved": resolved, "method": item.method if item else None}
         if item is not None and not resolved:

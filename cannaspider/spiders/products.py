@@ -26,9 +26,9 @@ from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
 from cannaspider.dutchie.pagination import PageState, after_page
 from cannaspider.items import CrawlCompletion, RawProduct
 from cannaspider.spiders.base import DutchieSpider
-from cannaspider.spiders.draining import finish_task, log_drained, open_drain
-from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task
+from cannaspider.units.lifecycle import UnitLifecycle
+from cannaspider.units.role import Role, Schedule, StoreTarget
 
 
 @dataclass
@@ -47,9 +47,14 @@ class StoreCrawl:
 
 class ProductSpider(DutchieSpider):
     name = "product_resync"
-    role = "product_resync"
+    role = Role(
+        name,
+        "Product Resync",
+        "Re-crawl a store's products for price and stock changes",
+        StoreTarget,
+        schedule=Schedule("every 4 hours", "SCHEDULE_RESYNC_EVERY_S", "stores"),
+    )
     pipelines_setting = "PRODUCT_PIPELINES"
-    drain: TaskDrain | None = None
 
     async def start(self):
         if self.draining:
@@ -72,35 +77,35 @@ class ProductSpider(DutchieSpider):
                     name,
                 )
                 continue
-            run_id = await self.store.start_run(dispensary_id, self.role)
+            run_id = await self.store.start_run(dispensary_id, self.name)
             crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
             yield self._page_request(crawl, 0)
 
     async def _drain_queue(self):
-        self.drain = drain = await open_drain(self, self.role, self.params.follow)
+        units = UnitLifecycle.of(self.crawler)
+        drain = await units.open_drain(self.name, self.params.follow)
         crawls: dict[int, StoreCrawl] = {}
         self._task_crawls = crawls
         drain.on_lost = self._task_lost
         per_page = self.settings.getint("DUTCHIE_PER_PAGE")
         max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
-        async for task in drain.tasks():
+        async for task in units.tasks(self.name, self.params.follow):
             try:
                 row = await self._task_store(task)
                 if isinstance(row, str):
-                    await finish_task(drain, task, row, final=True)
+                    await units.finish(task, row, final=True)
                     continue
                 name, platform_id = row
                 assert task.dispensary_id is not None  # a product role's target (tasks/roles.py)
-                run_id = await self.store.start_run(task.dispensary_id, self.role, task.id)
+                run_id = await self.store.start_run(task.dispensary_id, self.name, task.id)
             except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
-                await finish_task(drain, task, f"starting the crawl failed: {first_line(exc)}")
+                await units.finish(task, f"starting the crawl failed: {first_line(exc)}")
                 continue
             crawl = StoreCrawl(
                 task.dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name, task=task
             )
             crawls[task.id] = crawl
             yield self._page_request(crawl, 0)
-        log_drained(self, drain)
 
     async def _task_store(self, task: Task) -> tuple[str, str] | str:
         """(name, platform id) of the task's store, or why it cannot be crawled (retrying cannot help)."""
@@ -229,7 +234,7 @@ class ProductSpider(DutchieSpider):
             yield self._completion(crawl, False, reason)
 
     def unit_failed(self, response: Response, reason: str):
-        """A callback raised (middlewares/unit_errors.py): the store's crawl closes incomplete, which
+        """A callback raised (units/middleware.py): the store's crawl closes incomplete, which
         fails its task (the attempt counted)."""
         crawl: StoreCrawl | None = response.meta.get("store_crawl")
         if crawl is None:
@@ -248,4 +253,6 @@ class ProductSpider(DutchieSpider):
 
 class ProductDiscoverySpider(ProductSpider):
     name = "product_discovery"
-    role = "product_discovery"
+    role = Role(
+        name, "Product Discovery", "First product crawl of a new store (it then joins the resync schedule)", StoreTarget
+    )

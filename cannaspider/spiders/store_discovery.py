@@ -20,13 +20,21 @@ from cannaspider.dutchie.operations import DISPENSARY_SEARCH, dispensary_search_
 from cannaspider.dutchie.stores import dispensary_record
 from cannaspider.items import DispensaryRecord
 from cannaspider.spiders.base import DutchieSpider, SpiderArgumentError, SpiderParams
-from cannaspider.spiders.draining import TASK_META, TaskTracking, TaskWork, task_callback
 from cannaspider.tasks.queue import TaskResult
+from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
+from cannaspider.units.role import Role, Schedule, StateTarget
 
 
-class StoreDiscoverySpider(TaskTracking, DutchieSpider):
+class StoreDiscoverySpider(DutchieSpider):
     name = "store_discovery"
-    role = "store_discovery"
+    role = Role(
+        name,
+        "Store Discovery",
+        "Discover new dispensary locations in a state",
+        StateTarget,
+        schedule=Schedule("daily", "SCHEDULE_DISCOVERY_EVERY_S", "states"),
+        chains_to="entry_point_discovery",  # each new store (tasks/queue.py CHAIN_SQL)
+    )
 
     arguments = frozenset({"state", "city"})
 
@@ -49,25 +57,25 @@ class StoreDiscoverySpider(TaskTracking, DutchieSpider):
 
     async def start(self):
         if self.draining:
-            async for task in self.drained_tasks(self.role, self.params.follow):
-                work = self.begin_task(task)
-                work.data.update(seen=set(), ids=[], failed_points=0, points=0)
-                assert task.state is not None  # the role's target (tasks/roles.py)
-                for out in self.track_start(work, self._searches(task.state, None, work)):
+            units = UnitLifecycle.of(self.crawler)
+            async for task in units.tasks(self.name, self.params.follow):
+                unit = Unit(task, data={"seen": set(), "ids": [], "failed_points": 0, "points": 0})
+                assert task.state is not None  # the role's target (StateTarget)
+                async for out in units.start(unit, self._searches(task.state, None, unit)):
                     yield out
             return
         assert self.state is not None  # require_target
         for request in self._searches(self.state, self.city, None):
             yield request
 
-    def _searches(self, state: str, city: str | None, work: TaskWork | None):
+    def _searches(self, state: str, city: str | None, unit: Unit | None):
         distance = self.settings.getfloat("DUTCHIE_SEARCH_DISTANCE_MI")
         points = search_points(
             state, distance, city=city, min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION")
         )
         self.logger.info("store discovery in %s%s: %d search points", state, f" ({city})" if city else "", len(points))
-        if work is not None:
-            work.data["points"] = len(points)
+        if unit is not None:
+            unit.data["points"] = len(points)
         for point in points:
             yield self.graphql_request(
                 DISPENSARY_SEARCH,
@@ -76,18 +84,13 @@ class StoreDiscoverySpider(TaskTracking, DutchieSpider):
                 meta={"point": point.name, "state": state},
             )
 
-    def _work(self, meta: dict) -> TaskWork | None:
-        task_id = meta.get(TASK_META)
-        return self.task_work.get(task_id) if task_id is not None else None
-
     def _point_failed(self, meta: dict) -> None:
-        work = self._work(meta)
-        if work is not None:
-            work.data["failed_points"] += 1
+        unit: Unit | None = meta.get(UNIT_META)
+        if unit is not None:
+            unit.data["failed_points"] += 1
         else:
             self.failed_points += 1
 
-    @task_callback
     def parse_search(self, response: Response):
         """Dispensaries near one point of the state.
 
@@ -107,8 +110,8 @@ class StoreDiscoverySpider(TaskTracking, DutchieSpider):
                 "search around %s: malformed payload (no filteredDispensaries list)", response.meta.get("point")
             )
             return
-        work = self._work(response.meta)
-        seen: set[str] = work.data["seen"] if work is not None else self.seen
+        unit: Unit | None = response.meta.get(UNIT_META)
+        seen: set[str] = unit.data["seen"] if unit is not None else self.seen
         # under `scrapy check` there is no -a state: the contract's search names the state
         state = response.meta.get("state") or self.state
         for obj in found:
@@ -127,39 +130,38 @@ class StoreDiscoverySpider(TaskTracking, DutchieSpider):
             seen.add(record.platform_dispensary_id)
             yield record
 
-    @task_callback
     def on_error(self, failure: Failure):
         request = getattr(failure, "request", None)
         self._point_failed(request.meta if request is not None else {})
         kind = failure.type.__name__ if failure.type is not None else "error"
         self.logger.error("search request failed: %s: %s", kind, failure.getErrorMessage())
 
-    # -- a drained task's outcome ------------------------------------------------------------------
-    def task_item(self, work: TaskWork, item: Any) -> None:
+    # -- a drained task's outcome (units/lifecycle.py) ----------------------------------------------
+    def unit_item(self, unit: Unit, item: Any) -> None:
         if isinstance(item, DispensaryRecord) and item.dispensary_id is not None:
-            work.data["ids"].append(item.dispensary_id)
+            unit.data["ids"].append(item.dispensary_id)
 
-    async def task_outcome(self, work: TaskWork) -> tuple[TaskResult | str, bool]:
-        data = work.data
+    async def unit_outcome(self, unit: Unit) -> Outcome:
+        data = unit.data
         if data["failed_points"]:
             # what was found is stored; the retry finds the same stores and chains the new ones
             return f"{data['failed_points']} of {data['points']} search points failed", False
-        if work.errors:
-            return work.errors[0], False
+        if unit.errors:
+            return unit.errors[0], False
         # new: created since the task was first queued (an earlier failed attempt may have made them)
         pool = await self.store.open()
         async with pool.connection() as conn:
             rows = await (
                 await conn.execute(
                     "SELECT id FROM dispensaries WHERE id = ANY(%s) AND created_at >= %s ORDER BY id",
-                    (data["ids"], work.task.created_at),
+                    (data["ids"], unit.task.created_at),
                 )
             ).fetchall()
         new = [row[0] for row in rows]
         self.logger.info(
             "store discovery in %s (task %s): %d dispensaries found, %d new",
-            work.task.state,
-            work.task.id,
+            unit.task.state,
+            unit.task.id,
             len(data["ids"]),
             len(new),
         )

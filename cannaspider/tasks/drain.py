@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
 
 from cannaspider.db.errors import first_line
 from cannaspider.shutdown import on_reactor_shutdown
@@ -39,11 +42,14 @@ from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
 logger = logging.getLogger(__name__)
 
 # the drain of each crawler that drains a queue (TaskDrain.of): components find it there
-_BY_CRAWLER: weakref.WeakKeyDictionary[Any, TaskDrain] = weakref.WeakKeyDictionary()
+_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, TaskDrain] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
 class DrainConfig:
+    """A drain's limits. from_settings() reads the TASK_* settings (their defaults: settings.py);
+    the defaults here are for a drain built by hand (tests, benchmarks)."""
+
     slots: int = 16  # tasks held (stores crawled) at once
     batch: int = 50  # most tasks claimed by one statement
     lease_s: float = 600.0
@@ -56,17 +62,17 @@ class DrainConfig:
     outage_wait_max_s: float = 60.0  # with follow: longest wait between claims in an outage
 
     @classmethod
-    def from_settings(cls, settings, **overrides: Any) -> DrainConfig:
-        values = {
-            "slots": settings.getint("TASK_SLOTS", cls.slots),
-            "batch": settings.getint("TASK_CLAIM_BATCH", cls.batch),
-            "lease_s": settings.getfloat("TASK_LEASE_S", cls.lease_s),
-            "heartbeat_s": settings.getfloat("TASK_HEARTBEAT_S", cls.heartbeat_s),
-            "poll_s": settings.getfloat("TASK_POLL_S", cls.poll_s),
-            "listen": settings.getbool("TASK_LISTEN", cls.listen),
+    def from_settings(cls, settings: BaseSettings, **overrides: Any) -> DrainConfig:
+        values: dict[str, Any] = {
+            "slots": settings.getint("TASK_SLOTS"),
+            "batch": settings.getint("TASK_CLAIM_BATCH"),
+            "lease_s": settings.getfloat("TASK_LEASE_S"),
+            "heartbeat_s": settings.getfloat("TASK_HEARTBEAT_S"),
+            "poll_s": settings.getfloat("TASK_POLL_S"),
+            "listen": settings.getbool("TASK_LISTEN"),
             "backoff": Backoff.from_settings(settings),
-            "reconnect_s": settings.getfloat("TASK_RECONNECT_S", cls.reconnect_s),
-            "outage_wait_max_s": settings.getfloat("TASK_OUTAGE_WAIT_MAX_S", cls.outage_wait_max_s),
+            "reconnect_s": settings.getfloat("TASK_RECONNECT_S"),
+            "outage_wait_max_s": settings.getfloat("TASK_OUTAGE_WAIT_MAX_S"),
         }
         values.update(overrides)
         return cls(**values)
@@ -82,7 +88,7 @@ class TaskDrain:
         worker: str | None = None,
         on_lost: Callable[[Task], Any] | None = None,
     ):
-        roles.get(role)
+        roles.get(role)  # TaskInputError for a role no spider declares
         self.url = url
         self.role = role
         self.config = config
@@ -97,17 +103,15 @@ class TaskDrain:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stopping = False
-        self._background: list[asyncio.Task] = []
-        self._pending_done: list[tuple[Lease, TaskResult, asyncio.Future]] = []
+        self._background: list[asyncio.Task[None]] = []
+        self._pending_done: list[tuple[Lease, TaskResult, asyncio.Future[None]]] = []
         self._flush_scheduled = False
         self._outage_wait = 0.0  # with follow, the current wait between claims in a database outage
 
     @classmethod
-    def from_crawler(cls, crawler, role: str, url: str, **overrides: Any) -> TaskDrain:
+    def from_crawler(cls, crawler: Crawler, role: str, url: str, **overrides: Any) -> TaskDrain:
         """A drain configured by the TASK_* settings (follow from overrides, e.g. the spider's
         `-a follow=1`), released when the spider closes."""
-        from scrapy import signals
-
         drain = cls(url, role, DrainConfig.from_settings(crawler.settings, **overrides))
         crawler.signals.connect(drain.close, signal=signals.spider_closed)
         on_reactor_shutdown(drain.close)
@@ -115,7 +119,7 @@ class TaskDrain:
         return drain
 
     @staticmethod
-    def of(crawler) -> TaskDrain | None:
+    def of(crawler: Crawler) -> TaskDrain | None:
         """The drain built for this crawler by from_crawler, if its spider drains a queue."""
         return _BY_CRAWLER.get(crawler)
 
@@ -316,7 +320,7 @@ class TaskDrain:
         tasks = list(self.held.values())
         if not tasks:
             return set()
-        alive = await self._run(lambda c: queue.heartbeat(c, [t.lease for t in tasks], self.config.lease_s))
+        alive: set[int] = await self._run(lambda c: queue.heartbeat(c, [t.lease for t in tasks], self.config.lease_s))
         for task in tasks:
             if task.id not in alive and task.id in self.held:
                 logger.warning("task %s (%s): lease lost: its result will not be recorded", task.id, self.role)

@@ -1,153 +1,72 @@
-"""The registry of worker roles: what each role's task targets, how often it is scheduled, what
-it chains to. The queue, the schedule, the commands and the HTTP service all read this one table
-(docs/architecture.md, "Task queue").
+"""The registry of worker roles, built from the spiders' declarations: every spider of
+SPIDER_MODULES that declares a `role` (a units.role.Role) is one. The queue, the schedule, the
+commands and the HTTP service read this registry; nothing else lists the roles
+(docs/operations.md, "Adding a role").
 
-A task's target lives in two places: a store in `worker_tasks.dispensary_id` (the queue's
-one-running-task-per-store rule and the foreign key need the column), anything else in `payload`
-(`{"state": "AZ"}`, `{"keyword_id": 7}`). `Role.target()` builds both from user input and is the
-only place that validates them.
+The spiders are found as `scrapy list` finds them (Scrapy's SpiderLoader), on the first use of
+the registry rather than when this module is imported: the spiders themselves use the queue,
+which uses this module.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
+import functools
 
-import us
+from pydantic.fields import FieldInfo
+from scrapy.settings import Settings
+from scrapy.spiderloader import SpiderLoader
 
+from cannaspider.settings import SPIDER_MODULES
+from cannaspider.units.role import Role, TaskInputError
 
-class TaskInputError(ValueError):
-    """Bad input for a task (unknown role, missing or extra target). str() is one line."""
-
-
-class Needs(enum.Enum):
-    STORE = "dispensary_id"
-    STATE = "state"
-    KEYWORD = "keyword_id"
-    NOTHING = "nothing"
-
-
-@dataclass(frozen=True)
-class Role:
-    name: str
-    title: str
-    description: str
-    needs: Needs
-    # How often the schedule creates it ("on-demand": never; see tasks/schedule.py for the settings)
-    frequency: str
-    # The spider that drains this role's queue (same name as the role)
-    spider: str
-    # The role of the follow-up tasks its completion creates (at CHAINED_PRIORITY; queue.CHAIN_SQL)
-    chains_to: str | None = None
-
-    def target(
-        self, *, dispensary_id: int | None = None, state: str | None = None, keyword_id: int | None = None
-    ) -> tuple[int | None, dict]:
-        """(dispensary_id, payload) for a task of this role; TaskInputError when the input does not fit."""
-        given = {
-            name: value
-            for name, value in (("dispensary_id", dispensary_id), ("state", state), ("keyword_id", keyword_id))
-            if value is not None
-        }
-        wanted = self.needs.value
-        extra = sorted(set(given) - {wanted})
-        if extra:
-            what = "no target" if self.needs is Needs.NOTHING else f"only {wanted}"
-            raise TaskInputError(f"{self.name} takes {what}, not {', '.join(extra)}")
-        if self.needs is Needs.NOTHING:
-            return None, {}
-        if wanted not in given:
-            raise TaskInputError(f"{self.name} needs {wanted}")
-        if self.needs is Needs.STATE:
-            found = us.states.lookup(str(state).strip()) if str(state).strip() else None
-            if found is None:
-                raise TaskInputError(f"unknown US state {state!r} (use a code like AZ)")
-            return None, {"state": found.abbr}
-        value = given[wanted]
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise TaskInputError(f"{wanted} must be a positive integer, got {value!r}")
-        if self.needs is Needs.STORE:
-            return value, {}
-        return None, {"keyword_id": value}
-
-    def as_dict(self) -> dict:
-        return {
-            "role": self.name,
-            "name": self.title,
-            "description": self.description,
-            "needs": self.needs.value,
-            "frequency": self.frequency,
-            "spider": self.spider,
-            "chains_to": self.chains_to,
-        }
-
+__all__ = ["Role", "TaskInputError", "all_roles", "get", "names", "platform", "target_fields"]
 
 CHAINED_PRIORITY = 10  # seed "Priority Levels": on-demand and chained tasks
 SCHEDULED_PRIORITY = 0  # scheduled/batch tasks
 ON_DEMAND_PRIORITY = 10  # default of `scrapy enqueue` and POST /api/tasks
 
-ROLES: dict[str, Role] = {
-    role.name: role
-    for role in (
-        Role(
-            "store_discovery",
-            "Store Discovery",
-            "Discover new dispensary locations in a state",
-            Needs.STATE,
-            "daily",
-            "store_discovery",
-            chains_to="entry_point_discovery",
-        ),
-        Role(
-            "entry_point_discovery",
-            "Entry Point Discovery",
-            "Resolve a store's platform id from its menu URL",
-            Needs.STORE,
-            "on-demand",
-            "entry_point_discovery",
-            chains_to="product_discovery",
-        ),
-        Role(
-            "product_discovery",
-            "Product Discovery",
-            "First product crawl of a new store (it then joins the resync schedule)",
-            Needs.STORE,
-            "on-demand",
-            "product_discovery",
-        ),
-        Role(
-            "product_resync",
-            "Product Resync",
-            "Re-crawl a store's products for price and stock changes",
-            Needs.STORE,
-            "every 4 hours",
-            "product_resync",
-        ),
-        Role(
-            "analytics_refresh",
-            "Analytics Refresh",
-            "Refresh the analytics materialized views",
-            Needs.NOTHING,
-            "daily",
-            "analytics_refresh",
-        ),
-        Role(
-            "crawl_onpage",
-            "On-page Crawl",
-            "Crawl a keyword's SERP competitor pages through Firecrawl",
-            Needs.KEYWORD,
-            "on-demand",
-            "crawl_onpage",
-        ),
-    )
-}
-
-ROLE_NAMES: tuple[str, ...] = tuple(ROLES)
-
-
 # The crawl platforms a task may name (the seed's task payload carries `platform`); only Dutchie's
 # spiders exist so far.
 PLATFORMS: tuple[str, ...] = ("dutchie",)
+
+
+@functools.cache
+def all_roles() -> dict[str, Role]:
+    """Every declared role by name, in the order of the chain (a role before those it chains to)."""
+    loader = SpiderLoader(Settings({"SPIDER_MODULES": SPIDER_MODULES}))
+    declared: dict[str, Role] = {}
+    for name in loader.list():
+        role = getattr(loader.load(name), "role", None)
+        if isinstance(role, Role):
+            if role.name != name:
+                raise TypeError(f"spider {name!r} declares the role {role.name!r}: a role's spider has its name")
+            declared[name] = role
+    for role in declared.values():
+        if role.chains_to is not None and role.chains_to not in declared:
+            raise TypeError(f"role {role.name!r} chains to {role.chains_to!r}, which no spider declares")
+    return {role.name: role for role in sorted(declared.values(), key=lambda r: (-_depth(r, declared), r.name))}
+
+
+def _depth(role: Role, declared: dict[str, Role]) -> int:
+    """How many roles follow this one in its chain (store_discovery: 2)."""
+    depth = 0
+    while role.chains_to is not None and depth < len(declared):
+        role, depth = declared[role.chains_to], depth + 1
+    return depth
+
+
+def target_fields() -> dict[str, FieldInfo]:
+    """Every field a role's target may have (dispensary_id, state, keyword_id), as its Target
+    model declares it: the options of `scrapy enqueue` and the body of POST /api/tasks."""
+    fields: dict[str, FieldInfo] = {}
+    for role in all_roles().values():
+        for name, info in role.target_model.model_fields.items():
+            fields.setdefault(name, info)
+    return fields
+
+
+def names() -> tuple[str, ...]:
+    return tuple(all_roles())
 
 
 def platform(name: str) -> str:
@@ -158,6 +77,6 @@ def platform(name: str) -> str:
 
 def get(name: str) -> Role:
     try:
-        return ROLES[name]
+        return all_roles()[name]
     except KeyError:
-        raise TaskInputError(f"unknown role {name!r} (roles: {', '.join(ROLE_NAMES)})") from None
+        raise TaskInputError(f"unknown role {name!r} (roles: {', '.join(names())})") from None

@@ -1,9 +1,10 @@
-"""The periodic schedule (seed "Scheduling"): what `scrapy schedule` enqueues on each tick.
+"""The periodic schedule (seed "Scheduling"): what `scrapy schedule` enqueues on each tick, from
+the `schedule` each role declares on its spider (units/role.py Schedule). Today:
 
     product_resync      every SCHEDULE_RESYNC_EVERY_S (4 h) for each enabled, resolved store whose
-                        last complete crawl (dispensaries.last_crawl_at) is older than that
+                        last complete crawl (dispensaries.last_crawl_at) is older than that (`stores`)
     store_discovery     every SCHEDULE_DISCOVERY_EVERY_S (daily) for each of SCHEDULE_DISCOVERY_STATES
-    analytics_refresh   every SCHEDULE_ANALYTICS_EVERY_S (daily)
+    analytics_refresh   every SCHEDULE_ANALYTICS_EVERY_S (daily), one task (`once`)
 
 Each tick also deletes finished tasks (completed, failed, cancelled) last updated more than
 TASK_RETENTION_DAYS ago, a bounded batch at a time: the queue would otherwise grow by every
@@ -25,20 +26,22 @@ time, up to PROXY_PROBE_TIMEOUT_S.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 from psycopg.types.json import Jsonb
+from scrapy.settings import BaseSettings, Settings
 
 from cannaspider.stealth.probe import Prober, ProbeResult
 from cannaspider.stealth.tls import CurlImpersonator
 from cannaspider.tasks import roles
+from cannaspider.units.role import Role
 
 LOCK = (1952543596, 0)  # pg_advisory_xact_lock key of the scheduler (claim_task's is 1952543595)
 
 RESYNC = """
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority)
-SELECT 'product_resync', d.platform, d.id, %(priority)s
+SELECT %(role)s, d.platform, d.id, %(priority)s
   FROM dispensaries d
  WHERE d.crawl_enabled AND d.platform_dispensary_id IS NOT NULL
    AND (d.last_crawl_at IS NULL OR d.last_crawl_at < now() - %(every)s::interval)
@@ -72,30 +75,46 @@ DELETE FROM worker_tasks
 """
 
 
+def _project_settings() -> Settings:
+    """settings.py's values: the defaults of a ScheduleConfig built without settings."""
+    settings = Settings()
+    settings.setmodule("cannaspider.settings", priority="default")
+    return settings
+
+
+def scheduled_roles() -> list[Role]:
+    """The roles that declare a schedule, stores first, then states, then single tasks."""
+    order = {"stores": 0, "states": 1, "once": 2}
+    declared = [role for role in roles.all_roles().values() if role.schedule is not None]
+    return sorted(declared, key=lambda role: order[role.schedule.over] if role.schedule else 0)
+
+
+def periods(settings: BaseSettings) -> dict[str, float]:
+    """Each scheduled role's period, from the setting its declaration names."""
+    return {role.name: settings.getfloat(role.schedule.every_setting) for role in scheduled_roles() if role.schedule}
+
+
 @dataclass(frozen=True)
 class ScheduleConfig:
-    resync_every_s: float = 4 * 3600.0
-    discovery_every_s: float = 24 * 3600.0
-    analytics_every_s: float = 24 * 3600.0
+    every_s: dict[str, float] = field(default_factory=lambda: periods(_project_settings()))
     discovery_states: tuple[str, ...] = ()
-    retention_s: float = 30 * 86400.0
+    retention_s: float = field(default_factory=lambda: _project_settings().getfloat("TASK_RETENTION_DAYS") * 86400)
     prune_batch: int = 5000  # most tasks deleted by one tick
 
     @classmethod
-    def from_settings(cls, settings) -> ScheduleConfig:
-        states = []
-        store_discovery = roles.get("store_discovery")
-        for raw in settings.getlist("SCHEDULE_DISCOVERY_STATES"):
-            _, payload = store_discovery.target(state=raw)  # TaskInputError on an unknown state
-            states.append(payload["state"])
+    def from_settings(cls, settings: BaseSettings) -> ScheduleConfig:
+        states: list[str] = []
+        for role in scheduled_roles():
+            if role.schedule is not None and role.schedule.over == "states":
+                for raw in settings.getlist("SCHEDULE_DISCOVERY_STATES"):
+                    _, payload = role.target(state=raw)  # TaskInputError on an unknown state
+                    states.append(payload["state"])
         config = cls(
-            resync_every_s=settings.getfloat("SCHEDULE_RESYNC_EVERY_S", cls.resync_every_s),
-            discovery_every_s=settings.getfloat("SCHEDULE_DISCOVERY_EVERY_S", cls.discovery_every_s),
-            analytics_every_s=settings.getfloat("SCHEDULE_ANALYTICS_EVERY_S", cls.analytics_every_s),
+            every_s=periods(settings),
             discovery_states=tuple(dict.fromkeys(states)),
-            retention_s=settings.getfloat("TASK_RETENTION_DAYS", cls.retention_s / 86400) * 86400,
+            retention_s=settings.getfloat("TASK_RETENTION_DAYS") * 86400,
         )
-        longest = max(config.resync_every_s, config.discovery_every_s, config.analytics_every_s)
+        longest = max(config.every_s.values(), default=0.0)
         if config.retention_s <= longest:
             raise roles.TaskInputError(
                 f"TASK_RETENTION_DAYS ({config.retention_s / 86400:g}) must be longer than the longest "
@@ -126,19 +145,23 @@ async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickRep
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK)
         requeued = (await (await conn.execute("SELECT requeue_expired_tasks(NULL)")).fetchone() or (0,))[0]
-        cur = await conn.execute(RESYNC, {"priority": prio, "every": _every(config.resync_every_s)})
-        created["product_resync"] = cur.rowcount
-        periodic = [
-            ("store_discovery", [Jsonb({"state": s}) for s in config.discovery_states], config.discovery_every_s),
-            ("analytics_refresh", [Jsonb({})], config.analytics_every_s),
-        ]
-        for role, payloads, every in periodic:
+        for role in scheduled_roles():
+            assert role.schedule is not None
+            every = _every(config.every_s[role.name])
+            if role.schedule.over == "stores":
+                cur = await conn.execute(RESYNC, {"role": role.name, "priority": prio, "every": every})
+                created[role.name] = cur.rowcount
+                continue
+            if role.schedule.over == "states":
+                payloads = [Jsonb(role.target(state=s)[1]) for s in config.discovery_states]
+            else:
+                payloads = [Jsonb(role.target()[1])]
             if not payloads:
                 continue
             cur = await conn.execute(
-                PERIODIC, {"role": role, "payloads": payloads, "priority": prio, "every": _every(every)}
+                PERIODIC, {"role": role.name, "payloads": payloads, "priority": prio, "every": every}
             )
-            created[role] = cur.rowcount
+            created[role.name] = cur.rowcount
         cur = await conn.execute(PRUNE, {"keep": _every(config.retention_s), "batch": config.prune_batch})
         pruned = cur.rowcount
     return TickReport(created, int(requeued), pruned)

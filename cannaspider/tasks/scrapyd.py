@@ -116,7 +116,7 @@ async def dispatch(
     project: str = PROJECT,
 ) -> Dispatch:
     """Start draining jobs where pending work needs them (see the module docstring)."""
-    drainable = [r.name for r in roles.ROLES.values() if r.spider in set(spiders)]
+    drainable = [name for name in roles.names() if name in set(spiders)]
     pending: dict[str, int] = dict(await (await conn.execute(PENDING, (drainable,))).fetchall())
     started: list[tuple[str, str, str]] = []
     busy: list[tuple[str, str]] = []
@@ -130,7 +130,7 @@ async def dispatch(
         except ScrapydError as exc:
             errors.append(str(exc))
     for role, count in sorted(pending.items()):
-        spider = roles.ROLES[role].spider
+        spider = roles.get(role).name
         running = [node for node, spiders_there in states.items() if spider in spiders_there]
         busy += [(node.node_label, spider) for node in running]
         wanted = math.ceil(count / max(slots, 1)) - len(running)

@@ -117,7 +117,7 @@ def create_app(
 
     @app.get("/api/worker-registry/roles", response_model=list[RoleOut], tags=["roles"])
     async def list_roles() -> list[dict[str, Any]]:
-        return [role.as_dict() for role in roles.ROLES.values()]
+        return [role.as_dict() for role in roles.all_roles().values()]
 
     @app.post(
         "/api/tasks",
@@ -136,11 +136,9 @@ def create_app(
                 conn,
                 body.role.value,
                 platform=body.platform,
-                dispensary_id=body.dispensary_id,
-                state=body.state,
-                keyword_id=body.keyword_id,
                 priority=body.priority,
                 max_attempts=body.max_attempts,
+                **body.target(),
             )
         if not done.created:
             response.status_code = 200

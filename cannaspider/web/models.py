@@ -7,9 +7,9 @@ validates and describes them as it does these models.
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from cannaspider.tasks import roles
 from cannaspider.tasks.queue import DEFAULT_MAX_ATTEMPTS, Task
@@ -18,7 +18,7 @@ from cannaspider.tasks.queue import DEFAULT_MAX_ATTEMPTS, Task
 # and the schema says so (/openapi.json)
 NO_NUL = r"^[^\x00]*$"
 
-RoleName = enum.Enum("RoleName", {name: name for name in roles.ROLE_NAMES}, type=str)  # type: ignore[misc]
+RoleName = enum.Enum("RoleName", {name: name for name in roles.names()}, type=str)  # type: ignore[misc]
 Platform = Literal[roles.PLATFORMS]  # type: ignore[valid-type]  # an enum in the schema; others: 422 listing them
 
 
@@ -54,16 +54,13 @@ class RoleOut(BaseModel):
     chains_to: str | None
 
 
-class TaskIn(BaseModel):
+class TaskInBase(BaseModel):
     """An on-demand task. Give the one target its role needs (GET /api/worker-registry/roles)."""
 
     model_config = ConfigDict(extra="forbid")  # an unknown field is a mistake, not something to ignore
 
     role: RoleName
     platform: Platform = Field(roles.PLATFORMS[0], description="the crawl platform")
-    dispensary_id: int | None = Field(None, ge=1, strict=True)
-    state: str | None = Field(None, min_length=2, max_length=40, strict=True, description="US state code or name")
-    keyword_id: int | None = Field(None, ge=1, strict=True)
     priority: int = Field(roles.ON_DEMAND_PRIORITY, ge=-1000, le=1000, strict=True, description="higher runs first")
     max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1, le=50, strict=True)
 
@@ -73,6 +70,26 @@ class TaskIn(BaseModel):
         if type(value) is str:
             roles.platform(value)  # the same reason as `scrapy enqueue --platform` gives
         return value
+
+    def target(self) -> dict[str, Any]:
+        """The target fields given (the role's Target model judges them: queue.enqueue)."""
+        return {name: getattr(self, name, None) for name in roles.target_fields()}
+
+
+# The target fields are those the roles' Target models declare (units/role.py), each optional here:
+# which one a task needs depends on its role.
+if TYPE_CHECKING:
+    TaskIn = TaskInBase
+else:
+    TaskIn = create_model(
+        "TaskIn",
+        __base__=TaskInBase,
+        __doc__=TaskInBase.__doc__,
+        **{
+            name: (Annotated[info.annotation, *info.metadata] | None, Field(None, description=info.description))
+            for name, info in roles.target_fields().items()
+        },
+    )
 
 
 class EnqueueOut(BaseModel):

@@ -12,8 +12,8 @@ from cannaspider.analytics.refresh import VIEWS
 from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.spiders import analytics_refresh
 from cannaspider.spiders.analytics_refresh import AnalyticsRefreshSpider
-from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks import queue
+from cannaspider.units.arguments import SpiderArgumentError
 from tests.helpers import project_crawler
 
 
@@ -60,7 +60,7 @@ async def _enqueue(db: str, max_attempts: int = queue.DEFAULT_MAX_ATTEMPTS) -> i
 def test_a_bad_argument_is_one_clear_line():
     with pytest.raises(SpiderArgumentError, match="unknown argument dispensary_id"):
         AnalyticsRefreshSpider(dispensary_id="3")
-    with pytest.raises(SpiderArgumentError, match="follow must be 0 or 1"):
+    with pytest.raises(SpiderArgumentError, match="follow must be 1 or 0"):
         AnalyticsRefreshSpider(follow="maybe")
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from cannaspider.spiders.base import SpiderArgumentError, SpiderParams
 from cannaspider.spiders.entry_point_discovery import EntryPointDiscoverySpider
 from cannaspider.spiders.products import ProductDiscoverySpider, ProductSpider
 from cannaspider.spiders.store_discovery import StoreDiscoverySpider
+from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
 from tests.helpers import run_scrapy
 
 TARGETED = (ProductSpider, ProductDiscoverySpider, EntryPointDiscoverySpider)

@@ -13,6 +13,7 @@ from scrapy.settings import Settings
 from cannaspider.tasks import queue, schedule
 from cannaspider.tasks.roles import TaskInputError
 from cannaspider.tasks.schedule import ScheduleConfig
+from tests.helpers import project_settings
 from tests.tasks.conftest import add_store
 
 CONFIG = ScheduleConfig(discovery_states=("AZ", "MI"))
@@ -91,10 +92,12 @@ def test_the_schedule_requeues_expired_leases_of_every_role(q, sql):
 
 
 def test_config_from_settings_checks_the_states():
-    config = ScheduleConfig.from_settings(Settings({"SCHEDULE_DISCOVERY_STATES": "az,Michigan,AZ"}))
-    assert config.discovery_states == ("AZ", "MI") and config.resync_every_s == 4 * 3600
+    config = ScheduleConfig.from_settings(
+        Settings({**project_settings(), "SCHEDULE_DISCOVERY_STATES": "az,Michigan,AZ"})
+    )
+    assert config.discovery_states == ("AZ", "MI") and config.every_s["product_resync"] == 4 * 3600
     with pytest.raises(TaskInputError, match="unknown US state 'Atlantis'"):
-        ScheduleConfig.from_settings(Settings({"SCHEDULE_DISCOVERY_STATES": ["Atlantis"]}))
+        ScheduleConfig.from_settings(Settings({**project_settings(), "SCHEDULE_DISCOVERY_STATES": ["Atlantis"]}))
 
 
 def test_finished_tasks_past_the_retention_are_pruned(q, sql):
@@ -123,5 +126,8 @@ def test_finished_tasks_past_the_retention_are_pruned(q, sql):
 
 def test_the_retention_must_outlast_every_schedule_period():
     with pytest.raises(TaskInputError, match="TASK_RETENTION_DAYS"):
-        ScheduleConfig.from_settings(Settings({"TASK_RETENTION_DAYS": 0.5}))
-    assert ScheduleConfig.from_settings(Settings({"TASK_RETENTION_DAYS": 30})).retention_s == 30 * 86400
+        ScheduleConfig.from_settings(Settings({**project_settings(), "TASK_RETENTION_DAYS": 0.5}))
+    assert (
+        ScheduleConfig.from_settings(Settings({**project_settings(), "TASK_RETENTION_DAYS": 30})).retention_s
+        == 30 * 86400
+    )

@@ -21,7 +21,7 @@ def test_roles_come_from_the_registry(api):
     reply = http("GET", api.base + "/api/worker-registry/roles")
     assert reply.status == 200
     listed = reply.json()
-    assert [r["role"] for r in listed] == list(roles.ROLE_NAMES)
+    assert [r["role"] for r in listed] == list(roles.names())
     resync = next(r for r in listed if r["role"] == "product_resync")
     assert resync["needs"] == "dispensary_id" and resync["frequency"] == "every 4 hours"
 
@@ -140,7 +140,7 @@ def test_openapi_describes_the_endpoints_and_the_bearer_scheme(api):
     assert spec["paths"]["/api/tasks"]["post"]["security"] == [{"HTTPBearer": []}]
     assert "security" not in spec["paths"]["/api/tasks"]["get"]
     roles_enum = spec["components"]["schemas"]["RoleName"]["enum"]
-    assert roles_enum == list(roles.ROLE_NAMES)
+    assert roles_enum == list(roles.names())
 
 
 def test_an_unreachable_database_is_a_503_not_a_crash():

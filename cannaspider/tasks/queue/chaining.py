@@ -13,13 +13,14 @@ import psycopg
 
 from cannaspider.tasks import roles
 
-# Each statement gets the ids of the completed tasks of its role and inserts their children at the
-# chained priority; an identical child already queued is left as it is.
+# Each statement gets the ids of the completed tasks of its role and inserts their children (of the
+# role it declares it chains to, `Role.chains_to` on its spider) at the chained priority; an
+# identical child already queued is left as it is.
 CHAIN_SQL: dict[str, str] = {
-    # → entry_point_discovery for each *new* store
+    # → a task (entry_point_discovery) for each *new* store
     "store_discovery": """
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT DISTINCT ON (d.id) 'entry_point_discovery', t.platform, d.id, %(priority)s, t.id
+SELECT DISTINCT ON (d.id) %(child)s, t.platform, d.id, %(priority)s, t.id
   FROM worker_tasks t
   JOIN dispensaries d ON CASE WHEN t.result ? 'new_dispensary_ids'
                               THEN d.id IN (SELECT jsonb_array_elements_text(t.result -> 'new_dispensary_ids')::bigint)
@@ -27,10 +28,10 @@ SELECT DISTINCT ON (d.id) 'entry_point_discovery', t.platform, d.id, %(priority)
  WHERE t.id = ANY(%(ids)s) AND d.crawl_enabled
 ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
 """,
-    # → product_discovery for that store, when it was resolved (has its platform id)
+    # → a task (product_discovery) for that store, when it was resolved (has its platform id)
     "entry_point_discovery": """
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT 'product_discovery', t.platform, t.dispensary_id, %(priority)s, t.id
+SELECT %(child)s, t.platform, t.dispensary_id, %(priority)s, t.id
   FROM worker_tasks t JOIN dispensaries d ON d.id = t.dispensary_id
  WHERE t.id = ANY(%(ids)s) AND d.platform_dispensary_id IS NOT NULL AND d.crawl_enabled
 ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
@@ -46,5 +47,6 @@ async def chain(conn: psycopg.AsyncConnection[Any], completed: Iterable[tuple[in
     for task_id, role in completed:
         by_role.setdefault(role, []).append(task_id)
     for role, ids in by_role.items():
-        if role in CHAIN_SQL:
-            await conn.execute(CHAIN_SQL[role], {"ids": ids, "priority": roles.CHAINED_PRIORITY})
+        child = roles.get(role).chains_to
+        if child is not None:
+            await conn.execute(CHAIN_SQL[role], {"ids": ids, "priority": roles.CHAINED_PRIORITY, "child": child})

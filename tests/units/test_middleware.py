@@ -1,4 +1,4 @@
-"""A callback that raises closes its unit of work (middlewares/unit_errors.py): the sandbox answers
+"""A callback that raises closes its unit of work (units/middleware.py): the sandbox answers
 with JSON nested 5000 levels deep (its deep_nesting fault), on which json.loads raises
 RecursionError inside the callback. `scrapy crawl` subprocesses, with explicit targets and
 draining the queue: the unit ends incomplete (its task fails, the attempt counted; `failed` once

@@ -1,0 +1,294 @@
+"""The life of a crawl's units of work, for every role (docs/operations.md, "Units of work").
+
+A unit is one task of the role's queue (a store's crawl, a state's discovery, a keyword's
+on-page crawl, a refresh). `UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`):
+
+- hands out units: `tasks(role, follow)` claims them from the queue through TaskDrain (leases,
+  heartbeats, slots, release on stop), `refuse(role, reason)` fails a batch a node cannot work;
+- tracks what each unit has outstanding: `start(Unit(task), output)` counts the requests and items
+  the spider's start() yields for it; the spider middleware (units/middleware.py) counts what each of
+  its responses' callbacks yield, and an errback wrapper what its failures' errbacks yield; the
+  item signals say when an item has left the pipelines;
+- closes each unit exactly once, when nothing is outstanding: it asks the spider for the unit's
+  outcome (`unit_outcome`, a TaskResult or an error) and completes or fails its task.
+
+`run(role, follow, work)` is the same for units without requests (a coroutine per task:
+crawl_onpage, analytics_refresh): each runs beside the others, and closes with what it returns.
+A product crawl closes its unit in the transaction that applies the store's misses/OOS
+(pipelines/crawl_completion.py), through `finish()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from twisted.python.failure import Failure
+
+from cannaspider.db.connection import database_url
+from cannaspider.db.errors import first_line
+from cannaspider.tasks.drain import TaskDrain
+from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
+
+logger = logging.getLogger(__name__)
+
+UNIT_META = "cannaspider_unit"  # request meta: the Unit a request works for
+ERRBACK_META = "cannaspider_unit_errback"  # request meta: its errback ran (its output is counted there)
+UNITS_CLOSED_STAT = "cannaspider/units_closed"
+
+Outcome = tuple[TaskResult | str, bool]  # a result, or the error that fails the task (and if for good)
+
+
+def describe(exception: BaseException) -> str:
+    """The one-line reason a unit fails with (secrets redacted, no traceback)."""
+    return f"{type(exception).__name__}: {first_line(exception)}"
+
+
+@dataclass(eq=False)
+class Unit:
+    """One task's work in this crawl: what it has outstanding, and what the spider learned."""
+
+    task: Task
+    requests: int = 0  # scheduled, not yet through their callback or errback
+    items: int = 0  # yielded, not yet through the item pipelines
+    started: bool = False  # everything start() had for it is out
+    errors: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    closed: bool = False
+
+
+class UnitSpider(Protocol):
+    """What a spider whose units are tracked says (both have defaults in UnitLifecycle)."""
+
+    def unit_item(self, unit: Unit, item: Any) -> None: ...
+    async def unit_outcome(self, unit: Unit) -> Outcome: ...
+
+
+_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKeyDictionary()
+
+
+class UnitLifecycle:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.drain: TaskDrain | None = None
+        self._items: dict[int, Unit] = {}  # id(item) → its unit, while the item is in the pipelines
+        self._closing: set[asyncio.Future[None]] = set()
+        for handler, signal in (
+            (self._item_done, signals.item_scraped),
+            (self._item_done, signals.item_dropped),
+            (self._item_failed, signals.item_error),
+            (self._request_dropped, signals.request_dropped),
+        ):
+            crawler.signals.connect(handler, signal=signal)
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> UnitLifecycle:
+        """The crawler's lifecycle (built on first use)."""
+        found = _BY_CRAWLER.get(crawler)
+        if found is None:
+            found = _BY_CRAWLER[crawler] = cls(crawler)
+        return found
+
+    # -- handing out units -------------------------------------------------------------------------
+    async def _new_drain(self, role: str, follow: bool) -> TaskDrain:
+        """A TaskDrain for `role` (released when the spider closes)."""
+        url = await asyncio.to_thread(database_url, self.crawler.settings)
+        return TaskDrain.from_crawler(self.crawler, role, url, follow=follow)
+
+    async def open_drain(self, role: str, follow: bool) -> TaskDrain:
+        """The drain of this crawler's units (its tasks(), run())."""
+        self.drain = drain = await self._new_drain(role, follow)
+        logger.info(
+            "draining the %s queue (%d at once%s)", role, drain.config.slots, ", until stopped" if follow else ""
+        )
+        return drain
+
+    async def tasks(self, role: str, follow: bool) -> AsyncIterator[Task]:
+        """The role's tasks, claimed as slots free up (TASK_SLOTS); the figures logged at the end."""
+        drain = self.drain or await self.open_drain(role, follow)
+        async for task in drain.tasks():
+            yield task
+        logger.info(
+            "%s queue: %d task(s) claimed, %d completed, %d failed", role, drain.claimed, drain.completed, drain.failed
+        )
+
+    async def refuse(self, role: str, reason: str) -> None:
+        """A node that cannot work (no Firecrawl, no active proxy) fails one batch of its queue with
+        `reason` (retried after the backoff, the attempts counted) instead of leaving it silent."""
+        try:
+            drain = await self._new_drain(role, follow=False)
+            failed = await drain.fail_claimable(reason)
+        except Exception as exc:  # noqa: BLE001 - the refusal itself must still happen
+            logger.warning("could not fail the queued %s tasks: %s", role, first_line(exc))
+        else:
+            logger.info("%d queued %s task(s) failed: %s", failed, role, reason)
+
+    async def run(
+        self, role: str, follow: bool, work: Callable[[Task], Awaitable[Outcome]], *, one_at_a_time: bool = False
+    ) -> None:
+        """Units without requests: `work(task)` for each task, beside the others (or one after the
+        other), until the drain ends; a task closes with what its work returns."""
+        jobs: set[asyncio.Future[None]] = set()
+
+        async def one(task: Task) -> None:
+            try:
+                outcome = await work(task)
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the task fails (its attempt counted)
+                outcome = describe(exc), False
+            await self.finish(task, *outcome)
+
+        async for task in self.tasks(role, follow):
+            if one_at_a_time:
+                await one(task)
+                continue
+            job = asyncio.ensure_future(one(task))
+            jobs.add(job)
+            job.add_done_callback(jobs.discard)
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+    # -- tracking ----------------------------------------------------------------------------------
+    async def start(self, unit: Unit, output: Iterable[Any] | Callable[[], Iterable[Any]]) -> AsyncIterator[Any]:
+        """What start() yields for `unit` (a new Unit(task)), counted for it; an exception fails
+        the unit (and the drain goes on with the next one). Iterate it even for no output: the
+        unit closes once it is exhausted and nothing of it is outstanding."""
+        try:
+            async for out in self.track(unit, output() if callable(output) else output, source="start"):
+                yield out
+        except Exception:
+            logger.exception("task %s (%s): starting its crawl failed", unit.task.id, unit.task.role)
+        finally:
+            unit.started = True
+            self.check(unit)
+
+    async def track(
+        self, unit: Unit, output: Iterable[Any] | AsyncIterable[Any] | None, *, source: str, request: bool = False
+    ) -> AsyncIterator[Any]:
+        """Count every request and item of `output` for `unit`; with `request`, the request whose
+        callback or errback produced it is done once the output is exhausted. An exception is the
+        unit's error (it fails, the attempt counted) and goes on to the caller."""
+        try:
+            if isinstance(output, AsyncIterable):
+                async for out in output:
+                    self.count(unit, out)
+                    yield out
+            else:
+                for out in output or ():
+                    self.count(unit, out)
+                    yield out
+        except Exception as exc:
+            unit.errors.append(f"{source} raised {describe(exc)}")
+            raise
+        finally:
+            if request:
+                unit.requests -= 1
+            self.check(unit)
+
+    def count(self, unit: Unit, out: Any) -> None:
+        if isinstance(out, Request):
+            if out.meta.get(UNIT_META) is None:
+                out.meta[UNIT_META] = unit
+                out.errback = _Errback(self, unit, out.errback)
+                unit.requests += 1
+        else:
+            unit.items += 1
+            self._items[id(out)] = unit
+
+    def failed(self, unit: Unit, reason: str) -> None:
+        """A callback of the unit raised (units/middleware.py): the unit fails with that reason."""
+        unit.errors.append(reason)
+
+    def _item_done(self, item: Any, **_: Any) -> None:
+        self._settle(item, None)
+
+    def _item_failed(self, item: Any, failure: Failure, **_: Any) -> None:
+        self._settle(item, f"storing an item failed: {failure.getErrorMessage()}")
+
+    def _request_dropped(self, request: Request, **_: Any) -> None:
+        unit = request.meta.get(UNIT_META)
+        if isinstance(unit, Unit):  # never downloaded (the scheduler refused it): never called back
+            unit.requests -= 1
+            self.check(unit)
+
+    def _settle(self, item: Any, error: str | None) -> None:
+        unit = self._items.pop(id(item), None)
+        if unit is None:
+            return
+        unit.items -= 1
+        if error:
+            unit.errors.append(error)
+        else:
+            hook = getattr(self.crawler.spider, "unit_item", None)
+            if hook is not None:
+                hook(unit, item)
+        self.check(unit)
+
+    # -- closing -----------------------------------------------------------------------------------
+    def check(self, unit: Unit) -> None:
+        """Close the unit if nothing of it is outstanding any more (once)."""
+        if unit.closed or not unit.started or unit.requests > 0 or unit.items > 0:
+            return
+        unit.closed = True
+        job = asyncio.ensure_future(self._close(unit))
+        self._closing.add(job)
+        job.add_done_callback(self._closing.discard)
+
+    async def _close(self, unit: Unit) -> None:
+        decide = getattr(self.crawler.spider, "unit_outcome", None)
+        try:
+            outcome: Outcome = await decide(unit) if decide is not None else default_outcome(unit)
+        except Exception as exc:  # noqa: BLE001 - e.g. the database is gone: the attempt failed
+            outcome = f"{type(exc).__name__}: {first_line(exc)}", False
+        await self.finish(unit.task, *outcome)
+
+    async def finish(
+        self, task: Task, outcome: TaskResult | str, final: bool = False, run_id: int | None = None
+    ) -> None:
+        """Complete (a TaskResult) or fail (an error) a held task; a lost lease is logged, not raised."""
+        assert self.drain is not None
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
+        try:
+            if isinstance(outcome, TaskResult):
+                await self.drain.complete(task, outcome)
+            else:
+                await self.drain.fail(task, outcome, run_id, final=final)
+        except LeaseLost as exc:
+            logger.warning("task %s (%s): %s: its outcome is not recorded", task.id, task.role, exc)
+        except Exception as exc:  # noqa: BLE001 - the database is gone: the lease expires and the task runs again
+            logger.error("task %s (%s): could not record its outcome: %s", task.id, task.role, first_line(exc))
+
+
+def default_outcome(unit: Unit) -> Outcome:
+    """The first error fails the task (to be retried); without one it completes."""
+    return (unit.errors[0], False) if unit.errors else (TaskResult(), False)
+
+
+class _Errback:
+    """A unit's request errback: the original's output counted for the unit, the request done."""
+
+    def __init__(self, lifecycle: UnitLifecycle, unit: Unit, errback: Callable[[Failure], Any] | None):
+        self.lifecycle, self.unit, self.errback = lifecycle, unit, errback
+        self.__name__ = getattr(errback, "__name__", "errback")
+
+    def __call__(self, failure: Failure) -> Any:
+        request = getattr(failure, "request", None)
+        if isinstance(request, Request):
+            request.meta[ERRBACK_META] = True  # its output does not go through the middleware again
+        if self.errback is None:
+            self.unit.requests -= 1
+            self.lifecycle.check(self.unit)
+            return failure  # Scrapy logs it, as for any request without an errback
+        try:
+            output = self.errback(failure)
+        except Exception as exc:
+            self.unit.errors.append(f"{self.__name__} raised {describe(exc)}")
+            self.unit.requests -= 1
+            self.lifecycle.check(self.unit)
+            raise
+        return self.lifecycle.track(self.unit, output, source=self.__name__, request=True)
