@@ -34,7 +34,7 @@ from twisted.internet.defer import Deferred
 
 def images_store_uri(settings: BaseSettings) -> str:
     """IMAGES_STORE, or CANNASPIDER_DATA_DIR/images when it is not set."""
-    return str(settings.get("IMAGES_STORE") or Path(settings.get("CANNASPIDER_DATA_DIR") or ".data") / "images")
+    return str(settings.get("IMAGES_STORE") or Path(settings["CANNASPIDER_DATA_DIR"]) / "images")
 
 
 class AtomicFSFilesStore(FSFilesStore):
@@ -56,7 +56,11 @@ class AtomicFSFilesStore(FSFilesStore):
         meta: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Deferred[Any]:
-        return deferred_from_coro(asyncio.to_thread(self._write, self._get_filesystem_path(path), buf.getvalue()))
+        return deferred_from_coro(asyncio.to_thread(self._write, self.full_path(path), buf.getvalue()))
+
+    def full_path(self, path: str | os.PathLike[str]) -> Path:
+        # ours, not FSFilesStore's private helper: the same join of the store's folder and the path
+        return Path(self.basedir, path)
 
     @staticmethod
     def _write(target: Path, data: bytes) -> None:
@@ -71,7 +75,7 @@ class AtomicFSFilesStore(FSFilesStore):
     def stat_file(self, path: str | os.PathLike[str], info: MediaPipeline.SpiderInfo) -> StatInfo:
         # existence is all that matters here (a stored image never expires): no checksum read
         try:
-            return {"last_modified": self._get_filesystem_path(path).stat().st_mtime}
+            return {"last_modified": self.full_path(path).stat().st_mtime}
         except OSError:
             return {}
 

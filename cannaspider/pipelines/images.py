@@ -166,7 +166,7 @@ class ProductImagesPipeline:
             pool = await self.db.open()
             async with pool.connection() as conn:
                 row = await (await conn.execute(STORE_QUERY, (dispensary_id,))).fetchone()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - an outage or a bad row: logged, the crawl goes on without its images
             waiting = self.loading.pop(dispensary_id, [])
             logger.error(
                 "images: dispensary %s: cannot read which products have an image (%s): %d images not "
@@ -275,7 +275,7 @@ class ProductImagesPipeline:
                 logger.debug("images: %s not downloaded: %s", job.url, exc)
                 self.stats.inc_value("cannaspider/images_failed/filtered")
                 return
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any download failure is this image's failure, counted
                 self._failed(job, ImageFailed(type(exc).__name__.lower(), f"download failed: {first_line(exc)}"))
                 return
         finally:

@@ -260,7 +260,7 @@ class TaskDrain:
         batch, self._pending_done = self._pending_done, []
         try:
             lost = await self._run(lambda c: queue.complete_many(c, [(lease, result) for lease, result, _ in batch]))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever failed the batch is each waiting completion's error
             for _, _, future in batch:
                 if not future.done():
                     future.set_exception(exc)

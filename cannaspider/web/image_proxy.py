@@ -85,7 +85,7 @@ class ImageProxy:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ImageProxy:
         vips.configure(settings)
-        data_dir = Path(settings.get("CANNASPIDER_DATA_DIR") or ".data")
+        data_dir = Path(settings["CANNASPIDER_DATA_DIR"])
         store_threads = max(1, settings.getint("IMG_STORE_THREADS"))
         store: Path | StoreReader
         unsupported = None
