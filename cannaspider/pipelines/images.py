@@ -58,7 +58,6 @@ from cannaspider.images.filestore import images_store_uri, open_files_store
 from cannaspider.images.paths import brand_logo_path, product_image_path
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
-from cannaspider.pipelines.idle_check import check_idle
 from cannaspider.pipelines.image_paths import ImagePathWriter
 from cannaspider.storable.urls import HTTP_SCHEMES
 
@@ -133,7 +132,6 @@ class ProductImagesPipeline:
         self.workers: set[asyncio.Task[None]] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
         self.closing = False  # the downloader is closed: nothing more is queued
-        self.kept_open = False  # spider_idle was refused: ask again once the images are done
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProductImagesPipeline:
@@ -175,13 +173,11 @@ class ProductImagesPipeline:
                 first_line(exc),
                 len(waiting),
             )
-            self._settled()
             return
         known = StoreImages(row[0], row[1], set(row[2])) if row else StoreImages(None, None)
         self.stores[dispensary_id] = known
         for item in self.loading.pop(dispensary_id, []):
             self._plan(item, known)
-        self._settled()
 
     def _plan(self, item: StoreProduct, known: StoreImages) -> None:
         logo = item.brand_logo_url
@@ -231,18 +227,6 @@ class ProductImagesPipeline:
                 await self._fetch(job)
             except Exception as exc:  # a bug must cost one image, never the crawl
                 logger.exception("images: %s: unexpected %s", job.url, type(exc).__name__)
-        self._settled()
-
-    def _busy(self) -> bool:
-        """Whether queued images still need the downloader, which closes with the spider."""
-        return bool(self.queue or self.waiting_for_download or self.loading)
-
-    def _settled(self) -> None:
-        # the spider was kept open for these images: the engine would look again at its next
-        # heartbeat only (up to 5 s of an idle crawl; cannaspider/pipelines/idle_check.py)
-        if self.kept_open and not self.closing and not self._busy():
-            self.kept_open = False
-            asyncio.get_running_loop().call_soon(check_idle, self.crawler)
 
     async def _fetch(self, job: ImageJob) -> None:
         # through the store's stealth session (its proxy, identity and TLS: docs/stealth.md), in a
@@ -344,9 +328,8 @@ class ProductImagesPipeline:
     # -- the end of the crawl ------------------------------------------------------------
     def spider_idle(self) -> None:
         # queued images still need the downloader, which closes with the spider
-        if self._busy():
+        if self.queue or self.waiting_for_download or self.loading:
             self._start_workers()  # (none missing, unless a bug left queued jobs without one)
-            self.kept_open = True
             raise DontCloseSpider
 
     async def close_spider(self) -> None:
