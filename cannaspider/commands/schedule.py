@@ -6,9 +6,11 @@ also re-probes the proxies that their failures deactivated, when due (cannaspide
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 import time
+from collections.abc import Awaitable, Callable
 
 import psycopg
 from scrapy.spiderloader import get_spider_loader
@@ -28,7 +30,7 @@ class Command(TaskCommand):
     def short_desc(self) -> str:
         return "Create the scheduled tasks (resync every 4 h, store discovery and analytics daily)"
 
-    def add_options(self, parser) -> None:
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--once", action="store_true", help="apply the schedule once and exit")
         parser.add_argument(
@@ -38,7 +40,7 @@ class Command(TaskCommand):
             help="Scrapyd nodes to start draining jobs on (auth: SCRAPYD_USERNAME/SCRAPYD_PASSWORD)",
         )
 
-    def execute(self, args, opts) -> None:
+    def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()
         config = schedule.ScheduleConfig.from_settings(settings)
@@ -52,8 +54,10 @@ class Command(TaskCommand):
             return
         asyncio.run(self._loop(url, config, settings.getfloat("SCHEDULE_TICK_S")))
 
-    def _tick(self, config: schedule.ScheduleConfig):
-        async def run(conn):
+    def _tick(
+        self, config: schedule.ScheduleConfig
+    ) -> Callable[[psycopg.AsyncConnection], Awaitable[schedule.TickReport]]:
+        async def run(conn: psycopg.AsyncConnection) -> schedule.TickReport:
             report = await schedule.tick(conn, config)
             if self.nodes:
                 self._print_dispatch(await scrapyd.dispatch(conn, self.nodes, self.spiders, self.slots))

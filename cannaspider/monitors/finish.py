@@ -10,7 +10,7 @@ from cannaspider.monitors.base import HealthMonitor
 
 @monitors.name("Finish reason")
 class FinishReasonMonitor(HealthMonitor):
-    @monitors.name("the crawl finished normally")
+    @monitors.name("the crawl finished normally")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_finish_reason(self) -> None:
         reason = self.stats.get("finish_reason")
         allowed = self.settings.getlist("HEALTH_OK_FINISH_REASONS")
@@ -23,7 +23,7 @@ class FinishReasonMonitor(HealthMonitor):
 
 @monitors.name("Errors")
 class ErrorCountMonitor(HealthMonitor):
-    @monitors.name("errors logged within HEALTH_MAX_ERRORS")
+    @monitors.name("errors logged within HEALTH_MAX_ERRORS")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_errors(self) -> None:
         errors = self.stat("log_count/ERROR")
         limit = self.settings.getint("HEALTH_MAX_ERRORS")

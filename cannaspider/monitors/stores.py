@@ -57,7 +57,7 @@ def product_drops(url: str, since: datetime, drop: float, *, host: str, pid: int
 
 @monitors.name("Stores")
 class StoreCrawlsMonitor(HealthMonitor):
-    @monitors.name("incomplete store crawls within HEALTH_MAX_INCOMPLETE_SHARE")
+    @monitors.name("incomplete store crawls within HEALTH_MAX_INCOMPLETE_SHARE")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_incomplete_share(self) -> None:
         complete = self.stat("cannaspider/stores_complete")
         incomplete = self.stat("cannaspider/stores_incomplete")
@@ -72,7 +72,7 @@ class StoreCrawlsMonitor(HealthMonitor):
             f"HEALTH_MAX_INCOMPLETE_SHARE = {limit:.0%})",
         )
 
-    @monitors.name("no store lost more than HEALTH_MAX_PRODUCT_DROP of its products")
+    @monitors.name("no store lost more than HEALTH_MAX_PRODUCT_DROP of its products")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_product_count_drop(self) -> None:
         since = self.stats.get("start_time")
         if not self.stat("cannaspider/stores_complete") or not isinstance(since, datetime):
@@ -83,7 +83,7 @@ class StoreCrawlsMonitor(HealthMonitor):
         listed = "; ".join(f"{name} (#{d}): {now} products, {before} before" for d, name, now, before in fell)
         self.assertFalse(fell, f"product count fell by more than {drop:.0%} against the last complete crawl: {listed}")
 
-    @monitors.name("no store crawl flagged suspect by the OOS guard")
+    @monitors.name("no store crawl flagged suspect by the OOS guard")  # type: ignore[untyped-decorator]  # Spidermon's
     def test_suspect_crawls(self) -> None:
         since = self.stats.get("start_time")
         if not self.stat("cannaspider/stores_suspect") or not isinstance(since, datetime):

@@ -1,5 +1,6 @@
-"""Validates every StoreProduct against the generated JSON Schema (schema.py) with Spidermon's
-JSON Schema validator (its messages). It counts, never drops: a product that breaks the schema is still written
+"""Validates a sample of the StoreProducts, every HEALTH_VALIDATION_SAMPLE_EVERY-th (50; 1: all),
+against the generated JSON Schema (schema.py) with Spidermon's JSON Schema validator (its
+messages). It counts, never drops: a product that breaks the schema is still written
 (losing data on a schema slip would be worse); ItemValidationMonitor (suite.py) fails the crawl's
 health when the share of invalid items passes HEALTH_MAX_INVALID_ITEM_SHARE.
 

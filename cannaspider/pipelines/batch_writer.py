@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Self
 
 import orjson
 import psycopg
@@ -42,7 +42,7 @@ from cannaspider.db.errors import DatabaseSetupError, first_line
 logger = logging.getLogger(__name__)
 
 
-def encode_row(row: tuple) -> bytes:
+def encode_row(row: tuple[Any, ...]) -> bytes:
     """One row as a JSON array (orjson handles dataclasses and datetimes itself)."""
     return orjson.dumps(row)
 
@@ -96,13 +96,13 @@ class BatchWriterPipeline:
         self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE")
         self.max_buffered = 4 * self.batch_size
         self.buffer: list[bytes] = []  # encoded rows
-        self.keys: list[tuple] = []  # (dispensary_id, crawl_run_id) of each buffered row
+        self.keys: list[tuple[Any, ...]] = []  # (dispensary_id, crawl_run_id) of each buffered row
         self.lock = asyncio.Lock()
-        self.inflight: asyncio.Future | None = None
+        self.inflight: asyncio.Future[None] | None = None
         self.store.flushers.append(self.flush)
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
     async def close_spider(self) -> None:
@@ -147,7 +147,7 @@ class BatchWriterPipeline:
                 return self._after_inflight(self.inflight, item)  # the database is far behind: slow the crawl down
         return item
 
-    async def _after_inflight(self, inflight: asyncio.Future, item: Any) -> Any:
+    async def _after_inflight(self, inflight: asyncio.Future[None], item: Any) -> Any:
         await asyncio.shield(inflight)
         return item
 
@@ -159,7 +159,7 @@ class BatchWriterPipeline:
         if len(self.buffer) >= self.batch_size:  # rows kept arriving while this batch was written
             self.inflight = asyncio.ensure_future(self._background_write())
 
-    def after_buffered(self, item) -> None:
+    def after_buffered(self, item: Any) -> None:
         """Hook: called once the item's row is in the buffer."""
 
     async def flush(self) -> None:
@@ -232,7 +232,7 @@ class BatchWriterPipeline:
                     f"cannaspider/db_write_ms/{type(self).__name__}", round((time.perf_counter() - started) * 1000)
                 )
 
-    def _refused_row(self, row: bytes, key: tuple, exc: Exception) -> None:
+    def _refused_row(self, row: bytes, key: tuple[Any, ...], exc: Exception) -> None:
         logger.error(
             "%s: %s refused by the database, not stored: %s",
             type(self).__name__,
@@ -242,7 +242,7 @@ class BatchWriterPipeline:
         self.crawler.stats.inc_value("cannaspider/products_refused")
         self.after_refused([key], bad_rows=True)
 
-    def after_unencodable(self, key: tuple, item, exc: Exception) -> None:
+    def after_unencodable(self, key: tuple[Any, ...], item: Any, exc: Exception) -> None:
         """Hook: the item's row could not even be built or encoded; the item is dropped."""
         logger.error(
             "%s: %s cannot be stored: unexpected %s: %s",
@@ -253,23 +253,23 @@ class BatchWriterPipeline:
         )
         self.crawler.stats.inc_value("cannaspider/products_refused")
 
-    def describe_item(self, item) -> str:
+    def describe_item(self, item: Any) -> str:
         return f"dispensary {item.dispensary_id}"
 
     def describe_row(self, row: bytes) -> str:
         """Which store and product an encoded row is, for the log line of a refused row."""
         return "a row"
 
-    def after_refused(self, keys: list[tuple], *, bad_rows: bool = False) -> None:
+    def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False) -> None:
         """Hook: these rows (their run keys) are lost for good: rows the database refused for their
         values (bad_rows), or a whole batch that could not be written (its crawls are marked)."""
 
-    def after_write(self, keys: list[tuple], result) -> None:
+    def after_write(self, keys: list[tuple[Any, ...]], result: Any) -> None:
         """Hook, on the event loop: the written rows' run keys and what `write` returned."""
 
-    def row(self, item) -> tuple:  # pragma: no cover - abstract
+    def row(self, item: Any) -> tuple[Any, ...]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    async def write(self, conn: psycopg.AsyncConnection, batch: Jsonb):  # pragma: no cover - abstract
+    async def write(self, conn: psycopg.AsyncConnection, batch: Jsonb) -> Any:  # pragma: no cover - abstract
         """Write the batch (a JSON array of rows) in one statement; return what after_write takes."""
         raise NotImplementedError

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import orjson
 import psycopg
@@ -208,7 +209,7 @@ class CrawlCompletionPipeline:
         self.store = CrawlStore.for_crawler(crawler)
         self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S")
         self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S")
-        self.pending: set[asyncio.Future] = set()
+        self.pending: set[asyncio.Future[None]] = set()
         self.oos_guard_min_share = crawler.settings.getfloat("OOS_GUARD_MIN_SHARE")
         self.events = crawler.settings.getbool("PRODUCT_EVENTS_ENABLED")
         if not 0 <= self.oos_guard_min_share <= 1:
@@ -231,7 +232,7 @@ class CrawlCompletionPipeline:
             return True
         return not engine.downloader.active and not scheduler.has_pending_requests()
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         if not isinstance(item, CrawlCompletion):
             return item
         # Closing a store waits for its rows to be committed; doing that inline would hold the
@@ -294,7 +295,7 @@ class CrawlCompletionPipeline:
                 first_line(exc),
             )
 
-    async def _wait_committed(self, key: tuple) -> bool:
+    async def _wait_committed(self, key: tuple[Any, ...]) -> bool:
         """Until the store's rows are committed. Batches fill up with other stores' rows while the
         crawl is busy; when it goes idle (spider_idle, see spider_idle()) or after a grace period,
         the buffers are flushed early."""
@@ -306,7 +307,7 @@ class CrawlCompletionPipeline:
         return await self.store.wait_written(key, self.wait_timeout)
 
     @staticmethod
-    def _result(item: CrawlCompletion, figures: dict) -> TaskResult:
+    def _result(item: CrawlCompletion, figures: dict[str, Any]) -> TaskResult:
         return TaskResult(
             pages=item.pages_fetched,
             products=figures["seen_n"],
@@ -324,7 +325,7 @@ class CrawlCompletionPipeline:
             self.pending.add(flush)
             flush.add_done_callback(self._flushed)
 
-    def _flushed(self, flush: asyncio.Future) -> None:
+    def _flushed(self, flush: asyncio.Future[None]) -> None:
         self.pending.discard(flush)
         # An outage is logged by the writer, which keeps its rows for the next flush. spider_idle
         # comes again while another component keeps the spider open (the image downloads): each

@@ -14,8 +14,11 @@ the feed is what the crawl saw, see README "Feeds and the item schema")."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import orjson
+import psycopg
+from psycopg.types.json import Jsonb
 
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import BatchWriterPipeline, json_columns
@@ -194,7 +197,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
     statement = WRITE
     seq = 0
 
-    def row(self, p: StoreProduct) -> tuple:
+    def row(self, p: StoreProduct) -> tuple[Any, ...]:
         self.seq += 1
         return (
             self.seq,
@@ -239,12 +242,12 @@ class ProductWriterPipeline(BatchWriterPipeline):
     def after_buffered(self, item: StoreProduct) -> None:
         self.store.account((item.dispensary_id, item.crawl_run_id))
 
-    async def write(self, conn, batch) -> dict:
+    async def write(self, conn: psycopg.AsyncConnection, batch: Jsonb) -> dict[tuple[Any, ...], int]:
         # new rows per store and crawl; rows settled are counted from the batch's keys (after_write)
         cur = await conn.execute(self.statement, (batch,))
         return {(d, r): n for d, r, n in await cur.fetchall()}
 
-    def after_refused(self, keys: list[tuple], *, bad_rows: bool = False) -> None:
+    def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False) -> None:
         # settled, if not stored: the store's completion need not wait out its timeout for them
         for run_key, n in Counter(keys).items():
             self.store.written(run_key, n, 0)
@@ -252,7 +255,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
                 self.store.ledgers[run_key].refused += n
         self.crawler.stats.inc_value("cannaspider/items_not_stored", len(keys))  # they went on to the feed
 
-    def after_unencodable(self, key: tuple, item, exc: Exception) -> None:
+    def after_unencodable(self, key: tuple[Any, ...], item: StoreProduct, exc: Exception) -> None:
         super().after_unencodable(key, item, exc)
         # dropped (it could not go to a feed either); accounted and settled so completion goes on
         self.store.account(key)
@@ -269,7 +272,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
         values = orjson.loads(row)
         return f"dispensary {values[1]} product {values[3]!r}"
 
-    def after_write(self, keys: list[tuple], inserted: dict) -> None:
+    def after_write(self, keys: list[tuple[Any, ...]], inserted: dict[tuple[Any, ...], int]) -> None:
         for run_key, n in Counter(keys).items():
             self.store.written(run_key, n, inserted.get(run_key, 0))
         self.crawler.stats.inc_value("cannaspider/products_written", len(keys))

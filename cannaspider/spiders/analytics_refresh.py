@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import scrapy
 
-from cannaspider.analytics.refresh import DEFAULT_WORK_MEM, RefreshResult, refresh_all
+from cannaspider.analytics.refresh import RefreshResult, refresh_all
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
@@ -87,7 +87,7 @@ class AnalyticsRefreshSpider(scrapy.Spider):
         assert self.crawler is not None
         stats = self.crawler.stats
         assert stats is not None
-        work_mem = self.crawler.settings.get("ANALYTICS_REFRESH_WORK_MEM") or DEFAULT_WORK_MEM
+        work_mem = self.crawler.settings["ANALYTICS_REFRESH_WORK_MEM"]
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             results = await refresh_all(conn, work_mem)
         for r in results:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import ClassVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Self
 
 import scrapy
 from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Response
+from scrapy.settings import BaseSettings
+from twisted.python.failure import Failure
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.dutchie import graphql
@@ -42,7 +45,7 @@ class DutchieSpider(scrapy.Spider):
     client_name: str
     hashes: dict[str, str]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.params, runner_args = SpiderParams.of_spider(self.name, self.arguments, kwargs)
         super().__init__(*args, **runner_args)
         if not os.environ.get("SCRAPY_CHECK"):  # contracts call callbacks directly: no target needed
@@ -62,7 +65,7 @@ class DutchieSpider(scrapy.Spider):
     def store(self) -> CrawlStore:
         return CrawlStore.for_crawler(self.crawler)
 
-    async def select_dispensaries(self, columns: str, state_filter: str = "") -> list[tuple]:
+    async def select_dispensaries(self, columns: str, state_filter: str = "") -> list[tuple[Any, ...]]:
         """The dispensaries the arguments name (id first among `columns`), by id.
 
         A dispensary_id that does not exist is a bad argument: the crawl stops before any run is
@@ -91,7 +94,7 @@ class DutchieSpider(scrapy.Spider):
         return rows
 
     @classmethod
-    def update_settings(cls, settings) -> None:
+    def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
         # spider priority: `-s ITEM_PIPELINES=…` on the command line (and `scrapy check`) still win
         settings.set("ITEM_PIPELINES", settings.getdict(cls.pipelines_setting), priority="spider")
@@ -99,7 +102,7 @@ class DutchieSpider(scrapy.Spider):
         settings.set("DOWNLOAD_HANDLERS", handlers, priority="spider")
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler, *args, **kwargs):
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.graphql_url = crawler.settings.get("DUTCHIE_GRAPHQL_URL")
         spider.client_name = crawler.settings.get("DUTCHIE_CLIENT_NAME")
@@ -107,7 +110,13 @@ class DutchieSpider(scrapy.Spider):
         return spider
 
     def graphql_request(
-        self, operation: str, variables: dict, callback, *, meta: dict | None = None, priority: int = 0
+        self,
+        operation: str,
+        variables: dict[str, Any],
+        callback: Callable[..., Any],
+        *,
+        meta: dict[str, Any] | None = None,
+        priority: int = 0,
     ) -> scrapy.Request:
         return graphql.build_request(
             self.graphql_url,
@@ -121,17 +130,18 @@ class DutchieSpider(scrapy.Spider):
             priority=priority,
         )
 
-    def read_graphql(self, response: Response) -> dict | graphql.GraphQLFailure:
+    def read_graphql(self, response: Response) -> dict[str, Any] | graphql.GraphQLFailure:
         """The response's data object, or why there is none (counted per kind in the stats)."""
         result = graphql.read(response)
         if isinstance(result, graphql.GraphQLFailure):
             self.crawler.stats.inc_value(f"cannaspider/graphql_failure/{result.kind}")
         return result
 
-    def on_error(self, failure):  # pragma: no cover - overridden where a failure has consequences
+    def on_error(self, failure: Failure) -> Iterable[Any] | None:  # pragma: no cover - overridden where it matters
         self.logger.error("request failed: %s", failure.getErrorMessage())
+        return None
 
     @staticmethod
-    def contract_meta(operation: str, variables: dict) -> dict:
+    def contract_meta(operation: str, variables: dict[str, Any]) -> dict[str, Any]:
         """Meta a callback needs when `scrapy check` calls it directly (see contracts.py)."""
         return {}

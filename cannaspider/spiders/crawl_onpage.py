@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any, Self, cast
 
 import scrapy
 from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider, UsageError
+from scrapy.settings import BaseSettings
+from scrapy.statscollectors import StatsCollector
 
 from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
@@ -37,21 +40,21 @@ class CrawlOnpageSpider(scrapy.Spider):
     jobs: OnpageJobs
 
     @classmethod
-    def update_settings(cls, settings) -> None:
+    def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
         # the job writes its own merge; the Dutchie pipelines have nothing to do with its items
         settings.set("ITEM_PIPELINES", {}, priority="spider")
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         params, runner_args = SpiderParams.of_spider(self.name, frozenset({"keyword_id"}), kwargs)
         super().__init__(*args, **runner_args)
         self.keyword_ids = list(params.keyword_ids)
         self.follow = params.follow
-        self.results: dict[int, dict] = {}
+        self.results: dict[int, dict[str, Any]] = {}
         self._items: asyncio.Queue[CompetitorPage] | None = None
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler, *args, **kwargs):
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         config = OnpageConfig.from_settings(crawler.settings)
         if not config.api_url and spider.keyword_ids:
@@ -67,20 +70,19 @@ class CrawlOnpageSpider(scrapy.Spider):
                 request_timeout_s=config.request_timeout_s,
             )
         # built now, but reads crawler.stats and the store (an extension, built after the spider)
-        # only once the crawl runs
-        spider.jobs = OnpageJobs(
-            config, client, lambda: CrawlStore.for_crawler(crawler).open(), spider._emit, _LazyStats(crawler)
-        )
+        # only once the crawl runs; the job only calls its stats' inc_value, which _LazyStats forwards
+        stats = cast(StatsCollector, _LazyStats(crawler))
+        spider.jobs = OnpageJobs(config, client, lambda: CrawlStore.for_crawler(crawler).open(), spider._emit, stats)
         return spider
 
     def _emit(self, item: CompetitorPage) -> None:
         assert self._items is not None
         self._items.put_nowait(item)
 
-    async def run_keyword(self, keyword_id: int) -> dict:
+    async def run_keyword(self, keyword_id: int) -> dict[str, Any]:
         """One keyword's job; its result ({crawled, blocked, failed}, or {error, retryable})."""
         try:
-            result: dict = await self.jobs.crawl_keyword(keyword_id)
+            result: dict[str, Any] = await self.jobs.crawl_keyword(keyword_id)
         except OnpageJobError as exc:
             result = {"error": str(exc), "retryable": exc.retryable}
         except Exception as exc:  # e.g. a RecursionError on a hostile answer: the unit fails
@@ -103,7 +105,7 @@ class CrawlOnpageSpider(scrapy.Spider):
             async for item in _drain(self._items, {drained}):
                 yield item
             return
-        pending: set[asyncio.Future] = {asyncio.ensure_future(self.run_keyword(k)) for k in self.keyword_ids}
+        pending: set[asyncio.Future[Any]] = {asyncio.ensure_future(self.run_keyword(k)) for k in self.keyword_ids}
         async for item in _drain(self._items, pending):
             yield item
         failed = sorted(k for k, r in self.results.items() if "error" in r)
@@ -130,7 +132,9 @@ class _LazyStats:
         self.crawler.stats.inc_value(key, count)
 
 
-async def _drain(queue: asyncio.Queue, pending: set[asyncio.Future]) -> AsyncIterator:
+async def _drain(
+    queue: asyncio.Queue[CompetitorPage], pending: set[asyncio.Future[Any]]
+) -> AsyncIterator[CompetitorPage]:
     """Items from the queue as they come, until every task is over and the queue is empty."""
     while True:
         while not queue.empty():

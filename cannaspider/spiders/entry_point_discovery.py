@@ -17,10 +17,12 @@ proxy and identity (middlewares/stealth.py, docs/stealth.md): the browser sends 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import scrapy
 from scrapy.http import Response
+from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from cannaspider.db.errors import first_line
@@ -54,7 +56,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
     )
 
     @classmethod
-    def update_settings(cls, settings) -> None:
+    def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
         handler = "cannaspider.stealth.browser_handler.BrowserOrImpersonatingDownloadHandler"
         handlers = {**settings.getdict("DOWNLOAD_HANDLERS"), "http": handler, "https": handler}  # the rest: base.py
@@ -73,7 +75,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
             priority="spider",
         )
 
-    async def start(self):
+    async def start(self) -> AsyncIterator[Any]:
         if self.draining:
             units = UnitLifecycle.of(self.crawler)
             async for task in units.tasks(self.name, self.params.follow):
@@ -102,7 +104,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
             cur = await conn.execute("SELECT id, menu_url FROM dispensaries WHERE id = %s", (dispensary_id,))
             return await cur.fetchone()
 
-    def _resolve(self, dispensary_id: int, menu_url: str | None):
+    def _resolve(self, dispensary_id: int, menu_url: str | None) -> Iterator[scrapy.Request | EntryPointResolution]:
         slug = slugs.slug_from_menu_url(menu_url)
         if slug:
             yield self._lookup(dispensary_id, slug, via="graphql")
@@ -117,7 +119,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
         else:
             yield self._unresolved(dispensary_id, None, f"no usable menu_url ({menu_url!r})")
 
-    def _lookup(self, dispensary_id: int, slug: str, via: str):
+    def _lookup(self, dispensary_id: int, slug: str, via: str) -> scrapy.Request:
         return self.graphql_request(
             CONSUMER_DISPENSARIES,
             consumer_dispensaries_variables(slug),
@@ -126,7 +128,13 @@ class EntryPointDiscoverySpider(DutchieSpider):
         )
 
     def _unresolved(
-        self, dispensary_id: int, slug: str | None, reason: str, *, meta: dict | None = None, transient: bool = False
+        self,
+        dispensary_id: int,
+        slug: str | None,
+        reason: str,
+        *,
+        meta: dict[str, Any] | None = None,
+        transient: bool = False,
     ) -> EntryPointResolution:
         """A store not resolved. `transient`: a failed request (not an answer), so a drained task
         fails and retries later instead of recording the store as unresolvable."""
@@ -138,10 +146,10 @@ class EntryPointDiscoverySpider(DutchieSpider):
         return EntryPointResolution(dispensary_id, None, slug, "unresolved", reason)
 
     @staticmethod
-    def contract_meta(operation: str, variables: dict) -> dict:
+    def contract_meta(operation: str, variables: dict[str, Any]) -> dict[str, Any]:
         return {"dispensary_id": 0, "slug": variables["dispensaryFilter"]["cNameOrID"], "via": "graphql"}
 
-    def parse_dispensary(self, response: Response):
+    def parse_dispensary(self, response: Response) -> Iterator[EntryPointResolution]:
         """ConsumerDispensaries for one slug → the store's platform id.
 
         @graphql ConsumerDispensaries slug=sandbox:AZ:1
@@ -168,7 +176,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
             return
         yield EntryPointResolution(dispensary_id, pid.lower(), first.get("cName") or slug, response.meta["via"])
 
-    def parse_website(self, response: Response):
+    def parse_website(self, response: Response) -> Iterator[scrapy.Request | EntryPointResolution]:
         """The store's own website, rendered: find Dutchie's embedded-menu script or iframe.
 
         @website sandbox:AZ:3
@@ -188,7 +196,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
             return
         yield self._unresolved(dispensary_id, None, f"no Dutchie embedded menu found on {response.url}")
 
-    def on_error(self, failure: Failure):
+    def on_error(self, failure: Failure) -> Iterator[EntryPointResolution]:
         request = getattr(failure, "request", None)
         dispensary_id = request.meta.get("dispensary_id") if request is not None else None
         kind = failure.type.__name__ if failure.type is not None else "error"

@@ -14,8 +14,11 @@ incomplete (pipelines/crawl_completion.py).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from scrapy import Request
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
@@ -56,7 +59,7 @@ class ProductSpider(DutchieSpider):
     )
     pipelines_setting = "PRODUCT_PIPELINES"
 
-    async def start(self):
+    async def start(self) -> AsyncIterator[Request]:
         if self.draining:
             async for request in self._drain_queue():
                 yield request
@@ -81,7 +84,7 @@ class ProductSpider(DutchieSpider):
             crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
             yield self._page_request(crawl, 0)
 
-    async def _drain_queue(self):
+    async def _drain_queue(self) -> AsyncIterator[Request]:
         units = UnitLifecycle.of(self.crawler)
         drain = await units.open_drain(self.name, self.params.follow)
         crawls: dict[int, StoreCrawl] = {}
@@ -131,18 +134,18 @@ class ProductSpider(DutchieSpider):
         if crawl is not None:
             crawl.lost = True  # its next page ends the crawl, incomplete
 
-    def _page_request(self, crawl: StoreCrawl, page: int):
+    def _page_request(self, crawl: StoreCrawl, page: int) -> Request:
         variables = products_variables(crawl.platform_id, page, crawl.pages.per_page)
         return self.graphql_request(
             FILTERED_PRODUCTS, variables, self.parse_products, meta={"store_crawl": crawl, "page": page}
         )
 
     @staticmethod
-    def contract_meta(operation: str, variables: dict) -> dict:
+    def contract_meta(operation: str, variables: dict[str, Any]) -> dict[str, Any]:
         crawl = StoreCrawl(0, variables["productsFilter"]["dispensaryId"], None, PageState(variables["perPage"], 100))
         return {"store_crawl": crawl, "page": variables["page"]}
 
-    def parse_products(self, response: Response):
+    def parse_products(self, response: Response) -> Iterator[RawProduct | Request | CrawlCompletion]:
         """One FilteredProducts page: its products, then the next page or the store's completion.
 
         @graphql FilteredProducts store=sandbox:AZ:0 page=0 perPage=100
@@ -222,7 +225,7 @@ class ProductSpider(DutchieSpider):
             task=crawl.task,
         )
 
-    def _incomplete(self, crawl: StoreCrawl, reason: str):
+    def _incomplete(self, crawl: StoreCrawl, reason: str) -> Iterator[CrawlCompletion]:
         crawl.errors += 1
         self.logger.warning(
             "dispensary %s (%s): %s: crawl incomplete, no product will be marked missing",
@@ -233,7 +236,7 @@ class ProductSpider(DutchieSpider):
         if not crawl.done:
             yield self._completion(crawl, False, reason)
 
-    def unit_failed(self, response: Response, reason: str):
+    def unit_failed(self, response: Response, reason: str) -> Iterator[CrawlCompletion] | None:
         """A callback raised (units/middleware.py): the store's crawl closes incomplete, which
         fails its task (the attempt counted)."""
         crawl: StoreCrawl | None = response.meta.get("store_crawl")
@@ -241,7 +244,7 @@ class ProductSpider(DutchieSpider):
             return None
         return self._incomplete(crawl, f"page {response.meta.get('page')}: {reason}")
 
-    def on_error(self, failure: Failure):
+    def on_error(self, failure: Failure) -> Iterator[CrawlCompletion]:
         request = getattr(failure, "request", None)  # set by Scrapy on a request's failure
         crawl: StoreCrawl | None = request.meta.get("store_crawl") if request is not None else None
         reason = f"request failed: {failure.type.__name__ if failure.type else 'error'}: {failure.getErrorMessage()}"

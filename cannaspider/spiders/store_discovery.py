@@ -9,8 +9,10 @@ id, so rediscovery updates and never duplicates).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from scrapy import Request
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
@@ -38,7 +40,7 @@ class StoreDiscoverySpider(DutchieSpider):
 
     arguments = frozenset({"state", "city"})
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seen: set[str] = set()
         self.failed_points = 0
@@ -55,7 +57,7 @@ class StoreDiscoverySpider(DutchieSpider):
     def city(self) -> str | None:
         return self.params.city
 
-    async def start(self):
+    async def start(self) -> AsyncIterator[Any]:
         if self.draining:
             units = UnitLifecycle.of(self.crawler)
             async for task in units.tasks(self.name, self.params.follow):
@@ -68,7 +70,7 @@ class StoreDiscoverySpider(DutchieSpider):
         for request in self._searches(self.state, self.city, None):
             yield request
 
-    def _searches(self, state: str, city: str | None, unit: Unit | None):
+    def _searches(self, state: str, city: str | None, unit: Unit | None) -> Iterator[Request]:
         distance = self.settings.getfloat("DUTCHIE_SEARCH_DISTANCE_MI")
         points = search_points(
             state, distance, city=city, min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION")
@@ -84,14 +86,14 @@ class StoreDiscoverySpider(DutchieSpider):
                 meta={"point": point.name, "state": state},
             )
 
-    def _point_failed(self, meta: dict) -> None:
+    def _point_failed(self, meta: dict[str, Any]) -> None:
         unit: Unit | None = meta.get(UNIT_META)
         if unit is not None:
             unit.data["failed_points"] += 1
         else:
             self.failed_points += 1
 
-    def parse_search(self, response: Response):
+    def parse_search(self, response: Response) -> Iterator[DispensaryRecord]:
         """Dispensaries near one point of the state.
 
         @graphql DispensarySearch near=sandbox:AZ:0 state=AZ distance=50
@@ -130,7 +132,7 @@ class StoreDiscoverySpider(DutchieSpider):
             seen.add(record.platform_dispensary_id)
             yield record
 
-    def on_error(self, failure: Failure):
+    def on_error(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
         self._point_failed(request.meta if request is not None else {})
         kind = failure.type.__name__ if failure.type is not None else "error"
