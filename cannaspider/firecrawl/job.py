@@ -3,7 +3,8 @@ Firecrawl (the locales concurrently), classify every page, merge the results int
 in one statement, emit one CompetitorPage per competitor, return the totals.
 
 `OnpageJobs.crawl_keyword(keyword_id)` is the unit of work a caller schedules, any number at
-once in one process: the spider's explicit targets today, tasks claimed from the queue later.
+once in one process: the spider's explicit targets, or the tasks it drains from the crawl_onpage
+queue (one keyword per task, through units/lifecycle.py `run`).
 It returns {crawled, blocked, failed} even when pages failed, and raises OnpageJobError only
 when Firecrawl itself failed (or the keyword/configuration is unusable).
 """

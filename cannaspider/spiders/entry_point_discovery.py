@@ -52,7 +52,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
         "Entry Point Discovery",
         "Resolve a store's platform id from its menu URL",
         StoreTarget,
-        chains_to="product_discovery",  # once the store is resolved (tasks/queue.py CHAIN_SQL)
+        chains_to="product_discovery",  # once the store is resolved (tasks/queue/chaining.py CHAIN_SQL)
     )
 
     @classmethod
@@ -229,5 +229,5 @@ class EntryPointDiscoverySpider(DutchieSpider):
         extra = {"resolved": resolved, "method": item.method if item else None}
         if item is not None and not resolved:
             extra["reason"] = item.error
-        # chaining (tasks/queue.py CHAIN_SQL): a resolved store gets its product_discovery
+        # chaining (tasks/queue/chaining.py CHAIN_SQL): a resolved store gets its product_discovery
         return TaskResult(extra=extra), False

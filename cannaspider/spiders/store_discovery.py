@@ -35,7 +35,7 @@ class StoreDiscoverySpider(DutchieSpider):
         "Discover new dispensary locations in a state",
         StateTarget,
         schedule=Schedule("daily", "SCHEDULE_DISCOVERY_EVERY_S", "states"),
-        chains_to="entry_point_discovery",  # each new store (tasks/queue.py CHAIN_SQL)
+        chains_to="entry_point_discovery",  # each new store (tasks/queue/chaining.py CHAIN_SQL)
     )
 
     arguments = frozenset({"state", "city"})

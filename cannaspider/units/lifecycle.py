@@ -1,4 +1,5 @@
-"""The life of a crawl's units of work, for every role (docs/operations.md, "Units of work").
+"""The life of a crawl's units of work, for every role (docs/architecture.md, "Unit lifecycle";
+docs/operations.md, "Draining spiders" and "Adding a role").
 
 A unit is one task of the role's queue (a store's crawl, a state's discovery, a keyword's
 on-page crawl, a refresh). `UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`):

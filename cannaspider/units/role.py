@@ -113,7 +113,7 @@ class Role:
     description: str
     target_model: type[Target]
     schedule: Schedule | None = None  # None: on demand (or chained) only
-    # the role of the follow-up tasks its completion creates (at CHAINED_PRIORITY; queue.CHAIN_SQL)
+    # the role of the follow-up tasks its completion creates (at CHAINED_PRIORITY; tasks/queue/chaining.py CHAIN_SQL)
     chains_to: str | None = None
 
     @property

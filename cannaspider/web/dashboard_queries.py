@@ -1,7 +1,9 @@
-"""The dashboard's reads, over the base tables (dispensaries, store_products,
-store_product_snapshots, crawl_runs, worker_tasks). Each is one statement served by an existing
-index: a store's products by store_products_identity, a product's history by
-store_product_snapshots_product_time_idx, a store's last run by crawl_runs_dispensary_idx."""
+"""The dashboard's reads, over dispensaries, store_products, crawl_runs, worker_tasks and the view
+store_product_snapshots (migration 011: the old columns, read back from the partitioned
+product_snapshots). Each is one statement served by an existing index: a store's products by
+store_products_identity, a product's history by store_products_identity then
+product_snapshots_product_idx (on store_product_id), a store's last run by
+crawl_runs_dispensary_idx."""
 
 from __future__ import annotations
 
