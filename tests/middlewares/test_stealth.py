@@ -50,26 +50,33 @@ def proxy_rows(sql) -> dict[int, tuple]:
 
 
 def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through_the_good_one(
-    crawl, db, sandbox, sandbox_proxy, blocked_proxy, sql
+    scrapy_env, db, sandbox, sandbox_proxy, blocked_proxy, sql
 ):
     stores = sandbox.stores()
     ids = [add_store(db, s) for s in stores]
+    # the pool tries the lowest row id first (ordered_crawl): the blocked proxy, then the dead one,
+    # then the good one, so each bad one meets its STEALTH_PROXY_MAX_FAILURES whatever a random
+    # pick would have drawn (it was: a run whose sessions drew the blocked proxy twice only failed)
+    sql("UPDATE proxies SET is_active = false WHERE id = %s", (sandbox_proxy,))
     blocked_id = register_proxy(db, blocked_proxy.url, BAD_AUTH)
     dead_id = register_proxy(db, dead_proxy_url(), ("nobody", "x"))
+    good_id = register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
     sandbox.faults({"kind": "block403", "proxy": "blocked"})  # Cloudflare has this exit's address
-    result = crawl(
+    result = ordered_crawl(
+        scrapy_env,
         "product_resync",
+        "-a",
+        f"dispensary_id={','.join(map(str, ids))}",
         "-s",
         "STEALTH_PROXY_MAX_FAILURES=3",  # fewer stores than a real pool sees: deactivate sooner
         "-s",
         "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
         "-s",
         "STEALTH_FAILURE_WINDOW_S=0",  # each failure counts (a short crawl: no time for events apart)
-        dispensary_id=",".join(map(str, ids)),
     )
-    assert result.returncode == 0
+    assert result.returncode == 0, result.stderr[-3000:]
     rows = proxy_rows(sql)
-    good = rows[sandbox_proxy]
+    good = rows[good_id]
     assert good[0] is True and good[2] == 0 and good[3] is None  # active, no failure, no error
     assert rows[blocked_id][0] is False and "blocked: HTTP 403 Cloudflare block page" in rows[blocked_id][3]
     assert rows[dead_id][0] is False and "ConnectionRefused" in rows[dead_id][3]
