@@ -222,8 +222,11 @@ class ProxyPool:
             async with db.connection() as conn:
                 async with conn.cursor() as cur:
                     await cur.executemany(FLUSH_HEALTH, params)
-        except Exception:
-            for pid, h in batch.items():  # keep it for the next try (merged with what came since)
+        except BaseException:
+            # an outage, or close() cancelling the sync loop in mid-write (CancelledError is no
+            # Exception): the transaction was rolled back, so the batch is kept for the next try
+            # (merged with what came since) — the close's own flush writes it
+            for pid, h in batch.items():
                 self._merge_back(pid, h)
             raise
 
