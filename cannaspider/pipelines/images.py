@@ -14,7 +14,12 @@ apply); what differs from ImagesPipeline:
   local_image_path is skipped; a new one, or one whose local_image_path is NULL, is downloaded. The
   store's products that have an image are read once, by one query, when its first product arrives.
   A path already claimed in this crawl is never queued twice, and a file already in the store is
-  never fetched again (its path is recorded without a download).
+  never fetched again (its path is recorded without a download). That query is sent as soon as
+  a request of the store is scheduled (request_scheduled), not when its first product arrives: by
+  then the answer is in, so a store's products are planned at once, and the spider never goes
+  idle with a store query still out. (Idle on a query, it stayed open until the engine's next
+  5 s heartbeat: no download ends to make the engine look again. docs/images.md, "Ingest
+  benchmark".)
 - The item is never held for its image. Scrapy's MediaPipeline.process_item returns only when the
   item's downloads are done: that would hold the response's slot in the scraper and delay the
   store's CrawlCompletion behind image downloads. Here process_item only queues the image (a few
@@ -59,6 +64,7 @@ from cannaspider.images.paths import brand_logo_path, product_image_path
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
+from cannaspider.stealth.routing import session_key
 from cannaspider.storable.urls import HTTP_SCHEMES
 
 logger = logging.getLogger(__name__)
@@ -132,11 +138,14 @@ class ProductImagesPipeline:
         self.workers: set[asyncio.Task[None]] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
         self.closing = False  # the downloader is closed: nothing more is queued
+        # `scrapy check` opens no database for requests alone (crawl_store.py): only items ask
+        self.load_early = not settings.getbool("CONTRACT_MODE")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProductImagesPipeline:
         pipeline = cls(crawler, open_files_store(images_store_uri(crawler.settings), crawler.settings))
         crawler.signals.connect(pipeline.spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(pipeline.request_scheduled, signal=signals.request_scheduled)
         return pipeline
 
     def open_spider(self) -> None:
@@ -150,14 +159,25 @@ class ProductImagesPipeline:
         known = self.stores.get(item.dispensary_id)
         if known is not None:
             self._plan(item, known)
-        elif item.dispensary_id in self.loading:
-            self.loading[item.dispensary_id].append(item)
         else:
-            self.loading[item.dispensary_id] = [item]
-            task = asyncio.ensure_future(self._load_store(item.dispensary_id))
+            self._load(item.dispensary_id).append(item)
+        return item
+
+    def request_scheduled(self, request: Request) -> None:
+        # a store's page asked for: its products come next, read what they need now
+        match session_key(request):
+            case ("dispensary", int(dispensary_id)) if self.load_early and dispensary_id not in self.stores:
+                self._load(dispensary_id)
+
+    def _load(self, dispensary_id: int) -> list[StoreProduct]:
+        """The products waiting for the store's query, the query sent if it is not out yet."""
+        waiting = self.loading.get(dispensary_id)
+        if waiting is None:
+            waiting = self.loading[dispensary_id] = []
+            task = asyncio.ensure_future(self._load_store(dispensary_id))
             self.loaders.add(task)
             task.add_done_callback(self.loaders.discard)
-        return item
+        return waiting
 
     async def _load_store(self, dispensary_id: int) -> None:
         try:

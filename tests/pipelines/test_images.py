@@ -14,6 +14,7 @@ import psycopg
 import pytest
 import pyvips
 from PIL import Image, ImageCms
+from scrapy import Request
 from scrapy.exceptions import DontCloseSpider
 from scrapy.settings import BaseSettings
 from scrapy.utils.test import get_crawler
@@ -297,6 +298,33 @@ def test_never_downloaded_twice_in_one_crawl_nor_across_crawls(db, sandbox, stor
     asyncio.run(second.crawl([product(d, PID, url)]))
     assert second.engine.urls == [] and second.stat("images_skipped_has_image") == 1
     assert image_requests(sandbox) == {"products/once": 1}
+
+
+def test_a_stores_query_is_sent_when_its_page_is_scheduled_so_its_products_are_planned_at_once(
+    db, sandbox, store, tmp_path
+):
+    """A spider idle while a store's query was still out stayed open until the engine's next 5 s
+    heartbeat (no download ends to make it look again): the query goes out with the store's first
+    request, and its products find the answer in."""
+    d, base = store["id"], store["base"]
+    url = f"{base}/images/products/early.png"
+    asyncio.run(Harness(db, tmp_path / "images").crawl([product(d, PID, url)]))
+    second = Harness(db, tmp_path / "images")
+
+    async def run() -> None:
+        second.images.request_scheduled(Request("http://127.0.0.1/graphql", meta={"dispensary_id": d}))
+        second.images.request_scheduled(Request("http://127.0.0.1/graphql", meta={"point": (1, 2)}))
+        assert list(second.images.loading) == [d]  # one query, for the store only
+        await asyncio.gather(*second.images.loaders)
+        second.images.process_item(second.writer.process_item(product(d, PID, url)))
+        # planned in process_item itself: no query waited for, nothing holds the spider open
+        assert second.stat("images_skipped_has_image") == 1 and not second.images.loading
+        second.images.spider_idle()
+        await asyncio.gather(second.writer.close_spider(), second.images.close_spider())
+        await second.crawler.spider.store.close()
+
+    asyncio.run(run())
+    assert second.engine.urls == []
 
 
 def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_again(db, sandbox, store, tmp_path, sql):
