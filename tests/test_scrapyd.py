@@ -106,16 +106,22 @@ class Node:
         self.proc = subprocess.Popen(
             [str(BIN / "scrapyd")], cwd=self.work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _call(self.port, "daemonstatus.json")
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "scrapyd did not start"
-                time.sleep(0.2)
-        added = _call(self.port, "addversion.json", {"project": "cannaspider", "version": "1"}, {"egg": egg})
-        assert added["status"] == "ok", added
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    _call(self.port, "daemonstatus.json")
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "scrapyd did not start"
+                    time.sleep(0.2)
+            added = _call(self.port, "addversion.json", {"project": "cannaspider", "version": "1"}, {"egg": egg})
+            assert added["status"] == "ok", added
+        except BaseException:
+            # not in the fixture's list yet: a failed start must not leave its Scrapyd running
+            self.proc.terminate()
+            self.proc.wait(10)
+            raise
 
     @property
     def url(self) -> str:
