@@ -6,7 +6,13 @@ runs the in-process tier.
 
 The suite stops what it started: when no DATABASE_URL is given, the first test worker starts the
 embedded PostgreSQL under .data/test (the workers share it), and the session's controlling
-process stops it after the last worker finished, unless it was already running before.
+process stops it after the last worker finished, unless it was already running before or another
+pytest session still has its databases on it.
+
+Each pytest session's databases are its own: their names carry the controlling process's pid
+(`cannaspider_test_<pid>_<worker>`), so two sessions in one checkout (or on one DATABASE_URL) do
+not empty each other's tables; a session drops its databases at the end, and the databases of a
+session that died (its pid gone) are dropped by the next one.
 """
 
 from __future__ import annotations
@@ -48,6 +54,46 @@ TABLES = (
 
 
 _STARTED_BY_US = pytest.StashKey[bool]()  # did this session start the embedded server?
+PREFIX = "cannaspider_test_"
+TEST_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def _session_pid(config: pytest.Config) -> int:
+    """The pid of the session's controlling process (xdist's controller passes it to its workers)."""
+    workerinput = getattr(config, "workerinput", None)
+    return int(workerinput["cannaspider_session_pid"]) if workerinput else os.getpid()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # xdist's hook, in the controller, for each worker
+    node.workerinput["cannaspider_session_pid"] = os.getpid()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sessions_databases(admin_url: str) -> dict[int, list[str]]:
+    """The test databases on the server, by the pid of the session that made them."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        names = [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (PREFIX + "%",))]
+    out: dict[int, list[str]] = {}
+    for name in names:
+        pid = name[len(PREFIX) :].split("_", 1)[0]
+        if pid.isdigit():
+            out.setdefault(int(pid), []).append(name)
+    return out
+
+
+def _drop(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -68,7 +114,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     # databases are dropped by then), so this is the one place that knows the server is idle.
     config = session.config
     if not _is_xdist_worker(config) and config.stash.get(_STARTED_BY_US, False):
-        embedded.stop(TEST_PGDATA)
+        if embedded.running_pid(TEST_PGDATA) is None:
+            return
+        url = embedded.ensure_running(TEST_PGDATA)  # attaches: it is running
+        others = [pid for pid in _sessions_databases(url) if pid != os.getpid() and _alive(pid)]
+        if not others:  # another session still running on it keeps it up (and stops it itself)
+            embedded.stop(TEST_PGDATA)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -92,33 +143,53 @@ def admin_url() -> str:
     """The server tests create their databases on: DATABASE_URL's, else the embedded one."""
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"]
-    return embedded.ensure_running(TEST_PGDATA)
+    url = embedded.ensure_running(TEST_PGDATA)
+    # The test cluster is thrown away: no commit waits for a disk flush, no checkpoint (each DROP
+    # DATABASE forces one) fsyncs. On a busy disk that was seconds per dropped database and a flush
+    # per TRUNCATE. Crash safety of this one cluster is all it gives up (reloaded, no restart).
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, value in TEST_SERVER_SETTINGS.items():
+            conn.execute(f"ALTER SYSTEM SET {name} = {value}")
+        conn.execute("SELECT pg_reload_conf()")
+    return url
 
 
 @pytest.fixture(scope="session")
-def db_url(admin_url, worker_id) -> str:
+def db_prefix(request, admin_url, worker_id) -> str:
+    """The start of this worker's database names: the session's pid, the worker. The databases
+    of sessions that are gone (killed, crashed) are dropped here."""
+    for pid, names in _sessions_databases(admin_url).items():
+        if not _alive(pid):
+            for name in names:
+                try:
+                    _drop(admin_url, name)
+                except psycopg.Error:  # the other worker of this session dropped it first
+                    pass
+    return f"{PREFIX}{_session_pid(request.config)}_{worker_id}"
+
+
+@pytest.fixture(scope="session")
+def db_url(admin_url, db_prefix) -> str:
     """A migrated database of this test worker's own (dropped at the end)."""
-    name = f"cannaspider_test_{worker_id}"
+    name = db_prefix
+    _drop(admin_url, name)
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     url = with_dbname(admin_url, name)
     migrations.apply(url, log=lambda _: None)
     yield url
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _drop(admin_url, name)
 
 
 @pytest.fixture
-def empty_database(admin_url, worker_id, request):
+def empty_database(admin_url, db_prefix, request):
     """A brand-new, unmigrated database for this test (dropped afterwards); returns its URL."""
-    name = f"cannaspider_test_{worker_id}_{request.node.name}"[:63].lower()
+    name = f"{db_prefix}_{request.node.name}"[:63].lower()
+    _drop(admin_url, name)
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     yield with_dbname(admin_url, name)
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _drop(admin_url, name)
 
 
 @pytest.fixture

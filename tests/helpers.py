@@ -26,6 +26,7 @@ from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings, Settings
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
+from cannaspider.db.connection import with_dbname as with_dbname  # tests take it from here
 from sandbox.server import Sandbox, SandboxURLs
 from tests.httpclient import http
 
@@ -121,13 +122,6 @@ def follow(callback_output: list, handle: Callable[[scrapy.Request], Response | 
             assert out.callback is not None
             done += follow(outputs(out.callback(got)), handle)
     return done
-
-
-def with_dbname(url: str, name: str) -> str:
-    """The same server as `url`, another database."""
-    conninfo = psycopg.conninfo.conninfo_to_dict(url)
-    conninfo["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**conninfo)
 
 
 class SandboxClient:

@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
+from cannaspider.stealth.pool import FLUSH_HEALTH, HealthBatch, health_params
 from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
 from cannaspider.stealth.routing import PIN_META
 
@@ -152,9 +154,14 @@ class Command(CannaspiderCommand):
             raise ProxyInputError("no active proxy to check: add one with `scrapy proxies add`")
         records = [record_of(r[:7]) for r in rows]
         results: dict[int, str] = {}
+        health: dict[int, HealthBatch] = {}
         assert self.crawler_process is not None
-        self.crawler_process.crawl(ProxyCheckSpider, records=records, results=results)
+        self.crawler_process.crawl(ProxyCheckSpider, records=records, results=results, health=health)
         self.crawler_process.start()
+        # the crawl's pool records the health of active proxies only: an inactive one's check is
+        # written here (the same UPDATE; it leaves an inactive row inactive: enabling is `enable`'s)
+        inactive = {r[0] for r in rows if not r[7]}
+        self._record(url, {pid: h for pid, h in health.items() if pid in inactive})
         failed = 0
         for record in records:
             outcome = results.get(record.id, "error: no answer")
@@ -162,6 +169,18 @@ class Command(CannaspiderCommand):
             print(f"#{record.id} {record.masked}: {outcome}")
         if failed:
             self.exitcode = 1
+
+    def _record(self, url: str, health: dict[int, HealthBatch]) -> None:
+        if not health:
+            return
+        assert self.settings is not None
+        max_failures = self.settings.getint("STEALTH_PROXY_MAX_FAILURES")
+        reprobe_after_s = self.settings.getfloat("PROXY_REPROBE_AFTER_S")
+        with connect(url, autocommit=True) as conn, conn.cursor() as cur:
+            cur.executemany(
+                FLUSH_HEALTH,
+                [health_params(pid, h, max_failures, reprobe_after_s) for pid, h in sorted(health.items())],
+            )
 
     @staticmethod
     def _set_active(url: str, ids: list[int], active: bool) -> None:
@@ -193,9 +212,11 @@ class ProxyCheckSpider(scrapy.Spider):
     name = "proxy_check"
     custom_settings = {"RETRY_ENABLED": False, "LOG_ENABLED": False, "FEEDS": {}, "ITEM_PIPELINES": {}}
 
-    def __init__(self, records: list[ProxyRecord], results: dict[int, str], **kwargs: Any) -> None:
+    def __init__(
+        self, records: list[ProxyRecord], results: dict[int, str], health: dict[int, HealthBatch], **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
-        self.records, self.results = records, results
+        self.records, self.results, self.health = records, results, health
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         url = self.settings.get("DUTCHIE_GRAPHQL_URL")
@@ -215,6 +236,11 @@ class ProxyCheckSpider(scrapy.Spider):
         record: ProxyRecord = response.meta[PIN_META]
         result = graphql.read(response)
         ms = (time.monotonic() - response.meta["check_started"]) * 1000
+        latency_ms = response.meta.get("download_latency", ms / 1000) * 1000
+        # the proxy carried the request (the stealth middleware judged its answer no block)
+        self.health[record.id] = HealthBatch(
+            successes=1, total_ms=latency_ms, reset=True, last_used_at=datetime.now(UTC)
+        )
         if isinstance(result, graphql.GraphQLFailure):
             self.results[record.id] = f"failed: {result.message} ({ms:.0f} ms)"
         else:
@@ -225,4 +251,9 @@ class ProxyCheckSpider(scrapy.Spider):
         record = request.meta.get(PIN_META) if request is not None else None
         if record is not None:
             kind = failure.type.__name__ if failure.type else "error"
-            self.results[record.id] = f"failed: {kind}: {failure.getErrorMessage()}"
+            error = f"{kind}: {failure.getErrorMessage()}"
+            self.results[record.id] = f"failed: {error}"
+            now = datetime.now(UTC)
+            self.health[record.id] = HealthBatch(
+                failures=1, last_used_at=now, last_failure_at=now, last_error=error[:500]
+            )

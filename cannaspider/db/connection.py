@@ -25,6 +25,11 @@ def configured_url(settings: BaseSettings | None = None) -> str | None:
     return env.configured(settings, "DATABASE_URL")
 
 
+def with_dbname(url: str, name: str) -> str:
+    """The same server as `url`, another database."""
+    return psycopg.conninfo.make_conninfo(url, dbname=name)
+
+
 def database_url(settings: BaseSettings | None = None) -> str:
     """The configured DATABASE_URL, else the embedded server's (started when needed)."""
     url = configured_url(settings)

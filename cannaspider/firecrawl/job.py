@@ -49,17 +49,18 @@ class OnpageJobError(Exception):
 
 @dataclass(frozen=True)
 class OnpageConfig:
+    # no field defaults: every value comes from settings.py (from_settings), where defaults live
     api_url: str | None
     api_key: str | None
-    poll_interval_s: float = 3.0
-    budget_s: float = 300.0
-    page_timeout_ms: int = 30000
-    request_timeout_s: float = 60.0
-    batch_max_urls: int = 25
-    min_words: int = 1
-    corpus: CorpusLimits = CorpusLimits()
-    profile_min_pages: int = 2
-    profile_max_terms: int = 200
+    poll_interval_s: float
+    budget_s: float
+    page_timeout_ms: int
+    request_timeout_s: float
+    batch_max_urls: int
+    min_words: int
+    corpus: CorpusLimits
+    profile_min_pages: int
+    profile_max_terms: int
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> OnpageConfig:

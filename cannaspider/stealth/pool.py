@@ -80,6 +80,22 @@ class HealthBatch:
     last_error: str | None = None
 
 
+def health_params(proxy_id: int, h: HealthBatch, max_failures: int, reprobe_after_s: float) -> dict[str, object]:
+    """FLUSH_HEALTH's parameters for one proxy's batch."""
+    return {
+        "id": proxy_id,
+        "successes": h.successes,
+        "total_ms": h.total_ms,
+        "last_used_at": h.last_used_at,
+        "reset": h.reset,
+        "failures": h.failures,
+        "last_failure_at": h.last_failure_at,
+        "last_error": h.last_error,
+        "max_failures": max_failures,
+        "reprobe_after_s": reprobe_after_s,
+    }
+
+
 class IdStates(Proxies):  # type: ignore[misc]  # rotating_proxies is untyped
     """rotating_proxies' state machine keyed by proxy row id instead of a URL string."""
 
@@ -195,21 +211,7 @@ class ProxyPool:
         if not self.pending:
             return
         batch, self.pending = self.pending, {}
-        params = [
-            {
-                "id": pid,
-                "successes": h.successes,
-                "total_ms": h.total_ms,
-                "last_used_at": h.last_used_at,
-                "reset": h.reset,
-                "failures": h.failures,
-                "last_failure_at": h.last_failure_at,
-                "last_error": h.last_error,
-                "max_failures": self.max_failures,
-                "reprobe_after_s": self.reprobe_after_s,
-            }
-            for pid, h in sorted(batch.items())
-        ]
+        params = [health_params(pid, h, self.max_failures, self.reprobe_after_s) for pid, h in sorted(batch.items())]
         try:
             if self._closed:
                 # at close the crawl's pool may already be gone (spider_closed handlers run in turn)

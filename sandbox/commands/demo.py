@@ -1,5 +1,9 @@
 """`scrapy demo`: the whole Dutchie chain against the sandbox, end to end.
 
+It runs in a database of its own (`--database`, default cannaspider_demo, on DATABASE_URL's
+server or the embedded one), dropped and created anew each run: a second run prints the same
+figures as the first, and no crawl of an operator's database is touched.
+
 migrate → sandbox → store_discovery → entry_point_discovery → product_discovery → (menus evolve)
 → product_resync ×3 → a JSON feed and a summary. Every crawl runs as a real `scrapy crawl`
 subprocess, exactly as an operator or Scrapyd would run it.
@@ -15,14 +19,32 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import psycopg
+from psycopg import sql
+
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
+from cannaspider.db.connection import with_dbname
+from cannaspider.db.errors import redact
 from cannaspider.images.filestore import images_store_uri
 from sandbox.catalog import CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
 from sandbox.server import Sandbox
 
 DEMO_PROXY_USER = "cannaspider-demo"
+DEMO_DATABASE = "cannaspider_demo"
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    """`name` on the server of `server_url`, dropped if it was there and created empty; its URL.
+    Never the database `server_url` names itself: that one may be an operator's."""
+    own = psycopg.conninfo.conninfo_to_dict(server_url).get("dbname")
+    if name == own:
+        raise SystemExit(f"error: the demo's database ({name}) must not be DATABASE_URL's own: give another --database")
+    with connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return with_dbname(server_url, name)
 
 
 class Command(CannaspiderCommand):
@@ -34,9 +56,13 @@ class Command(CannaspiderCommand):
         parser.add_argument("--state", default="AZ")
         parser.add_argument("--resyncs", type=int, default=3, help="menu epochs to advance and resync")
         parser.add_argument("--output", default=None, help="feed of the last resync (default DATA_DIR/demo)")
+        parser.add_argument(
+            "--database", default=DEMO_DATABASE, help="the demo's own database, dropped and created anew each run"
+        )
 
     def execute(self, args, opts) -> None:
-        url = database_url(self.settings)
+        url = fresh_database(database_url(self.settings), opts.database)
+        print(f"database: {redact(url)} (created anew)")
         migrations.apply(url, log=lambda line: print(f"  {line}"))
         assert self.settings is not None  # Scrapy sets it before running a command
         out = Path(opts.output or Path(self.settings.get("CANNASPIDER_DATA_DIR")) / "demo" / "products.json")
@@ -118,7 +144,10 @@ class Command(CannaspiderCommand):
         print(f"  feed            {feed} ({items} items)")
         assert self.settings is not None
         host, port = self.settings.get("API_HOST"), self.settings.getint("API_PORT")
-        print(f"  dashboard       http://{host}:{port}/dashboard/   (start it with `scrapy serve`)")
+        print(
+            f"  dashboard       http://{host}:{port}/dashboard/   "
+            f"(start it with `DATABASE_URL='{redact(url)}' scrapy serve`)"
+        )
 
 
 def _counts(conn, query: str, params: tuple = ()) -> tuple[int, ...]:

@@ -11,11 +11,15 @@ import psycopg
 from tests.helpers import run_scrapy
 
 
-def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_database, tmp_path):
+def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_database, admin_url, tmp_path):
+    # the demo's own database (`--database`) on DATABASE_URL's server, left over from an earlier run
     url = empty_database
-    env = {**os.environ, "DATABASE_URL": url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE left_by_an_earlier_run (id int)")
+    env = {**os.environ, "DATABASE_URL": admin_url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
     env.pop("DUTCHIE_GRAPHQL_URL", None)
-    result = run_scrapy("demo", "--state", "NV", env=env, timeout=600)
+    result = run_scrapy("demo", "--state", "NV", "--database", name, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     for step in ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync"):
@@ -35,4 +39,16 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
         statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
         proxies = conn.execute("SELECT count(*) FROM proxies").fetchone()[0]
     assert statuses == {"complete": 8 * 4}
+    with psycopg.connect(url) as conn:  # created anew: nothing of the earlier run is left
+        assert conn.execute("SELECT to_regclass('left_by_an_earlier_run')").fetchone() == (None,)
     assert proxies == 0  # its sandbox's proxy is gone with it: no dead row for later crawls or `scrapy check`
+
+
+def test_the_demo_refuses_to_drop_the_database_that_database_url_names(admin_url, tmp_path):
+    env = {**os.environ, "DATABASE_URL": admin_url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
+    own = psycopg.conninfo.conninfo_to_dict(admin_url)["dbname"]
+    result = run_scrapy("demo", "--database", own, env=env, timeout=120)
+    assert result.returncode != 0
+    assert f"the demo's database ({own}) must not be DATABASE_URL's own" in result.stderr
+    with psycopg.connect(admin_url) as conn:  # still there
+        assert conn.execute("SELECT 1").fetchone() == (1,)

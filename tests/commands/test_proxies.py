@@ -52,3 +52,21 @@ def test_check_goes_through_each_proxy_and_records_its_health(scrapy_env, sandbo
     assert any(": failed: ProxyBlocked: blocked: HTTP 403" in line for line in lines), lines
     assert sql("SELECT success_count, failure_count FROM proxies ORDER BY id") == [(1, 0), (0, 1)]
     assert SANDBOX_PROXY_AUTH[1] not in result.stdout + result.stderr
+
+
+def test_check_of_an_inactive_proxy_records_it_and_leaves_it_inactive(scrapy_env, sandbox, sandbox_proxy, sql):
+    blocked = ForwardProxy(name="blocked").start()
+    try:
+        run_scrapy("proxies", "add", blocked.url, env=scrapy_env)
+        sandbox.faults({"kind": "block403", "proxy": "blocked"})
+        assert run_scrapy("proxies", "disable", str(sandbox_proxy), "2", env=scrapy_env).returncode == 0
+        result = run_scrapy("proxies", "check", str(sandbox_proxy), "2", env=scrapy_env)
+    finally:
+        blocked.stop()
+    assert result.returncode == 1, result.stdout + result.stderr[-2000:]  # the blocked one failed
+    rows = sql(
+        "SELECT is_active, success_count, failure_count, last_used_at IS NOT NULL, avg_response_time_ms IS NOT NULL, "
+        "last_error FROM proxies ORDER BY id"
+    )
+    assert rows[0] == (False, 1, 0, True, True, None)
+    assert rows[1][:4] == (False, 0, 1, True) and rows[1][5].startswith("ProxyBlocked: blocked: HTTP 403"), rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -14,10 +15,12 @@ import pytest
 import scrapy
 from scrapy.exceptions import DownloadConnectionRefusedError, DownloadTimeoutError
 from scrapy.http import TextResponse
+from scrapy.settings import Settings
 
 from cannaspider.db.connection import open_async_pool
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.job import OnpageConfig, OnpageJobError, OnpageJobs
+from tests.helpers import project_settings
 from tests.httpclient import http
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "firecrawl-v2"
@@ -89,9 +92,15 @@ class Stats:
         self.values[key] = self.values.get(key, 0) + n
 
 
+def onpage_config(api_url: str | None, api_key: str | None = None, **overrides) -> OnpageConfig:
+    """The spider's config from the project's settings (settings.py), with `overrides`."""
+    settings = Settings(project_settings())
+    return replace(OnpageConfig.from_settings(settings), api_url=api_url, api_key=api_key, **overrides)
+
+
 def run_jobs(db_url: str, api_url: str | None, keyword_ids: list[int], download=aiohttp_download, **config):
     """Run keyword jobs at once; ({id: result or OnpageJobError}, items, stats)."""
-    cfg = OnpageConfig(api_url=api_url, api_key=config.pop("api_key", None), **{"poll_interval_s": 0.2, **config})
+    cfg = onpage_config(api_url, **{"poll_interval_s": 0.2, **config})
     items: list = []
     stats = Stats()
 
