@@ -21,11 +21,12 @@ from scrapy.http import HtmlResponse, Response, TextResponse
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.dutchie.pagination import PageState
-from cannaspider.items import CrawlCompletion, RawProduct
-from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
+from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
+from cannaspider.units.lifecycle import Unit
+from cannaspider.units.store_close import StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import add_store, products_of, project_crawler, runs_of
 
@@ -70,8 +71,7 @@ class InProcessCrawl:
         self.spider = ProductSpider.from_crawler(self.crawler, dispensary_id="1")
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.writer = ProductWriterPipeline.from_crawler(self.crawler)
-        self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
-        self.completions: list[CrawlCompletion] = []
+        self.completions: list[StoreOutcome] = []
         self.dropped: list[str] = []  # DropItem messages (Scrapy's log formatter would log them)
         self.requests: list[Request] = []
         self.menu: list = []
@@ -106,19 +106,18 @@ class InProcessCrawl:
                     request = out
                 else:
                     await self.item(out)
+        # nothing of the store's crawl outstanding: the lifecycle closes its unit
+        unit = Unit(data={"crawl": crawl})
+        assert await self.spider.unit_outcome(unit) is None  # closed by the spider's store close
+        self.completions.append(unit.data["outcome"])
 
-    async def item(self, item) -> None:
+    async def item(self, item: RawProduct) -> None:
         try:
-            if isinstance(item, RawProduct):
-                result = self.writer.process_item(self.normalize.process_item(item))
-                if inspect.isawaitable(result):
-                    await result
-            else:
-                self.completions.append(item)
-                self.completion.process_item(item)
+            result = self.writer.process_item(self.normalize.process_item(item))
+            if inspect.isawaitable(result):
+                await result
         except DropItem as exc:
             self.dropped.append(str(exc))
-        await self.completion.close_spider()
 
     async def close(self) -> None:
         await self.writer.close_spider()
