@@ -43,12 +43,14 @@ previous AS MATERIALIZED (  -- the store's last complete crawl before this one
      ORDER BY started_at DESC LIMIT 1),
 judged AS MATERIALIZED (
     SELECT %(min_share)s::float8 > 0 AND in_stock > 0
-           AND seen_in_stock < %(min_share)s::float8 * in_stock AS suspect, in_stock, seen_in_stock
+           AND seen_in_stock < %(min_share)s::float8 * in_stock AS suspect, in_stock, seen_in_stock,
+           -- a run closed already (failed by the queue, or by a stop) is not this close's to judge
+           EXISTS (SELECT 1 FROM crawl_runs WHERE id = %(run)s AND status = 'running') AS live
       FROM guard),
 verdict AS MATERIALIZED (
     SELECT j.*, s.streak, coalesce(s.streak >= %(limit)s, false) AS confirmed,
            NOT j.suspect OR coalesce(s.streak >= %(limit)s, false) AS counts,
-           %(events)s AND NOT j.suspect AS writes_events, %(events)s::boolean AS writes_oos
+           %(events)s AND NOT j.suspect AND j.live AS writes_events, %(events)s AND j.live AS writes_oos
       FROM judged j
      CROSS JOIN LATERAL (
             SELECT CASE WHEN j.suspect THEN 1 + coalesce(
@@ -60,6 +62,7 @@ reset AS (
            stock_status = 'in_stock'
      WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id IN (SELECT id FROM seen)
        AND (consecutive_misses <> 0 OR suspect_misses <> 0 OR stock_status <> 'in_stock')
+       AND (SELECT live FROM verdict)
     RETURNING 1),
 changed AS MATERIALIZED (  -- seen products whose state differs from the last event-writing crawl's
     SELECT sp.id, sp.price_rec, sp.price_med, sp.price_rec_special, sp.price_med_special, sp.is_on_special,
@@ -91,8 +94,8 @@ missed AS (
                ELSE is_in_stock END,
            updated_at = now()
       FROM verdict v
-     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id NOT IN (SELECT id FROM seen)
-       AND consecutive_misses < %(limit)s
+     WHERE v.live AND dispensary_id = %(d)s AND provider = 'dutchie'
+       AND provider_product_id NOT IN (SELECT id FROM seen) AND consecutive_misses < %(limit)s
     RETURNING store_products.id, store_products.consecutive_misses, v.counts AS counted,
               store_products.price_rec, store_products.price_med, store_products.price_rec_special,
               store_products.price_med_special),
@@ -134,7 +137,8 @@ events AS (
     ON CONFLICT ON CONSTRAINT product_events_once DO NOTHING
     RETURNING 1),
 store AS (
-    UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() WHERE id = %(d)s RETURNING 1),
+    UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() WHERE id = %(d)s
+       AND (SELECT live FROM verdict) RETURNING 1),
 run AS (
     UPDATE crawl_runs
        SET status = 'complete', finished_at = now(),
@@ -156,7 +160,7 @@ run AS (
                       || ' in a row that confirm a collapse)' END
            END
       FROM verdict v
-     WHERE id = %(run)s
+     WHERE id = %(run)s AND v.live
     RETURNING 1)
 SELECT (SELECT count(*) FROM missed WHERE counted),
        (SELECT count(*) FROM missed WHERE counted AND consecutive_misses >= %(limit)s),

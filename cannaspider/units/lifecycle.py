@@ -38,6 +38,7 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from cannaspider.db.connection import database_url
+from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
@@ -85,6 +86,7 @@ class UnitLifecycle:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self.drain: TaskDrain | None = None
+        self.store = CrawlStore.for_crawler(crawler)  # built now: its spider_closed must run
         # id(item) → its unit, for start()'s items while they are in the pipelines (a callback's items
         # are found by their response: the pipelines may hand on another object, a StoreProduct
         # for a RawProduct)
@@ -109,14 +111,15 @@ class UnitLifecycle:
         return found
 
     # -- handing out units -------------------------------------------------------------------------
-    async def _new_drain(self, role: str, follow: bool) -> TaskDrain:
+    async def _new_drain(self, role: str, follow: bool, *, close_with_spider: bool = True) -> TaskDrain:
         """A TaskDrain for `role` (released when the spider closes)."""
         url = await asyncio.to_thread(database_url, self.crawler.settings)
-        return TaskDrain.from_crawler(self.crawler, role, url, follow=follow)
+        return TaskDrain.from_crawler(self.crawler, role, url, follow=follow, close_with_spider=close_with_spider)
 
     async def open_drain(self, role: str, follow: bool) -> TaskDrain:
         """The drain of this crawler's units (its tasks(), run())."""
-        self.drain = drain = await self._new_drain(role, follow)
+        # released by _spider_closed, after the units it holds are closed
+        self.drain = drain = await self._new_drain(role, follow, close_with_spider=False)
         logger.info(
             "draining the %s queue (%d at once%s)", role, drain.config.slots, ", until stopped" if follow else ""
         )
@@ -254,9 +257,16 @@ class UnitLifecycle:
             raise DontCloseSpider
 
     async def _spider_closed(self) -> None:
-        """A stop (not idle) can find closes still pending: they finish before the crawl ends."""
+        """A stop (not idle) can find closes still pending: they finish before the crawl ends. Then
+        the tasks still held go back to the queue (their attempt not counted), once the crawl store
+        has closed the runs of the units still open as incomplete (counted: one close path, whatever
+        the stop found them doing)."""
         while self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
+        if self.drain is None:
+            return
+        await self.store.runs_closed.wait()
+        await self.drain.close()
 
     def check(self, unit: Unit) -> None:
         """Close the unit if nothing of it is outstanding any more (once)."""

@@ -38,6 +38,11 @@ from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
 logger = logging.getLogger(__name__)
 
 
+class RunClosed(Exception):
+    """The store's run was closed already (failed by the queue, closed by a stop): its close
+    records nothing (the statement changed nothing; the transaction rolls back the task's part)."""
+
+
 @dataclass
 class StoreOutcome:
     """What a store's crawl learned, for its close."""
@@ -77,6 +82,15 @@ class StoreClose:
             found = _BY_CRAWLER[crawler] = cls(crawler)
             crawler.signals.connect(found.spider_idle, signal=signals.spider_idle)
         return found
+
+    def _stopped(self) -> bool:
+        """The crawl was stopped (SIGTERM, Scrapyd's cancel): Crawler.stop_async clears `crawling`
+        before it closes the engine (a crawl that finishes is still `crawling` while it closes)."""
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # not crawling at all (a close driven directly, as in tests)
+            return False
+        return engine is not None and not self.crawler.crawling
 
     def _crawl_is_draining(self) -> bool:
         """No request left to download or schedule: no batch will fill up any more."""
@@ -227,10 +241,13 @@ class StoreClose:
                         assert row is not None  # the statement always returns its one row of figures
                         figures["missed"], figures["oos"] = row[0], row[1]
                         suspect, seen_in_stock, in_stock, streak, confirmed, events = row[5:11]
+                        if not row[4]:
+                            raise RunClosed(f"crawl run {item.crawl_run_id} is no longer running")
                         if drain is not None and item.task is not None:
                             await drain.complete(item.task, self._result(item, figures), conn=conn)
-                except LeaseLost as exc:
-                    complete, error = False, f"the crawl's task was lost ({exc}): nothing recorded"
+                except (LeaseLost, RunClosed) as exc:
+                    lost = "task was lost" if isinstance(exc, LeaseLost) else "run was closed already"
+                    complete, error = False, f"the crawl's {lost} ({exc}): nothing recorded"
                     figures["error"], figures["missed"], figures["oos"] = error, 0, 0
                     suspect = confirmed = False
                     events = 0
@@ -238,7 +255,8 @@ class StoreClose:
                     drain = None  # not ours to fail either
             elif item.crawl_run_id is not None:
                 await conn.execute(CLOSE_INCOMPLETE, figures)
-        if not complete and drain is not None and item.task is not None:
+        # a stopped crawl's task goes back to the queue uncounted (the lifecycle releases it)
+        if not complete and drain is not None and item.task is not None and not self._stopped():
             await self._fail_task(item, f"crawl incomplete: {error}")
         stats = self.crawler.stats
         stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")

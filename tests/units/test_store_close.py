@@ -286,3 +286,25 @@ def test_a_run_already_failed_is_not_overwritten_by_a_resumed_worker(db, dispens
     assert sql("SELECT status, error FROM crawl_runs WHERE id = %s", (run_id,)) == [
         ("failed", "lease expired: the worker died or lost its task")
     ]
+
+
+def test_a_complete_close_of_a_run_already_closed_marks_nothing(db, dispensary, sql):
+    """An explicit crawl (no task, no lease to check) whose run another process closed meanwhile
+    (a dead-run sweep, a stop): its complete close counts no misses and leaves the run as it is."""
+
+    async def main():
+        pipelines = Pipelines(db)
+        await pipelines.crawl(dispensary, [0, 1, 2, 3])
+        run_id = await pipelines.store.start_run(dispensary, "product_resync")
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            await conn.execute(
+                "UPDATE crawl_runs SET status = 'failed', finished_at = now(), error = 'swept' WHERE id = %s",
+                (run_id,),
+            )
+        await pipelines.completion.close(StoreOutcome(dispensary, run_id, True, 0, 1, [product(0)["_id"]]))
+        await pipelines.close()
+        return run_id
+
+    run_id = asyncio.run(main())
+    assert sql("SELECT status, error FROM crawl_runs WHERE id = %s", (run_id,)) == [("failed", "swept")]
+    assert misses(sql, dispensary) == [0, 0, 0, 0]  # products 1-3 unseen, yet not counted missing
