@@ -11,6 +11,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
+from datetime import datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
@@ -420,6 +421,24 @@ def test_bad_products_are_skipped_with_a_warning_and_the_page_goes_on(in_process
     # the good rows are stored, but two products could not be identified: nothing may be judged missing
     status, error, *_ = runs_of(db, d)[0]
     assert status == "incomplete" and "2 product(s) had no usable id" in error
+
+
+def test_the_crawl_ends_once_its_last_store_closed_not_on_the_engines_next_heartbeat(crawl, db, sandbox, store):
+    # the lifecycle holds the engine open while the store's close is pending; the engine itself only
+    # looks at an idle crawl again every 5 s (its heartbeat). A store crawled again (nothing new to
+    # insert) closes well within that first interval, and would otherwise wait out the rest of it.
+    d = add_store(db, store)
+    for _ in range(2):
+        result = crawl("product_resync", "-s", "LOG_FORMAT=%(asctime)s.%(msecs)03d %(message)s", dispensary_id=d)
+        assert result.returncode == 0, result.stderr[-3000:]
+        logged = {
+            text: datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f")
+            for line in result.stderr.splitlines()
+            for text in ("Closing spider (finished)", f"dispensary {d}: crawl complete")
+            if text in line
+        }
+        gap = logged["Closing spider (finished)"] - logged[f"dispensary {d}: crawl complete"]
+        assert timedelta(0) <= gap < timedelta(seconds=2.5), gap
 
 
 def test_store_without_platform_id_is_a_clear_error(crawl, db, sandbox, store):
