@@ -67,7 +67,7 @@ def fill(url: str, tasks: int) -> None:
 
 
 async def drain_worker(url: str, batch: int) -> int:
-    drain = TaskDrain(url, ROLE, DrainConfig(slots=batch, batch=batch))
+    drain = TaskDrain(url, ROLE, DrainConfig.of_project(slots=batch, batch=batch))
     done: list[asyncio.Future] = []
     async for task in drain.tasks():
         done.append(asyncio.ensure_future(drain.complete(task, queue.TaskResult(pages=1, products=1))))
@@ -121,7 +121,7 @@ async def wake_latency(url: str, listen: bool, poll_s: float, samples: int) -> l
     """Seconds from enqueue (committed) to the following worker's claim."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE worker_tasks RESTART IDENTITY")
-    drain = TaskDrain(url, ROLE, DrainConfig(follow=True, listen=listen, poll_s=poll_s))
+    drain = TaskDrain(url, ROLE, DrainConfig.of_project(follow=True, listen=listen, poll_s=poll_s))
     claimed: asyncio.Queue[float] = asyncio.Queue()
 
     async def consume() -> None:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field
+from dataclasses import InitVar, dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from cannaspider.tasks.queue import Task
+from typing import Any
 
 
 @dataclass
@@ -120,18 +117,3 @@ class StoreProduct:
     unit_price: float | None = None  # price_rec per unit_price_basis
     unit_price_special: float | None = None  # the same option's special price per unit_price_basis
     unit_price_basis: str | None = None  # 'g' | '100mg_thc' | 'unit'
-
-
-@dataclass
-class CrawlCompletion:
-    """Sent by a product spider when a store's crawl ends, complete or not."""
-
-    dispensary_id: int
-    crawl_run_id: int | None
-    complete: bool
-    products_yielded: int
-    pages_fetched: int
-    seen_product_ids: list[str] = field(default_factory=list, repr=False)
-    errors: int = 0
-    error: str | None = None
-    task: Task | None = field(default=None, repr=False)  # the queue's task this crawl did, if any

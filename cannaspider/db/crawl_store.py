@@ -105,6 +105,9 @@ class CrawlStore:
         self.failed_runs: set[tuple[Any, ...]] = set()  # (dispensary_id, run id) whose rows a batch lost
         self.flushers: list[Callable[[], Awaitable[None]]] = []  # writers register their flush here
         self.open_runs: set[int] = set()  # crawl_runs this process opened and may still be open
+        # set once spider_closed has closed the runs still open (units/lifecycle.py releases the
+        # queue's tasks only then: a stopped store's run is 'incomplete', never 'released')
+        self.runs_closed = asyncio.Event()
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self._heartbeat: asyncio.Task[None] | None = None
@@ -163,6 +166,7 @@ class CrawlStore:
                 "missing (the feed has what the crawl saw)"
             )
         finally:
+            self.runs_closed.set()
             await self.close()
 
     async def _close_on_shutdown(self) -> None:

@@ -22,7 +22,7 @@ apply); what differs from ImagesPipeline:
   benchmark".)
 - The item is never held for its image. Scrapy's MediaPipeline.process_item returns only when the
   item's downloads are done: that would hold the response's slot in the scraper and delay the
-  store's CrawlCompletion behind image downloads. Here process_item only queues the image (a few
+  store's close behind image downloads. Here process_item only queues the image (a few
   strings, not the item) and returns the item at once; IMAGES_CONCURRENCY workers download the
   queue beside the crawl, so images count for nothing in the store's completion or its
   out-of-stock judgement. The spider is kept open (spider_idle) while images wait for a download;

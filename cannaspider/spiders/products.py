@@ -7,9 +7,10 @@ cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_r
     scrapy crawl product_resync -a state=AZ                  every resolved, enabled store of a state
     scrapy crawl product_resync [-a follow=1]                drain the product_resync queue
 
-Draining, each task is one store's crawl; its CrawlCompletion carries the task, and the completion
-pipeline completes it together with the misses/OOS it applies, or fails it when the crawl is
-incomplete (pipelines/crawl_completion.py).
+Each store's crawl is one unit of the lifecycle (units/lifecycle.py), a queue task's or a target's
+of `-a`: the lifecycle closes it once none of its pages or products is outstanding, and its close
+(units/store_close.py) applies the misses/OOS and completes the task in one transaction, or closes
+the run incomplete and fails the task.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from cannaspider.dutchie import graphql
 from cannaspider.dutchie.ids import product_id
 from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
 from cannaspider.dutchie.pagination import PageState, after_page
-from cannaspider.items import CrawlCompletion, RawProduct
+from cannaspider.items import RawProduct
 from cannaspider.spiders.base import DutchieSpider
 from cannaspider.tasks.queue import Task
-from cannaspider.units.lifecycle import UnitLifecycle
+from cannaspider.units.lifecycle import Closing, Unit, UnitLifecycle
 from cannaspider.units.role import Role, Schedule, StoreTarget
+from cannaspider.units.store_close import StoreClose, StoreOutcome
 
 
 @dataclass
@@ -42,7 +44,9 @@ class StoreCrawl:
     pages: PageState
     products_yielded: int = 0
     errors: int = 0
-    done: bool = False
+    done: bool = False  # its last page (or its first failure) is known
+    complete: bool = False
+    error: str | None = None
     log_name: str = field(default="")
     task: Task | None = None  # the queue's task this crawl does (None: an explicit target)
     lost: bool = False  # the task's lease was lost: stop crawling, record nothing
@@ -59,11 +63,17 @@ class ProductSpider(DutchieSpider):
     )
     pipelines_setting = "PRODUCT_PIPELINES"
 
-    async def start(self) -> AsyncIterator[Request]:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._task_crawls: dict[int, StoreCrawl] = {}  # the drained tasks' crawls still running
+
+    async def start(self) -> AsyncIterator[Any]:
+        StoreClose.for_crawler(self.crawler)  # its settings checked before any store is crawled
         if self.draining:
             async for request in self._drain_queue():
                 yield request
             return
+        units = UnitLifecycle.of(self.crawler)
         rows = await self.select_dispensaries(
             "id, name, platform_dispensary_id, crawl_enabled", state_filter="AND crawl_enabled"
         )
@@ -82,13 +92,12 @@ class ProductSpider(DutchieSpider):
                 continue
             run_id = await self.store.start_run(dispensary_id, self.name)
             crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
-            yield self._page_request(crawl, 0)
+            async for out in units.start(Unit(data={"crawl": crawl}), [self._page_request(crawl, 0)]):
+                yield out
 
-    async def _drain_queue(self) -> AsyncIterator[Request]:
+    async def _drain_queue(self) -> AsyncIterator[Any]:
         units = UnitLifecycle.of(self.crawler)
         drain = await units.open_drain(self.name, self.params.follow)
-        crawls: dict[int, StoreCrawl] = {}
-        self._task_crawls = crawls
         drain.on_lost = self._task_lost
         per_page = self.settings.getint("DUTCHIE_PER_PAGE")
         max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
@@ -107,8 +116,9 @@ class ProductSpider(DutchieSpider):
             crawl = StoreCrawl(
                 task.dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name, task=task
             )
-            crawls[task.id] = crawl
-            yield self._page_request(crawl, 0)
+            self._task_crawls[task.id] = crawl
+            async for out in units.start(Unit(task, data={"crawl": crawl}), [self._page_request(crawl, 0)]):
+                yield out
 
     async def _task_store(self, task: Task) -> tuple[str, str] | str:
         """(name, platform id) of the task's store, or why it cannot be crawled (retrying cannot help)."""
@@ -145,8 +155,8 @@ class ProductSpider(DutchieSpider):
         crawl = StoreCrawl(0, variables["productsFilter"]["dispensaryId"], None, PageState(variables["perPage"], 100))
         return {"store_crawl": crawl, "page": variables["page"]}
 
-    def parse_products(self, response: Response) -> Iterator[RawProduct | Request | CrawlCompletion]:
-        """One FilteredProducts page: its products, then the next page or the store's completion.
+    def parse_products(self, response: Response) -> Iterator[RawProduct | Request]:
+        """One FilteredProducts page: its products, then the next page (or the store's crawl ends).
 
         @graphql FilteredProducts store=sandbox:AZ:0 page=0 perPage=100
         @returns items 100 100
@@ -205,27 +215,19 @@ class ProductSpider(DutchieSpider):
         if decision.next_page is not None:
             yield self._page_request(crawl, decision.next_page)
         elif decision.complete:
-            yield self._completion(crawl, True)
+            self._end(crawl, True)
         else:
             yield from self._incomplete(crawl, decision.reason)
 
-    def _completion(self, crawl: StoreCrawl, complete: bool, error: str | None = None) -> CrawlCompletion:
-        crawl.done = True
+    def _end(self, crawl: StoreCrawl, complete: bool, error: str | None = None) -> None:
+        if crawl.done:
+            return
+        crawl.done, crawl.complete, crawl.error = True, complete, error
         if crawl.task is not None:
             self._task_crawls.pop(crawl.task.id, None)
-        return CrawlCompletion(
-            dispensary_id=crawl.dispensary_id,
-            crawl_run_id=crawl.crawl_run_id,
-            complete=complete,
-            seen_product_ids=list(crawl.pages.seen),
-            products_yielded=crawl.products_yielded,
-            pages_fetched=crawl.pages.pages_fetched,
-            errors=crawl.errors,
-            error=error,
-            task=crawl.task,
-        )
 
-    def _incomplete(self, crawl: StoreCrawl, reason: str) -> Iterator[CrawlCompletion]:
+    def _incomplete(self, crawl: StoreCrawl, reason: str) -> Iterator[RawProduct | Request]:
+        """The store's crawl ends incomplete (a generator: a callback's whole output)."""
         crawl.errors += 1
         self.logger.warning(
             "dispensary %s (%s): %s: crawl incomplete, no product will be marked missing",
@@ -233,18 +235,42 @@ class ProductSpider(DutchieSpider):
             crawl.log_name,
             reason,
         )
-        if not crawl.done:
-            yield self._completion(crawl, False, reason)
+        self._end(crawl, False, reason)
+        yield from ()
 
-    def unit_failed(self, response: Response, reason: str) -> Iterator[CrawlCompletion] | None:
-        """A callback raised (units/middleware.py): the store's crawl closes incomplete, which
+    @staticmethod
+    def outcome(crawl: StoreCrawl) -> StoreOutcome:
+        return StoreOutcome(
+            dispensary_id=crawl.dispensary_id,
+            crawl_run_id=crawl.crawl_run_id,
+            complete=crawl.complete,
+            seen_product_ids=list(crawl.pages.seen),
+            products_yielded=crawl.products_yielded,
+            pages_fetched=crawl.pages.pages_fetched,
+            errors=crawl.errors,
+            error=crawl.error,
+            task=crawl.task,
+        )
+
+    async def unit_outcome(self, unit: Unit) -> Closing:
+        """The store's close: nothing of its crawl is outstanding any more (units/lifecycle.py).
+        It records the task's outcome itself, in the transaction of the store's misses/OOS."""
+        crawl: StoreCrawl = unit.data["crawl"]
+        if not crawl.done:  # its last request ended without saying how (never downloaded, no errback)
+            list(self._incomplete(crawl, unit.errors[0] if unit.errors else "the crawl ended before its last page"))
+        unit.data["outcome"] = outcome = self.outcome(crawl)
+        await StoreClose.for_crawler(self.crawler).close(outcome)
+        return None
+
+    def unit_failed(self, response: Response, reason: str) -> list[Any] | None:
+        """A callback raised (units/middleware.py): the store's crawl ends incomplete, which
         fails its task (the attempt counted)."""
         crawl: StoreCrawl | None = response.meta.get("store_crawl")
         if crawl is None:
             return None
-        return self._incomplete(crawl, f"page {response.meta.get('page')}: {reason}")
+        return list(self._incomplete(crawl, f"page {response.meta.get('page')}: {reason}"))
 
-    def on_error(self, failure: Failure) -> Iterator[CrawlCompletion]:
+    def on_error(self, failure: Failure) -> Iterator[RawProduct | Request]:
         request = getattr(failure, "request", None)  # set by Scrapy on a request's failure
         crawl: StoreCrawl | None = request.meta.get("store_crawl") if request is not None else None
         reason = f"request failed: {failure.type.__name__ if failure.type else 'error'}: {failure.getErrorMessage()}"

@@ -145,6 +145,7 @@ class StoreDiscoverySpider(DutchieSpider):
 
     async def unit_outcome(self, unit: Unit) -> Outcome:
         data = unit.data
+        assert unit.task is not None  # its units are the queue's tasks (explicit targets run without)
         if data["failed_points"]:
             # what was found is stored; the retry finds the same stores and chains the new ones
             return f"{data['failed_points']} of {data['points']} search points failed", False

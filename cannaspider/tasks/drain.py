@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.settings import BaseSettings
+from scrapy.settings import BaseSettings, Settings
 
 from cannaspider.db.errors import first_line
 from cannaspider.shutdown import on_reactor_shutdown
@@ -47,19 +47,25 @@ _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, TaskDrain] = weakref.WeakKeyDict
 
 @dataclass(frozen=True)
 class DrainConfig:
-    """A drain's limits. from_settings() reads the TASK_* settings (their defaults: settings.py);
-    the defaults here are for a drain built by hand (tests, benchmarks)."""
+    """A drain's limits, read from the TASK_* settings (their defaults: settings.py, and only there)."""
 
-    slots: int = 16  # tasks held (stores crawled) at once
-    batch: int = 50  # most tasks claimed by one statement
-    lease_s: float = 600.0
-    heartbeat_s: float = 60.0
-    follow: bool = False
-    poll_s: float = 5.0
-    listen: bool = True  # wake on NOTIFY; False: poll only
-    backoff: Backoff = Backoff()
-    reconnect_s: float = 60.0  # how long one queue operation retries a lost connection
-    outage_wait_max_s: float = 60.0  # with follow: longest wait between claims in an outage
+    slots: int  # tasks held (stores crawled) at once
+    batch: int  # most tasks claimed by one statement
+    lease_s: float
+    heartbeat_s: float
+    follow: bool
+    poll_s: float
+    listen: bool  # wake on NOTIFY; False: poll only
+    backoff: Backoff
+    reconnect_s: float  # how long one queue operation retries a lost connection
+    outage_wait_max_s: float  # with follow: longest wait between claims in an outage
+
+    @classmethod
+    def of_project(cls, **overrides: Any) -> DrainConfig:
+        """The project's settings (a drain built without a crawler: tests, benchmarks)."""
+        settings = Settings()
+        settings.setmodule("cannaspider.settings")
+        return cls.from_settings(settings, **overrides)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, **overrides: Any) -> DrainConfig:
@@ -68,6 +74,7 @@ class DrainConfig:
             "batch": settings.getint("TASK_CLAIM_BATCH"),
             "lease_s": settings.getfloat("TASK_LEASE_S"),
             "heartbeat_s": settings.getfloat("TASK_HEARTBEAT_S"),
+            "follow": False,  # a spider's -a follow=1, given as an override
             "poll_s": settings.getfloat("TASK_POLL_S"),
             "listen": settings.getbool("TASK_LISTEN"),
             "backoff": Backoff.from_settings(settings),
@@ -83,7 +90,7 @@ class TaskDrain:
         self,
         url: str,
         role: str,
-        config: DrainConfig = DrainConfig(),
+        config: DrainConfig,
         *,
         worker: str | None = None,
         on_lost: Callable[[Task], Any] | None = None,
@@ -109,11 +116,15 @@ class TaskDrain:
         self._outage_wait = 0.0  # with follow, the current wait between claims in a database outage
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler, role: str, url: str, **overrides: Any) -> TaskDrain:
+    def from_crawler(
+        cls, crawler: Crawler, role: str, url: str, *, close_with_spider: bool = True, **overrides: Any
+    ) -> TaskDrain:
         """A drain configured by the TASK_* settings (follow from overrides, e.g. the spider's
-        `-a follow=1`), released when the spider closes."""
+        `-a follow=1`), released when the spider closes (or, without `close_with_spider`, by
+        whoever built it: the unit lifecycle, once its units are closed)."""
         drain = cls(url, role, DrainConfig.from_settings(crawler.settings, **overrides))
-        crawler.signals.connect(drain.close, signal=signals.spider_closed)
+        if close_with_spider:
+            crawler.signals.connect(drain.close, signal=signals.spider_closed)
         on_reactor_shutdown(drain.close)
         _BY_CRAWLER[crawler] = drain
         return drain

@@ -1,8 +1,9 @@
 """The life of a crawl's units of work, for every role (docs/architecture.md, "Unit lifecycle";
 docs/operations.md, "Draining spiders" and "Adding a role").
 
-A unit is one task of the role's queue (a store's crawl, a state's discovery, a keyword's
-on-page crawl, a refresh). `UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`):
+A unit is one piece of a role's work (a store's crawl, a state's discovery, a keyword's on-page
+crawl, a refresh): a task of the role's queue, or a target named by `-a` (a Unit without a task).
+`UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`):
 
 - hands out units: `tasks(role, follow)` claims them from the queue through TaskDrain (leases,
   heartbeats, slots, release on stop), `refuse(role, reason)` fails a batch a node cannot work;
@@ -11,12 +12,15 @@ on-page crawl, a refresh). `UnitLifecycle`, one per crawler (`UnitLifecycle.of(c
   its responses' callbacks yield, and an errback wrapper what its failures' errbacks yield; the
   item signals say when an item has left the pipelines;
 - closes each unit exactly once, when nothing is outstanding: it asks the spider for the unit's
-  outcome (`unit_outcome`, a TaskResult or an error) and completes or fails its task.
+  outcome (`unit_outcome`: a TaskResult or an error, with which it completes or fails the task; or
+  None when the spider's own close recorded it, as a product crawl's store close does in the
+  transaction that applies the store's misses/OOS: units/store_close.py);
+- holds the engine open while closes are pending (spider_idle), ends an idle crawl as soon as the
+  last one settles (the engine itself would look again only on its next heartbeat), and awaits
+  them when the spider closes.
 
 `run(role, follow, work)` is the same for units without requests (a coroutine per task:
 crawl_onpage, analytics_refresh): each runs beside the others, and closes with what it returns.
-A product crawl closes its unit in the transaction that applies the store's misses/OOS
-(pipelines/crawl_completion.py), through `finish()`.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ from typing import Any, Protocol
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
+from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from cannaspider.db.connection import database_url
+from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
@@ -44,6 +51,8 @@ ERRBACK_META = "cannaspider_unit_errback"  # request meta: its errback ran (its 
 UNITS_CLOSED_STAT = "cannaspider/units_closed"
 
 Outcome = tuple[TaskResult | str, bool]  # a result, or the error that fails the task (and if for good)
+# what unit_outcome says: an Outcome, or None when the spider's close recorded the task's outcome
+Closing = Outcome | None
 
 
 def describe(exception: BaseException) -> str:
@@ -53,9 +62,9 @@ def describe(exception: BaseException) -> str:
 
 @dataclass(eq=False)
 class Unit:
-    """One task's work in this crawl: what it has outstanding, and what the spider learned."""
+    """One unit's work in this crawl: what it has outstanding, and what the spider learned."""
 
-    task: Task
+    task: Task | None = None  # None: a target named by -a (nothing to complete in the queue)
     requests: int = 0  # scheduled, not yet through their callback or errback
     items: int = 0  # yielded, not yet through the item pipelines
     started: bool = False  # everything start() had for it is out
@@ -68,7 +77,7 @@ class UnitSpider(Protocol):
     """What a spider whose units are tracked says (both have defaults in UnitLifecycle)."""
 
     def unit_item(self, unit: Unit, item: Any) -> None: ...
-    async def unit_outcome(self, unit: Unit) -> Outcome: ...
+    async def unit_outcome(self, unit: Unit) -> Closing: ...
 
 
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKeyDictionary()
@@ -78,13 +87,20 @@ class UnitLifecycle:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self.drain: TaskDrain | None = None
-        self._items: dict[int, Unit] = {}  # id(item) → its unit, while the item is in the pipelines
+        self.store = CrawlStore.for_crawler(crawler)  # built now: its spider_closed must run
+        # id(item) → its unit, for start()'s items while they are in the pipelines (a callback's items
+        # are found by their response: the pipelines may hand on another object, a StoreProduct
+        # for a RawProduct)
+        self._items: dict[int, Unit] = {}
         self._closing: set[asyncio.Future[None]] = set()
+        self._ending: asyncio.Future[None] | None = None  # the engine's close, when the last close ended it
         for handler, signal in (
             (self._item_done, signals.item_scraped),
             (self._item_done, signals.item_dropped),
             (self._item_failed, signals.item_error),
             (self._request_dropped, signals.request_dropped),
+            (self._idle, signals.spider_idle),
+            (self._spider_closed, signals.spider_closed),
         ):
             crawler.signals.connect(handler, signal=signal)
 
@@ -97,14 +113,15 @@ class UnitLifecycle:
         return found
 
     # -- handing out units -------------------------------------------------------------------------
-    async def _new_drain(self, role: str, follow: bool) -> TaskDrain:
+    async def _new_drain(self, role: str, follow: bool, *, close_with_spider: bool = True) -> TaskDrain:
         """A TaskDrain for `role` (released when the spider closes)."""
         url = await asyncio.to_thread(database_url, self.crawler.settings)
-        return TaskDrain.from_crawler(self.crawler, role, url, follow=follow)
+        return TaskDrain.from_crawler(self.crawler, role, url, follow=follow, close_with_spider=close_with_spider)
 
     async def open_drain(self, role: str, follow: bool) -> TaskDrain:
         """The drain of this crawler's units (its tasks(), run())."""
-        self.drain = drain = await self._new_drain(role, follow)
+        # released by _spider_closed, after the units it holds are closed
+        self.drain = drain = await self._new_drain(role, follow, close_with_spider=False)
         logger.info(
             "draining the %s queue (%d at once%s)", role, drain.config.slots, ", until stopped" if follow else ""
         )
@@ -162,7 +179,7 @@ class UnitLifecycle:
             async for out in self.track(unit, output() if callable(output) else output, source="start"):
                 yield out
         except Exception:
-            logger.exception("task %s (%s): starting its crawl failed", unit.task.id, unit.task.role)
+            logger.exception("%s: starting its crawl failed", unit_name(unit))
         finally:
             unit.started = True
             self.check(unit)
@@ -176,11 +193,11 @@ class UnitLifecycle:
         try:
             if isinstance(output, AsyncIterable):
                 async for out in output:
-                    self.count(unit, out)
+                    self.count(unit, out, by_id=not request)
                     yield out
             else:
                 for out in output or ():
-                    self.count(unit, out)
+                    self.count(unit, out, by_id=not request)
                     yield out
         except Exception as exc:
             unit.errors.append(f"{source} raised {describe(exc)}")
@@ -190,7 +207,7 @@ class UnitLifecycle:
                 unit.requests -= 1
             self.check(unit)
 
-    def count(self, unit: Unit, out: Any) -> None:
+    def count(self, unit: Unit, out: Any, *, by_id: bool = False) -> None:
         if isinstance(out, Request):
             if out.meta.get(UNIT_META) is None:
                 out.meta[UNIT_META] = unit
@@ -198,17 +215,18 @@ class UnitLifecycle:
                 unit.requests += 1
         else:
             unit.items += 1
-            self._items[id(out)] = unit
+            if by_id:
+                self._items[id(out)] = unit
 
     def failed(self, unit: Unit, reason: str) -> None:
         """A callback of the unit raised (units/middleware.py): the unit fails with that reason."""
         unit.errors.append(reason)
 
-    def _item_done(self, item: Any, **_: Any) -> None:
-        self._settle(item, None)
+    def _item_done(self, item: Any, response: Response | Failure | None = None, **_: Any) -> None:
+        self._settle(item, response, None)
 
-    def _item_failed(self, item: Any, failure: Failure, **_: Any) -> None:
-        self._settle(item, f"storing an item failed: {failure.getErrorMessage()}")
+    def _item_failed(self, item: Any, failure: Failure, response: Response | Failure | None = None, **_: Any) -> None:
+        self._settle(item, response, f"storing an item failed: {failure.getErrorMessage()}")
 
     def _request_dropped(self, request: Request, **_: Any) -> None:
         unit = request.meta.get(UNIT_META)
@@ -216,8 +234,12 @@ class UnitLifecycle:
             unit.requests -= 1
             self.check(unit)
 
-    def _settle(self, item: Any, error: str | None) -> None:
-        unit = self._items.pop(id(item), None)
+    def _settle(self, item: Any, response: Response | Failure | None, error: str | None) -> None:
+        # a callback's item: its response's unit; an errback's: its failed request's; start()'s: by id
+        request = response.request if isinstance(response, Response) else getattr(response, "request", None)
+        unit = request.meta.get(UNIT_META) if isinstance(request, Request) else None
+        if not isinstance(unit, Unit):
+            unit = self._items.pop(id(item), None)
         if unit is None:
             return
         unit.items -= 1
@@ -230,6 +252,24 @@ class UnitLifecycle:
         self.check(unit)
 
     # -- closing -----------------------------------------------------------------------------------
+    def _idle(self) -> None:
+        # a unit still closing (a store waiting for its rows to be committed) keeps the crawl open:
+        # the components its close needs (the database pool, the drain) close with the spider
+        if self._closing:
+            raise DontCloseSpider
+
+    async def _spider_closed(self) -> None:
+        """A stop (not idle) can find closes still pending: they finish before the crawl ends. Then
+        the tasks still held go back to the queue (their attempt not counted), once the crawl store
+        has closed the runs of the units still open as incomplete (counted: one close path, whatever
+        the stop found them doing)."""
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
+        if self.drain is None:
+            return
+        await self.store.runs_closed.wait()
+        await self.drain.close()
+
     def check(self, unit: Unit) -> None:
         """Close the unit if nothing of it is outstanding any more (once)."""
         if unit.closed or not unit.started or unit.requests > 0 or unit.items > 0:
@@ -237,14 +277,47 @@ class UnitLifecycle:
         unit.closed = True
         job = asyncio.ensure_future(self._close(unit))
         self._closing.add(job)
-        job.add_done_callback(self._closing.discard)
+        job.add_done_callback(self._closed)
+
+    def _closed(self, job: asyncio.Future[None]) -> None:
+        self._closing.discard(job)
+        if not self._closing:
+            self._close_if_idle()
+
+    def _close_if_idle(self) -> None:
+        """The last pending close has settled: if the crawl is idle, it ends now, as the engine would
+        end it on its next idle check (spider_idle, then close_spider_async unless a handler raised
+        DontCloseSpider), not up to a heartbeat (5 s) later: nothing else wakes the engine once its
+        downloads are done."""
+        engine, spider = self.crawler.engine, self.crawler.spider
+        # not while the engine is closing already (needs_backout: not running, or its slot closing)
+        if not self.crawler.crawling or engine is None or engine.spider is None or engine.needs_backout():
+            return
+        if not engine.spider_is_idle():
+            return  # the engine checks again when its work is done
+        results = self.crawler.signals.send_catch_log(
+            signal=signals.spider_idle, spider=spider, dont_log=(DontCloseSpider, CloseSpider)
+        )
+        raised = [result.value for _, result in results if isinstance(result, Failure)]
+        if any(isinstance(exc, DontCloseSpider) for exc in raised) or engine.needs_backout():
+            return
+        if not engine.spider_is_idle():
+            return
+        reason = next((exc.reason for exc in raised if isinstance(exc, CloseSpider)), "finished")
+        # a second close (the heartbeat's, in the meantime) awaits this one: it is harmless
+        self._ending = asyncio.ensure_future(engine.close_spider_async(reason=reason))
+        self._ending.add_done_callback(_log_failure)
 
     async def _close(self, unit: Unit) -> None:
         decide = getattr(self.crawler.spider, "unit_outcome", None)
         try:
-            outcome: Outcome = await decide(unit) if decide is not None else default_outcome(unit)
+            outcome: Closing = await decide(unit) if decide is not None else default_outcome(unit)
         except Exception as exc:  # noqa: BLE001 - e.g. the database is gone: the attempt failed
             outcome = f"{type(exc).__name__}: {first_line(exc)}", False
+        if outcome is None or unit.task is None:  # recorded by the spider's close, or no task
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
+            return
         await self.finish(unit.task, *outcome)
 
     async def finish(
@@ -263,6 +336,15 @@ class UnitLifecycle:
             logger.warning("task %s (%s): %s: its outcome is not recorded", task.id, task.role, exc)
         except Exception as exc:  # noqa: BLE001 - the database is gone: the lease expires and the task runs again
             logger.error("task %s (%s): could not record its outcome: %s", task.id, task.role, first_line(exc))
+
+
+def _log_failure(job: asyncio.Future[None]) -> None:
+    if not job.cancelled() and (exc := job.exception()) is not None:
+        logger.error("closing the idle crawl failed: %s", describe(exc))
+
+
+def unit_name(unit: Unit) -> str:
+    return f"task {unit.task.id} ({unit.task.role})" if unit.task is not None else "a target of the crawl"
 
 
 def default_outcome(unit: Unit) -> Outcome:

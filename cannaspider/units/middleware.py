@@ -14,7 +14,7 @@ task back with its attempt not counted, for the next worker to hang on (issue 16
 once with its traceback, counted (`cannaspider/callback_errors/<type>`), recorded as the unit's
 error (its task fails and retries with the queue's backoff, `failed` once its attempts are used
 up), and the spider's `unit_failed(response, reason)`, when it has one, says what to emit instead
-(a product crawl's incomplete CrawlCompletion). A response of no unit whose spider has no
+(a product crawl's store ends incomplete). A response of no unit whose spider has no
 `unit_failed` answer is left to Scrapy.
 """
 

@@ -9,14 +9,13 @@ import inspect
 
 import orjson
 import psycopg
-import pytest
-from scrapy.exceptions import DropItem
 
-from cannaspider.items import CrawlCompletion, RawProduct
-from cannaspider.pipelines.crawl_completion import CLOSE_COMPLETE
+from cannaspider.db.store_close import CLOSE_COMPLETE
+from cannaspider.items import RawProduct
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
-from tests.pipelines.test_crawl_completion import Pipelines, product
+from cannaspider.units.store_close import StoreOutcome
+from tests.units.test_store_close import Pipelines, product
 
 Menu = dict[int, dict]  # product index → overrides of its raw fields
 
@@ -48,10 +47,9 @@ async def crawl(
         await before()
     error = None if complete else "a page was blocked"
     seen = [r["_id"] for r in raws]
-    item = CrawlCompletion(dispensary, run_id, complete, len(raws), 1, seen, error=error, task=task)
-    with pytest.raises(DropItem):
-        pipelines.completion.process_item(item)
-    await pipelines.completion.close_spider()
+    await pipelines.completion.close(
+        StoreOutcome(dispensary, run_id, complete, len(raws), 1, seen, error=error, task=task)
+    )
     return run_id
 
 

@@ -14,11 +14,11 @@ from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError
-from cannaspider.items import CrawlCompletion, DispensaryRecord, Potency, RawProduct, StoreProduct
-from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
+from cannaspider.items import DispensaryRecord, Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
+from cannaspider.units.store_close import StoreClose, StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import project_crawler
 
@@ -39,20 +39,17 @@ class Chain:
         self.crawler = project_crawler(DB_WRITE_BATCH_SIZE=batch_size, **settings)
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
-        self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
+        self.completion = StoreClose.for_crawler(self.crawler)
         self.store = CrawlStore.for_crawler(self.crawler)
 
     async def feed(self, item):
+        if isinstance(item, StoreOutcome):
+            return await self.completion.close(item)  # the store's close (the lifecycle's, in a crawl)
         try:
             item = self.normalize.process_item(item)
         except DropItem:
             return None
-        item = await settle(self.products.process_item(item))
-        try:
-            return self.completion.process_item(item)
-        except DropItem:
-            await self.completion.close_spider()  # the store closes in the background: wait for it
-            return None
+        return await settle(self.products.process_item(item))
 
     async def crawl(
         self,
@@ -68,7 +65,7 @@ class Chain:
         for item in items:
             await self.feed(item)
         seen = [i.raw["_id"] for i in items] + list(extra_seen)
-        await self.feed(CrawlCompletion(dispensary_id, run_id, complete, len(items), 1, seen_product_ids=seen))
+        await self.feed(StoreOutcome(dispensary_id, run_id, complete, len(items), 1, seen_product_ids=seen))
 
     async def close(self):
         await self.products.close_spider()
@@ -173,7 +170,7 @@ def test_completion_waits_for_products_still_in_flight_and_gives_up_safely(dispe
         run_id = await chain.store.start_run(dispensary, "product_resync")
         await chain.feed(raw(0, dispensary, run_id))
         # the spider says it yielded 3 products but only one ever arrives
-        await chain.feed(CrawlCompletion(dispensary, run_id, True, 3, 1, seen_product_ids=[]))
+        await chain.feed(StoreOutcome(dispensary, run_id, True, 3, 1, seen_product_ids=[]))
         await chain.close()
 
     asyncio.run(scenario())
@@ -250,7 +247,7 @@ def test_bad_rows_are_isolated_and_every_good_row_of_every_store_is_written(disp
                 await settle(chain.products.process_item(p))  # all 15 rows wait in one batch
         started = asyncio.get_running_loop().time()
         for d, run_id in zip(stores, runs, strict=True):
-            await chain.feed(CrawlCompletion(d, run_id, True, 5, 1, seen_product_ids=seen[d]))
+            await chain.feed(StoreOutcome(d, run_id, True, 5, 1, seen_product_ids=seen[d]))
         waited = asyncio.get_running_loop().time() - started
         await chain.close()
         return waited, chain.crawler.stats.get_stats(), seen
@@ -283,7 +280,7 @@ def test_a_store_with_a_product_the_database_always_refuses_is_still_judged_for_
         for p in products:
             await chain.feed(p)
         seen = [p.provider_product_id for p in products]
-        await chain.feed(CrawlCompletion(dispensary, run_id, True, len(seen), 1, seen_product_ids=seen))
+        await chain.feed(StoreOutcome(dispensary, run_id, True, len(seen), 1, seen_product_ids=seen))
 
     async def scenario():
         chain = Chain()
@@ -311,7 +308,7 @@ def test_a_row_the_writer_cannot_encode_is_dropped_and_never_stalls_completion(d
             chain.products.process_item(products[1])
         started = asyncio.get_running_loop().time()
         seen = [p.provider_product_id for p in products]
-        await chain.feed(CrawlCompletion(dispensary, run_id, True, 3, 1, seen_product_ids=seen))
+        await chain.feed(StoreOutcome(dispensary, run_id, True, 3, 1, seen_product_ids=seen))
         waited = asyncio.get_running_loop().time() - started
         await chain.close()
         return waited, chain.crawler.stats.get_stats(), products[1].provider_product_id
@@ -341,7 +338,7 @@ def test_an_unexpected_failure_of_a_batch_settles_its_rows_and_closes_the_crawl_
             await chain.feed(item)
         started = asyncio.get_running_loop().time()
         seen = [i.raw["_id"] for i in items]
-        await chain.feed(CrawlCompletion(dispensary, run_id, True, 3, 1, seen_product_ids=seen))
+        await chain.feed(StoreOutcome(dispensary, run_id, True, 3, 1, seen_product_ids=seen))
         waited = asyncio.get_running_loop().time() - started
         monkeypatch.undo()
         await chain.close()
@@ -384,7 +381,7 @@ def test_completion_knows_the_crawl_is_draining_from_the_engines_public_schedule
             return self.pending
 
     chain_crawler = project_crawler()
-    completion = CrawlCompletionPipeline.from_crawler(chain_crawler)
+    completion = StoreClose.for_crawler(chain_crawler)
     assert completion._crawl_is_draining()  # not crawling: nothing will fill a batch
     scheduler, downloader = Scheduler(), SimpleNamespace(active=set())
     # only the engine's public attributes: a crawl with requests still scheduled is not draining

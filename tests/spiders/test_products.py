@@ -11,6 +11,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
+from datetime import datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
@@ -21,11 +22,12 @@ from scrapy.http import HtmlResponse, Response, TextResponse
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.dutchie.pagination import PageState
-from cannaspider.items import CrawlCompletion, RawProduct
-from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
+from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
+from cannaspider.units.lifecycle import Unit
+from cannaspider.units.store_close import StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import add_store, products_of, project_crawler, runs_of
 
@@ -70,8 +72,7 @@ class InProcessCrawl:
         self.spider = ProductSpider.from_crawler(self.crawler, dispensary_id="1")
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.writer = ProductWriterPipeline.from_crawler(self.crawler)
-        self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
-        self.completions: list[CrawlCompletion] = []
+        self.completions: list[StoreOutcome] = []
         self.dropped: list[str] = []  # DropItem messages (Scrapy's log formatter would log them)
         self.requests: list[Request] = []
         self.menu: list = []
@@ -106,19 +107,18 @@ class InProcessCrawl:
                     request = out
                 else:
                     await self.item(out)
+        # nothing of the store's crawl outstanding: the lifecycle closes its unit
+        unit = Unit(data={"crawl": crawl})
+        assert await self.spider.unit_outcome(unit) is None  # closed by the spider's store close
+        self.completions.append(unit.data["outcome"])
 
-    async def item(self, item) -> None:
+    async def item(self, item: RawProduct) -> None:
         try:
-            if isinstance(item, RawProduct):
-                result = self.writer.process_item(self.normalize.process_item(item))
-                if inspect.isawaitable(result):
-                    await result
-            else:
-                self.completions.append(item)
-                self.completion.process_item(item)
+            result = self.writer.process_item(self.normalize.process_item(item))
+            if inspect.isawaitable(result):
+                await result
         except DropItem as exc:
             self.dropped.append(str(exc))
-        await self.completion.close_spider()
 
     async def close(self) -> None:
         await self.writer.close_spider()
@@ -421,6 +421,24 @@ def test_bad_products_are_skipped_with_a_warning_and_the_page_goes_on(in_process
     # the good rows are stored, but two products could not be identified: nothing may be judged missing
     status, error, *_ = runs_of(db, d)[0]
     assert status == "incomplete" and "2 product(s) had no usable id" in error
+
+
+def test_the_crawl_ends_once_its_last_store_closed_not_on_the_engines_next_heartbeat(crawl, db, sandbox, store):
+    # the lifecycle holds the engine open while the store's close is pending; the engine itself only
+    # looks at an idle crawl again every 5 s (its heartbeat). A store crawled again (nothing new to
+    # insert) closes well within that first interval, and would otherwise wait out the rest of it.
+    d = add_store(db, store)
+    for _ in range(2):
+        result = crawl("product_resync", "-s", "LOG_FORMAT=%(asctime)s.%(msecs)03d %(message)s", dispensary_id=d)
+        assert result.returncode == 0, result.stderr[-3000:]
+        logged = {
+            text: datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f")
+            for line in result.stderr.splitlines()
+            for text in ("Closing spider (finished)", f"dispensary {d}: crawl complete")
+            if text in line
+        }
+        gap = logged["Closing spider (finished)"] - logged[f"dispensary {d}: crawl complete"]
+        assert timedelta(0) <= gap < timedelta(seconds=2.5), gap
 
 
 def test_store_without_platform_id_is_a_clear_error(crawl, db, sandbox, store):

@@ -32,7 +32,7 @@ def test_drains_the_queue_within_its_slots_then_stops(db, q, sql):
 
     async def main():
         nonlocal most_held
-        drain = TaskDrain(db, "product_resync", DrainConfig(slots=4, batch=3))
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(slots=4, batch=3))
         crawls = []
 
         async def crawl(task):
@@ -55,7 +55,7 @@ def test_two_drains_share_the_queue_and_never_take_a_task_twice(db, q, sql):
     enqueue_stores(q, sql, 60)
 
     async def one(name):
-        drain = TaskDrain(db, "product_resync", DrainConfig(slots=5, batch=5), worker=name)
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(slots=5, batch=5), worker=name)
         seen = []
         async for task in drain.tasks():
             seen.append(task.id)
@@ -75,7 +75,7 @@ def test_follow_wakes_on_notify_long_before_the_poll(db, q, sql):
     [d] = add_stores(sql, 1)
 
     async def main():
-        drain = TaskDrain(db, "product_resync", DrainConfig(follow=True, poll_s=30))
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(follow=True, poll_s=30))
         got = []
 
         async def consume():
@@ -102,7 +102,7 @@ def test_close_releases_what_is_held_without_counting_the_attempt(db, q, sql):
     enqueue_stores(q, sql, 5)
 
     async def main():
-        drain = TaskDrain(db, "product_resync", DrainConfig(slots=3, follow=True))
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(slots=3, follow=True))
         async for _task in drain.tasks():
             if len(drain.held) == 3:
                 break
@@ -119,7 +119,7 @@ def test_a_lost_lease_is_reported_and_its_completion_refused(db, q, sql):
 
     async def main():
         lost = []
-        drain = TaskDrain(db, "product_resync", DrainConfig(slots=2), on_lost=lost.append)
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(slots=2), on_lost=lost.append)
         tasks = []
         async for task in drain.tasks():
             tasks.append(task)
@@ -147,7 +147,7 @@ def test_fail_retries_later(db, q, sql):
     enqueue_stores(q, sql, 1)
 
     async def main():
-        drain = TaskDrain(db, "product_resync", DrainConfig(backoff=queue.Backoff(base_s=3600)))
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(backoff=queue.Backoff(base_s=3600)))
         async for task in drain.tasks():
             await drain.fail(task, "blocked (403)", None)
         await drain.close()
@@ -163,7 +163,8 @@ import asyncio, sys
 from cannaspider.tasks.drain import DrainConfig, TaskDrain
 
 async def main():
-    drain = TaskDrain(sys.argv[1], "product_resync", DrainConfig(slots=3, follow=True, lease_s=float(sys.argv[2])))
+    config = DrainConfig.of_project(slots=3, follow=True, lease_s=float(sys.argv[2]))
+    drain = TaskDrain(sys.argv[1], "product_resync", config)
     drain.install_signal_handlers()
     async for task in drain.tasks():
         print("claimed", task.id, flush=True)  # ...and never completes: the crawl is "running"
@@ -218,7 +219,7 @@ def test_a_lost_database_connection_is_reopened_and_the_work_goes_on(db, q, sql)
     enqueue_stores(q, sql, 6)
 
     async def main():
-        drain = TaskDrain(db, "product_resync", DrainConfig(slots=2, batch=2))
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(slots=2, batch=2))
         done = 0
         async for task in drain.tasks():
             if done == 1:  # the server drops the drain's connection (as a restart does)

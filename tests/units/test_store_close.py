@@ -1,4 +1,4 @@
-"""Crawl completion on the real database: the seed's miss rules and the OOS guard that keeps an
+"""A store's close (units/store_close.py) on the real database: the seed's miss rules and the OOS guard that keeps an
 emptied or collapsed menu from being read as evidence (README, "Crawl correctness"); a queue task
 completed in the transaction that applies the misses, and a lost lease that rolls it back."""
 
@@ -10,15 +10,14 @@ import logging
 
 import psycopg
 import pytest
-from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.items import CrawlCompletion, RawProduct
-from cannaspider.pipelines.crawl_completion import CrawlCompletionPipeline
+from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
+from cannaspider.units.store_close import StoreClose, StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import project_crawler
 
@@ -30,13 +29,13 @@ def product(index: int) -> dict:
 
 
 class Pipelines:
-    """normalize → products → completion, built as Scrapy builds them."""
+    """normalize → products, built as Scrapy builds them, and the store's close."""
 
     def __init__(self, db_url: str, **settings):
         self.crawler = project_crawler(DATABASE_URL=db_url, **settings)
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
-        self.completion = CrawlCompletionPipeline.from_crawler(self.crawler)
+        self.completion = StoreClose.for_crawler(self.crawler)
         self.store = CrawlStore.for_crawler(self.crawler)
 
     async def crawl(self, dispensary_id: int, indices: list[int]) -> int:
@@ -48,10 +47,7 @@ class Pipelines:
             result = self.products.process_item(item)
             if inspect.isawaitable(result):
                 await result
-        completion = CrawlCompletion(dispensary_id, run_id, True, len(raws), 1, [r["_id"] for r in raws])
-        with pytest.raises(DropItem):
-            self.completion.process_item(completion)
-        await self.completion.close_spider()
+        await self.completion.close(StoreOutcome(dispensary_id, run_id, True, len(raws), 1, [r["_id"] for r in raws]))
         return run_id
 
     async def close(self) -> None:
@@ -192,7 +188,7 @@ def test_after_a_confirmed_collapse_a_new_collapse_needs_three_crawls_again(db, 
 
 def test_a_share_outside_zero_to_one_is_refused():
     with pytest.raises(ValueError, match="OOS_GUARD_MIN_SHARE must be within"):
-        CrawlCompletionPipeline.from_crawler(project_crawler(OOS_GUARD_MIN_SHARE=50))
+        StoreClose.for_crawler(project_crawler(OOS_GUARD_MIN_SHARE=50))
 
 
 # -- queue tasks ---------------------------------------------------------------------------------------
@@ -207,10 +203,9 @@ async def crawl_task(pipelines: Pipelines, drain: TaskDrain, task, indices: list
             await result
     if before is not None:
         await before()
-    item = CrawlCompletion(task.dispensary_id, run_id, True, len(raws), 1, [r["_id"] for r in raws], task=task)
-    with pytest.raises(DropItem):
-        pipelines.completion.process_item(item)
-    await pipelines.completion.close_spider()
+    await pipelines.completion.close(
+        StoreOutcome(task.dispensary_id, run_id, True, len(raws), 1, [r["_id"] for r in raws], task=task)
+    )
     return run_id
 
 
@@ -281,10 +276,9 @@ def test_a_run_already_failed_is_not_overwritten_by_a_resumed_worker(db, dispens
                 "error = 'lease expired: the worker died or lost its task' WHERE id = %s",
                 (run_id,),
             )
-        completion = CrawlCompletion(dispensary, run_id, False, 0, 1, [], error="page 1: task 7 lost its lease")
-        with pytest.raises(DropItem):
-            pipelines.completion.process_item(completion)
-        await pipelines.completion.close_spider()
+        await pipelines.completion.close(
+            StoreOutcome(dispensary, run_id, False, 0, 1, [], error="page 1: task 7 lost its lease")
+        )
         await pipelines.close()
         return run_id
 
@@ -292,3 +286,25 @@ def test_a_run_already_failed_is_not_overwritten_by_a_resumed_worker(db, dispens
     assert sql("SELECT status, error FROM crawl_runs WHERE id = %s", (run_id,)) == [
         ("failed", "lease expired: the worker died or lost its task")
     ]
+
+
+def test_a_complete_close_of_a_run_already_closed_marks_nothing(db, dispensary, sql):
+    """An explicit crawl (no task, no lease to check) whose run another process closed meanwhile
+    (a dead-run sweep, a stop): its complete close counts no misses and leaves the run as it is."""
+
+    async def main():
+        pipelines = Pipelines(db)
+        await pipelines.crawl(dispensary, [0, 1, 2, 3])
+        run_id = await pipelines.store.start_run(dispensary, "product_resync")
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            await conn.execute(
+                "UPDATE crawl_runs SET status = 'failed', finished_at = now(), error = 'swept' WHERE id = %s",
+                (run_id,),
+            )
+        await pipelines.completion.close(StoreOutcome(dispensary, run_id, True, 0, 1, [product(0)["_id"]]))
+        await pipelines.close()
+        return run_id
+
+    run_id = asyncio.run(main())
+    assert sql("SELECT status, error FROM crawl_runs WHERE id = %s", (run_id,)) == [("failed", "swept")]
+    assert misses(sql, dispensary) == [0, 0, 0, 0]  # products 1-3 unseen, yet not counted missing

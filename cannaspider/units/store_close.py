@@ -1,0 +1,310 @@
+"""Closing a store's crawl (one unit of a product crawl: units/lifecycle.py closes it once, when
+none of its requests or items is outstanding, through the spider's unit_outcome).
+
+Only a complete crawl (every page arrived and parsed) applies the seed's out-of-stock rules:
+misses reset for products in the feed, +1 for the others (up to 3), 'oos' at 3, unless the OOS
+guard finds the crawl suspect (db/store_close.py, CLOSE_COMPLETE); it also sets
+dispensaries.last_crawl_at. An incomplete crawl keeps what it stored, marks nothing missing, and
+records why. Either way the crawl_runs row gets its figures.
+
+The close first waits until the store's rows are committed (the writer batches them with other
+stores' rows). A crawl that does a queue task completes the task in the very transaction that
+applies misses/OOS, after checking the task's lease: a crawl whose lease expired (its task went
+back to the queue, maybe to another worker) rolls back and marks nothing. An incomplete crawl
+fails its task, which retries after a backoff (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import psycopg
+from scrapy import signals
+from scrapy.crawler import Crawler
+
+from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
+from cannaspider.db.errors import DatabaseSetupError, first_line
+from cannaspider.db.store_close import CLOSE_COMPLETE, CLOSE_INCOMPLETE, OOS_AFTER_MISSES
+from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
+from cannaspider.tasks import queue
+from cannaspider.tasks.drain import TaskDrain
+from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
+
+logger = logging.getLogger(__name__)
+
+
+class RunClosed(Exception):
+    """The store's run was closed already (failed by the queue, closed by a stop): its close
+    records nothing (the statement changed nothing; the transaction rolls back the task's part)."""
+
+
+@dataclass
+class StoreOutcome:
+    """What a store's crawl learned, for its close."""
+
+    dispensary_id: int
+    crawl_run_id: int | None
+    complete: bool
+    products_yielded: int
+    pages_fetched: int
+    seen_product_ids: list[str] = field(default_factory=list, repr=False)
+    errors: int = 0
+    error: str | None = None
+    task: Task | None = field(default=None, repr=False)  # the queue's task this crawl did, if any
+
+
+_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, StoreClose] = weakref.WeakKeyDictionary()
+
+
+class StoreClose:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.store = CrawlStore.for_crawler(crawler)
+        self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S")
+        self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S")
+        self.oos_guard_min_share = crawler.settings.getfloat("OOS_GUARD_MIN_SHARE")
+        self.events = crawler.settings.getbool("PRODUCT_EVENTS_ENABLED")
+        if not 0 <= self.oos_guard_min_share <= 1:
+            raise ValueError(f"OOS_GUARD_MIN_SHARE must be within [0, 1], got {self.oos_guard_min_share}")
+        self.closing = 0  # closes in progress
+        self._flushes: set[asyncio.Future[None]] = set()
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> StoreClose:
+        """The crawler's store close (built on first use: a product spider's from_crawler)."""
+        found = _BY_CRAWLER.get(crawler)
+        if found is None:
+            found = _BY_CRAWLER[crawler] = cls(crawler)
+            crawler.signals.connect(found.spider_idle, signal=signals.spider_idle)
+        return found
+
+    def _stopped(self) -> bool:
+        """The crawl was stopped (SIGTERM, Scrapyd's cancel): Crawler.stop_async clears `crawling`
+        before it closes the engine (a crawl that finishes is still `crawling` while it closes)."""
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # not crawling at all (a close driven directly, as in tests)
+            return False
+        return engine is not None and not self.crawler.crawling
+
+    def _crawl_is_draining(self) -> bool:
+        """No request left to download or schedule: no batch will fill up any more."""
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # not crawling (a close driven directly, as in tests)
+            return True
+        scheduler = engine.scheduler  # public since Scrapy 2.19; None before the spider opens
+        if scheduler is None:
+            return True
+        return not engine.downloader.active and not scheduler.has_pending_requests()
+
+    async def close(self, item: StoreOutcome) -> None:
+        """Close the store's crawl run (and its task); never raises (a failure is logged and fails
+        the task, whose lease otherwise expires and puts it back in the queue)."""
+        self.closing += 1
+        try:
+            await self._apply(item)
+        except OUTAGE_ERRORS as exc:  # the database is down: one line, the store's close says the rest
+            logger.error(
+                "dispensary %s: could not close crawl run %s, the database is unavailable: %s (the run stays "
+                "'running' until the next crawl marks it failed; nothing was marked missing)",
+                item.dispensary_id,
+                item.crawl_run_id,
+                first_line(exc),
+            )
+            await self._fail_task(item, f"closing the crawl failed: {first_line(exc)}")
+        except Exception as exc:
+            logger.exception(
+                "dispensary %s: could not close crawl run %s (it stays 'running' until the next "
+                "crawl process marks it abandoned)",
+                item.dispensary_id,
+                item.crawl_run_id,
+            )
+            await self._fail_task(item, f"closing the crawl failed: {type(exc).__name__}: {first_line(exc)}")
+        finally:
+            self.closing -= 1
+
+    def _drain(self, item: StoreOutcome) -> TaskDrain | None:
+        if item.task is None:
+            return None
+        drain = TaskDrain.of(self.crawler)
+        if drain is None:  # a task without the drain that claimed it: nothing can be recorded for it
+            logger.error("task %s: no task drain in this crawl: its outcome is not recorded", item.task.id)
+        return drain
+
+    async def _fail_task(self, item: StoreOutcome, error: str) -> None:
+        """Fail the crawl's task, if it has one (retried after a backoff). Never raises: a task whose
+        outcome cannot be written is left to its lease, which expires and puts it back in the queue."""
+        drain = self._drain(item)
+        if drain is None or item.task is None:
+            return
+        try:
+            await drain.fail(item.task, error, item.crawl_run_id)
+        except LeaseLost as exc:
+            logger.warning("dispensary %s: %s: the failure is not recorded", item.dispensary_id, exc)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            logger.error(
+                "dispensary %s: task %s: could not record its failure (%s): it returns to the queue when its lease "
+                "expires",
+                item.dispensary_id,
+                item.task.id,
+                first_line(exc),
+            )
+
+    async def _wait_committed(self, key: tuple[Any, ...]) -> bool:
+        """Until the store's rows are committed. Batches fill up with other stores' rows while the
+        crawl is busy; when it goes idle (spider_idle, see spider_idle()) or after a grace period,
+        the buffers are flushed early."""
+        if self._crawl_is_draining():
+            await self.store.flush_all()
+        if await self.store.wait_written(key, self.batch_grace):
+            return True
+        await self.store.flush_all()
+        return await self.store.wait_written(key, self.wait_timeout)
+
+    @staticmethod
+    def _result(item: StoreOutcome, figures: dict[str, Any]) -> TaskResult:
+        return TaskResult(
+            pages=item.pages_fetched,
+            products=figures["seen_n"],
+            new=figures["new"],
+            missed=figures["missed"],
+            oos=figures["oos"],
+            crawl_run_id=item.crawl_run_id,
+        )
+
+    def spider_idle(self) -> None:
+        # Nothing left to download: no batch will fill up any more, so stores waiting for their
+        # rows get them written now. (spider_idle handlers cannot be coroutines: schedule it.)
+        if self.closing:
+            flush = asyncio.ensure_future(self.store.flush_all())
+            self._flushes.add(flush)
+            flush.add_done_callback(self._flushed)
+
+    def _flushed(self, flush: asyncio.Future[None]) -> None:
+        self._flushes.discard(flush)
+        # An outage is logged by the writer, which keeps its rows for the next flush. spider_idle
+        # comes again while the lifecycle keeps the spider open: each failed flush must not end as
+        # an unretrieved task's traceback.
+        if not flush.cancelled():
+            flush.exception()
+
+    async def _apply(self, item: StoreOutcome) -> None:
+        key = (item.dispensary_id, item.crawl_run_id)
+        complete, error = item.complete, item.error
+        if not await self.store.wait_accounted(key, item.products_yielded, self.wait_timeout):
+            complete = False
+            error = f"only {self.store.ledgers[key].accounted} of {item.products_yielded} products were written"
+        try:
+            if not await self._wait_committed(key):
+                complete, error = False, "the store's products were not all committed in time"
+        except psycopg.Error as exc:
+            complete, error = False, f"writing products failed: {first_line(exc)}"
+        except DatabaseSetupError as exc:
+            complete, error = False, f"writing products failed: {exc}"
+        if key in self.store.failed_runs:
+            complete, error = False, "a batch of this store's rows was refused by the database"
+            self.store.failed_runs.discard(key)
+        ledger = self.store.ledgers.pop(key, None)
+        figures = {
+            "d": item.dispensary_id,
+            "seen": orjson.dumps(item.seen_product_ids).decode(),
+            "limit": OOS_AFTER_MISSES,
+            "run": item.crawl_run_id,
+            "pages": item.pages_fetched,
+            "seen_n": len(item.seen_product_ids),
+            "new": ledger.inserted if ledger else 0,
+            "errors": item.errors + (ledger.refused if ledger else 0),  # rows refused for their values count too
+            "missed": 0,
+            "oos": 0,
+            "error": error,
+            "min_share": self.oos_guard_min_share,
+            "events": self.events,
+        }
+        suspect = confirmed = False
+        events = 0
+        drain = self._drain(item)
+        pool = await self.store.open()
+        async with pool.connection() as conn:
+            if complete:
+                try:
+                    async with conn.transaction():
+                        if drain is not None and item.task is not None:
+                            # the lease first: a crawl whose task is no longer ours records nothing
+                            await queue.check_lease(conn, drain.lease(item.task))
+                        row = await (await conn.execute(CLOSE_COMPLETE, figures)).fetchone()
+                        assert row is not None  # the statement always returns its one row of figures
+                        figures["missed"], figures["oos"] = row[0], row[1]
+                        suspect, seen_in_stock, in_stock, streak, confirmed, events = row[5:11]
+                        if not row[4]:
+                            raise RunClosed(f"crawl run {item.crawl_run_id} is no longer running")
+                        if drain is not None and item.task is not None:
+                            await drain.complete(item.task, self._result(item, figures), conn=conn)
+                except (LeaseLost, RunClosed) as exc:
+                    lost = "task was lost" if isinstance(exc, LeaseLost) else "run was closed already"
+                    complete, error = False, f"the crawl's {lost} ({exc}): nothing recorded"
+                    figures["error"], figures["missed"], figures["oos"] = error, 0, 0
+                    suspect = confirmed = False
+                    events = 0
+                    await conn.execute(CLOSE_INCOMPLETE, figures)
+                    drain = None  # not ours to fail either
+            elif item.crawl_run_id is not None:
+                await conn.execute(CLOSE_INCOMPLETE, figures)
+        # a stopped crawl's task goes back to the queue uncounted (the lifecycle releases it)
+        if not complete and drain is not None and item.task is not None and not self._stopped():
+            await self._fail_task(item, f"crawl incomplete: {error}")
+        stats = self.crawler.stats
+        stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
+        if not complete:
+            stats.inc_value(UNITS_INCOMPLETE_STAT)
+        if events:
+            stats.inc_value("cannaspider/product_events", events)
+        if suspect:
+            stats.inc_value("cannaspider/stores_suspect")
+            if confirmed:
+                stats.inc_value("cannaspider/stores_collapse_confirmed")
+                logger.warning(
+                    "dispensary %s: crawl complete but SUSPECT: it saw %d of the %d products in stock before it "
+                    "(below OOS_GUARD_MIN_SHARE = %g), suspect crawl %d in a row: the collapse is confirmed, "
+                    "%d products missing from these crawls marked oos",
+                    item.dispensary_id,
+                    seen_in_stock,
+                    in_stock,
+                    self.oos_guard_min_share,
+                    streak,
+                    figures["oos"],
+                )
+            else:
+                logger.warning(
+                    "dispensary %s: crawl complete but SUSPECT: it saw %d of the %d products in stock before it "
+                    "(below OOS_GUARD_MIN_SHARE = %g): counted none missing (suspect crawl %d of the %d in a row "
+                    "that confirm a collapse); if the store really emptied its menu, crawl it again with "
+                    "-s OOS_GUARD_MIN_SHARE=0",
+                    item.dispensary_id,
+                    seen_in_stock,
+                    in_stock,
+                    self.oos_guard_min_share,
+                    streak,
+                    OOS_AFTER_MISSES,
+                )
+        elif complete:
+            logger.info(
+                "dispensary %s: crawl complete: %d products, %d new, %d missed, %d marked oos",
+                item.dispensary_id,
+                figures["seen_n"],
+                figures["new"],
+                figures["missed"],
+                figures["oos"],
+            )
+        else:
+            logger.warning(
+                "dispensary %s: crawl INCOMPLETE (%s): stored %d products, marked none missing",
+                item.dispensary_id,
+                error,
+                figures["seen_n"],
+            )
