@@ -101,6 +101,12 @@ class AlertSender:
             backoff_max_s=settings.getfloat("ALERTS_BACKOFF_MAX_S"),
         )
 
+    @property
+    def pass_bound_s(self) -> float:
+        """How long a claim holds, and so the longest a pass may take (run.follow cuts it there):
+        past the posts' own timeout, so a sender that died or was cut leaves its claims due again."""
+        return self.timeout_s * 2 + 30
+
     def __repr__(self) -> str:  # never the secret
         return f"AlertSender(secret={'set' if self._secret else 'unset'}, batch={self.batch})"
 
@@ -144,8 +150,9 @@ class AlertSender:
                 logger.warning("alerts: ALERTS_WEBHOOK_SECRET is not set: deliveries wait, nothing is sent unsigned")
                 self._warned = True
             return PassResult(0, 0)
-        lease = self.timeout_s * 2 + 30  # past the post's end: a sender that died leaves it due again
-        cur = await conn.execute(CLAIM, {"lease": lease, "max_attempts": self.max_attempts, "batch": self.batch})
+        cur = await conn.execute(
+            CLAIM, {"lease": self.pass_bound_s, "max_attempts": self.max_attempts, "batch": self.batch}
+        )
         claimed = [Claimed(*row) for row in await cur.fetchall()]
         if not claimed:
             return PassResult(0, 0)

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
@@ -18,44 +16,11 @@ import pytest
 from cannaspider.alerts import signing, subscriptions
 from cannaspider.alerts.run import AlertsPass, run_once
 from cannaspider.alerts.sender import AlertSender
+from tests.alerts.receiver import TOKEN_PATH, Receiver
 from tests.helpers import project_crawler
 
 SECRET = "s3cret-for-alert-tests-only"
-TOKEN_PATH = "/hooks/T0KEN-in-the-path"  # an incoming-webhook URL's token: never in a log or a row
 ALERT_TABLES = "alert_deliveries, alert_subscriptions, alert_match_state"
-
-
-class Receiver:
-    """An HTTP receiver on a free loopback port: records every POST, answers `statuses` in turn (then 200)."""
-
-    def __init__(self, statuses: list[int] | None = None) -> None:
-        self.statuses = list(statuses or [])
-        self.received: list[dict[str, Any]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.received.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{TOKEN_PATH}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def settings(**overrides: Any) -> Any:
