@@ -37,7 +37,7 @@ from scrapy.settings import BaseSettings
 from cannaspider.db.errors import first_line
 from cannaspider.shutdown import on_reactor_shutdown
 from cannaspider.tasks import queue, roles
-from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
+from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult, task_backoff
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class DrainConfig:
     follow: bool = False
     poll_s: float = 5.0
     listen: bool = True  # wake on NOTIFY; False: poll only
-    backoff: Backoff = Backoff()
+    backoff: Backoff | None = None  # None: settings.py's (queue.task_backoff)
     reconnect_s: float = 60.0  # how long one queue operation retries a lost connection
     outage_wait_max_s: float = 60.0  # with follow: longest wait between claims in an outage
 
@@ -70,7 +70,7 @@ class DrainConfig:
             "heartbeat_s": settings.getfloat("TASK_HEARTBEAT_S"),
             "poll_s": settings.getfloat("TASK_POLL_S"),
             "listen": settings.getbool("TASK_LISTEN"),
-            "backoff": Backoff.from_settings(settings),
+            "backoff": task_backoff(settings),
             "reconnect_s": settings.getfloat("TASK_RECONNECT_S"),
             "outage_wait_max_s": settings.getfloat("TASK_OUTAGE_WAIT_MAX_S"),
         }

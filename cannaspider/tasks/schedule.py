@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 
 import psycopg
 from psycopg.types.json import Jsonb
-from scrapy.settings import BaseSettings, Settings
+from scrapy.settings import BaseSettings
 
+from cannaspider.project_settings import project_settings
 from cannaspider.stealth.probe import Prober, ProbeResult
 from cannaspider.stealth.tls import CurlImpersonator
 from cannaspider.tasks import roles
@@ -75,13 +76,6 @@ DELETE FROM worker_tasks
 """
 
 
-def _project_settings() -> Settings:
-    """settings.py's values: the defaults of a ScheduleConfig built without settings."""
-    settings = Settings()
-    settings.setmodule("cannaspider.settings", priority="default")
-    return settings
-
-
 def scheduled_roles() -> list[Role]:
     """The roles that declare a schedule, stores first, then states, then single tasks."""
     order = {"stores": 0, "states": 1, "once": 2}
@@ -96,9 +90,9 @@ def periods(settings: BaseSettings) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    every_s: dict[str, float] = field(default_factory=lambda: periods(_project_settings()))
+    every_s: dict[str, float] = field(default_factory=lambda: periods(project_settings()))
     discovery_states: tuple[str, ...] = ()
-    retention_s: float = field(default_factory=lambda: _project_settings().getfloat("TASK_RETENTION_DAYS") * 86400)
+    retention_s: float = field(default_factory=lambda: project_settings().getfloat("TASK_RETENTION_DAYS") * 86400)
     prune_batch: int = 5000  # most tasks deleted by one tick
 
     @classmethod
