@@ -123,7 +123,7 @@ def main() -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             print(f"loading {args.stores:,} stores × {args.products:,} products × {args.crawls} crawls", flush=True)
             history.load(conn, args.stores, args.products, range(args.crawls))
-        refresh_s, _ = asyncio.run(history.refresh(url))
+        refresh_s, _, _ = asyncio.run(history.refresh(url))
         print(f"  analytics refresh {refresh_s:.1f} s", flush=True)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
