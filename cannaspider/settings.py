@@ -292,19 +292,21 @@ CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: wri
 API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a task is ~100 bytes
 
 # --- Alerts on events (webhooks; cannaspider/alerts, docs/analytics.md "Alerts") -------------
-# `scrapy alerts send` matches subscriptions against new events and posts them, signed with
-# HMAC-SHA256 over the body with ALERTS_WEBHOOK_SECRET (unset: nothing is sent; secret: never
-# logged). A failed post is retried after BACKOFF·2^(n-1) (capped, jittered) up to MAX_ATTEMPTS.
-# Events are read from LOOKBACK before the previous pass: a crawl closing that long after its
-# start still has its events matched (they carry the crawl's start time).
+# `scrapy schedule` (its own task beside the ticks) or `scrapy alerts send` matches subscriptions
+# against new events and posts them, signed with HMAC-SHA256 over the body with
+# ALERTS_WEBHOOK_SECRET (unset: nothing is sent; secret: never logged). A failed post is retried
+# after BACKOFF·2^(n-1) (capped, jittered) up to MAX_ATTEMPTS. Events are read by when their
+# crawl's close wrote them, from LOOKBACK before the previous pass: a close transaction open
+# across a pass (seconds) is still matched.
 ALERTS_WEBHOOK_SECRET = None
 ALERTS_TIMEOUT_S = 10.0
 ALERTS_BATCH = 100  # deliveries claimed and posted concurrently per pass
 ALERTS_MAX_ATTEMPTS = 20  # ~4 days of retries at the cap below: a receiver down for a weekend loses nothing
 ALERTS_BACKOFF_S = 30.0
 ALERTS_BACKOFF_MAX_S = 6 * 3600.0
-ALERTS_MATCH_LOOKBACK_S = 6 * 3600.0
-ALERTS_TICK_S = 60.0  # `scrapy alerts send --follow`: a pass this often
+ALERTS_MATCH_LOOKBACK_S = 3600.0
+ALERTS_TICK_S = 60.0  # `scrapy schedule` and `scrapy alerts send --follow`: a pass this often
+SCHEDULE_ALERTS = True  # `scrapy schedule` delivers alerts (False: run `scrapy alerts send --follow` instead)
 
 # --- Crawl health (Spidermon; cannaspider/monitors, docs/health.md) ----------------------------
 # A monitor over its threshold fails the crawl's health: an ERROR line, the report under

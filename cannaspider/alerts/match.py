@@ -1,15 +1,18 @@
 """Matching subscriptions against what happened: one alert_deliveries row per subscription and
 event (key `e:<event id>`) or availability change (key `a:<state>:<day>:<brand id>`), once.
 
-Events are read by time: those that occurred (their crawl's start) from a look-back
-(ALERTS_MATCH_LOOKBACK_S) before the previous pass began, and not before a look-back before the
-subscription was made. The look-back covers a crawl that started before the previous pass and
-closed after it; what a pass sees again it does not deliver twice (the unique key). The first
-pass reads only the look-back: a new system does not replay its history.
+Events are read by when they were written (product_events.recorded_at, the start of the close
+transaction that wrote them; migrations/022), not by when they occurred (their crawl's start, which
+may be hours before its close): those written from a look-back (ALERTS_MATCH_LOOKBACK_S) before the
+previous pass began, and not before a look-back before the subscription was made. The look-back
+covers a close that began before the previous pass and committed after it; what a pass sees again
+it does not deliver twice (the unique key). The first pass reads only the look-back: a new system
+does not replay its history.
 
 Availability changes are the market roll's days since then (market_brand_daily, the change
 against compare_days before, as GET /api/market computes it): one delivery per state, day and
-brand whose change reached the subscription's min_change. A roll that rewrites a day may move
+brand whose change reached the subscription's min_change, a brand that no store carries any more
+included (availability 0 on a day its state was crawled). A roll that rewrites a day may move
 its figure; the delivery already made stands.
 """
 
@@ -52,16 +55,18 @@ SELECT s.id, 'e:' || e.id,
   JOIN store_products sp ON sp.id = e.store_product_id
   JOIN alert_subscriptions s
     ON s.enabled AND e.type = ANY (s.types)
-   AND e.occurred_at >= s.created_at - make_interval(secs => %(lookback)s)
+   AND e.recorded_at >= s.created_at - make_interval(secs => %(lookback)s)
    AND (s.state IS NULL OR d.state = s.state)
    AND (s.dispensary_id IS NULL OR e.dispensary_id = s.dispensary_id)
    AND (s.min_drop_pct IS NULL
         OR (e.price_rec_old > 0 AND (e.price_rec_old - e.price_rec) / e.price_rec_old * 100 >= s.min_drop_pct))
    AND {BRAND_MATCHES}
- WHERE e.occurred_at >= %(since)s
+ WHERE e.recorded_at >= %(since)s
 ON CONFLICT (subscription_id, key) DO NOTHING
 """
 
+# each brand carried on the day or on the day compare_days before it, in a state crawled on both
+# days: a brand no store carries any more has no row of its day, and its availability is 0
 AVAILABILITY = """
 INSERT INTO alert_deliveries (subscription_id, key, payload)
 SELECT s.id, 'a:' || c.state || ':' || c.day || ':' || c.canonical_brand_id,
@@ -71,16 +76,22 @@ SELECT s.id, 'a:' || c.state || ':' || c.day || ':' || c.canonical_brand_id,
            'stores_then', c.stores_then, 'stores_crawled_then', c.crawled_then,
            'availability', round(c.avail, 4), 'availability_then', round(c.avail_then, 4),
            'change', round(c.avail - c.avail_then, 4))
-  FROM (SELECT n.state, n.day, n.day - %(compare)s AS then_day, n.canonical_brand_id, n.stores,
-               n.stores_crawled AS crawled,
+  FROM (SELECT k.state, k.day, k.day - %(compare)s AS then_day, k.canonical_brand_id,
+               coalesce(n.stores, 0) AS stores, sn.stores_crawled AS crawled,
                coalesce(t.stores, 0) AS stores_then, st.stores_crawled AS crawled_then,
-               n.stores::numeric / n.stores_crawled AS avail,
+               coalesce(n.stores, 0)::numeric / sn.stores_crawled AS avail,
                coalesce(t.stores, 0)::numeric / st.stores_crawled AS avail_then
-          FROM market_brand_daily n
-          JOIN market_state_daily st ON st.state = n.state AND st.day = n.day - %(compare)s
+          FROM (SELECT state, day, canonical_brand_id FROM market_brand_daily
+                 WHERE day >= (%(since)s AT TIME ZONE 'UTC')::date
+                UNION
+                SELECT state, day + %(compare)s, canonical_brand_id FROM market_brand_daily
+                 WHERE day >= (%(since)s AT TIME ZONE 'UTC')::date - %(compare)s) k
+          JOIN market_state_daily sn ON sn.state = k.state AND sn.day = k.day
+          JOIN market_state_daily st ON st.state = k.state AND st.day = k.day - %(compare)s
+          LEFT JOIN market_brand_daily n
+            ON n.state = k.state AND n.day = k.day AND n.canonical_brand_id = k.canonical_brand_id
           LEFT JOIN market_brand_daily t
-            ON t.state = n.state AND t.day = n.day - %(compare)s AND t.canonical_brand_id = n.canonical_brand_id
-         WHERE n.day >= (%(since)s AT TIME ZONE 'UTC')::date) c
+            ON t.state = k.state AND t.day = k.day - %(compare)s AND t.canonical_brand_id = k.canonical_brand_id) c
   LEFT JOIN brands b ON b.id = c.canonical_brand_id
   JOIN alert_subscriptions s
     ON s.enabled AND 'availability_changed' = ANY (s.types) AND abs(c.avail - c.avail_then) >= s.min_change

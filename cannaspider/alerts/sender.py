@@ -5,7 +5,8 @@ the same one at once; a claim pushes next_attempt_at past the request's timeout,
 dies mid-post leaves the delivery due again, not lost), posts them concurrently, and records each
 outcome: a 2xx answer marks it delivered; anything else (a refused connection, a timeout, a 500)
 keeps it, with the status and a reason free of URL and secret, and makes it due again after
-ALERTS_BACKOFF_S · 2^(attempts-1), capped at ALERTS_BACKOFF_MAX_S, up to ALERTS_MAX_ATTEMPTS
+ALERTS_BACKOFF_S · 2^(attempts-1), capped at ALERTS_BACKOFF_MAX_S, jittered up to +20 %
+(cannaspider/backoff.py), up to ALERTS_MAX_ATTEMPTS
 attempts (then it stays in the table, undelivered, for an operator: `scrapy alerts list`).
 
 Without ALERTS_WEBHOOK_SECRET nothing is sent (an unsigned alert could not be trusted): the
@@ -18,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +29,13 @@ from scrapy.settings import BaseSettings
 
 from cannaspider import env
 from cannaspider.alerts import signing
+from cannaspider.backoff import Backoff
 
 logger = logging.getLogger(__name__)
+
+# a retry comes back after its doubled wait and up to a fifth more: deliveries that failed together
+# (a receiver down) spread out
+ALERT_JITTER = (1.0, 1.2)
 
 CLAIM = """
 UPDATE alert_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => %(lease)s)
@@ -79,15 +84,13 @@ class AlertSender:
         timeout_s: float,
         batch: int,
         max_attempts: int,
-        backoff_s: float,
-        backoff_max_s: float,
+        backoff: Backoff,
     ) -> None:
         self._secret = secret
         self.timeout_s = timeout_s
         self.batch = batch
         self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
+        self.backoff = backoff
         self._warned = False
 
     @classmethod
@@ -97,17 +100,17 @@ class AlertSender:
             timeout_s=settings.getfloat("ALERTS_TIMEOUT_S"),
             batch=settings.getint("ALERTS_BATCH"),
             max_attempts=settings.getint("ALERTS_MAX_ATTEMPTS"),
-            backoff_s=settings.getfloat("ALERTS_BACKOFF_S"),
-            backoff_max_s=settings.getfloat("ALERTS_BACKOFF_MAX_S"),
+            backoff=Backoff.from_settings(settings, "ALERTS_BACKOFF_S", "ALERTS_BACKOFF_MAX_S", ALERT_JITTER),
         )
+
+    @property
+    def pass_bound_s(self) -> float:
+        """How long a claim holds, and so the longest a pass may take (run.follow cuts it there):
+        past the posts' own timeout, so a sender that died or was cut leaves its claims due again."""
+        return self.timeout_s * 2 + 30
 
     def __repr__(self) -> str:  # never the secret
         return f"AlertSender(secret={'set' if self._secret else 'unset'}, batch={self.batch})"
-
-    def backoff(self, attempts: int) -> float:
-        """The wait after failed attempt `attempts` (1, 2, …): doubling, capped, jittered up to +20 %."""
-        base = min(self.backoff_s * 2.0 ** max(attempts - 1, 0), self.backoff_max_s)
-        return float(base * (1 + random.random() * 0.2))  # spreading retries, not a secret
 
     def body(self, claimed: Claimed) -> bytes:
         doc = {"delivery_id": claimed.id, "subscription_id": claimed.subscription_id, "key": claimed.key}
@@ -144,8 +147,9 @@ class AlertSender:
                 logger.warning("alerts: ALERTS_WEBHOOK_SECRET is not set: deliveries wait, nothing is sent unsigned")
                 self._warned = True
             return PassResult(0, 0)
-        lease = self.timeout_s * 2 + 30  # past the post's end: a sender that died leaves it due again
-        cur = await conn.execute(CLAIM, {"lease": lease, "max_attempts": self.max_attempts, "batch": self.batch})
+        cur = await conn.execute(
+            CLAIM, {"lease": self.pass_bound_s, "max_attempts": self.max_attempts, "batch": self.batch}
+        )
         claimed = [Claimed(*row) for row in await cur.fetchall()]
         if not claimed:
             return PassResult(0, 0)
@@ -161,7 +165,7 @@ class AlertSender:
                 else:
                     failed += 1
                     await conn.execute(
-                        FAILED, (o.status, o.error, self.backoff(attempts[o.delivery_id]), o.delivery_id)
+                        FAILED, (o.status, o.error, self.backoff.delay(attempts[o.delivery_id]), o.delivery_id)
                     )
         if failed:
             logger.warning("alerts: %d of %d deliveries failed; they are retried with backoff", failed, len(claimed))

@@ -154,6 +154,16 @@ SELECT e.id, e.occurred_at, e.type, e.crawl_run_id, e.price_rec_old::float8 AS p
                               WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id = %(p)s)
  ORDER BY e.id
 """
+# A store's latest events, newest first (its dashboard page): the (dispensary_id, id) index, backwards
+STORE_EVENTS_SHOWN = 50
+STORE_EVENTS = """
+SELECT e.id, e.occurred_at, e.type, e.crawl_run_id, sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product,
+       e.price_rec_old::float8 AS price_rec_old, e.price_rec::float8 AS price_rec
+  FROM product_events e JOIN store_products sp ON sp.id = e.store_product_id
+ WHERE e.dispensary_id = %(d)s
+ ORDER BY e.id DESC
+ LIMIT %(limit)s
+"""
 PRODUCT_OOS_SINCE = """
 SELECT es.oos_since FROM store_products sp JOIN product_event_state es ON es.store_product_id = sp.id
  WHERE sp.dispensary_id = %(d)s AND sp.provider = 'dutchie' AND sp.provider_product_id = %(p)s

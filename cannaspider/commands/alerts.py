@@ -11,14 +11,15 @@ availability changes, delivered as signed webhooks (docs/analytics.md, "Alerts")
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from typing import Any
 
 import psycopg
 
 from cannaspider.alerts import subscriptions
+from cannaspider.alerts.run import follow as follow_alerts
 from cannaspider.alerts.run import run_once
-from cannaspider.alerts.sender import AlertSender
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 
@@ -86,12 +87,15 @@ class Command(CannaspiderCommand):
     async def _send(self, *, follow: bool) -> None:
         settings = self.settings
         assert settings is not None  # Scrapy sets a command's settings before it runs
-        sender = AlertSender.from_settings(settings)
-        tick = settings.getfloat("ALERTS_TICK_S")
-        async with await psycopg.AsyncConnection.connect(database_url(settings), autocommit=True) as conn:
-            while True:
-                done = await run_once(conn, settings, sender)
-                print(f"alerts: {done.matched} matched, {done.delivered} delivered, {done.failed} to retry", flush=True)
-                if not follow:
-                    return
-                await asyncio.sleep(tick)
+        url = database_url(settings)
+        if not follow:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                print((await run_once(conn, settings)).describe(), flush=True)
+            return
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await follow_alerts(
+            url, settings, stop, lambda done: print(done if isinstance(done, str) else done.describe(), flush=True)
+        )

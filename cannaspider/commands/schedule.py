@@ -2,7 +2,12 @@
 (cannaspider/tasks/schedule.py) every SCHEDULE_TICK_S seconds until SIGTERM/SIGINT, or once. Safe
 to run on several machines at once. With --scrapyd, each tick also starts draining jobs on those
 Scrapyd nodes for the roles that have pending work (cannaspider/tasks/scrapyd.py). Each tick
-also re-probes the proxies that their failures deactivated, when due (cannaspider/stealth/probe.py)."""
+also re-probes the proxies that their failures deactivated, when due (cannaspider/stealth/probe.py).
+
+Alerts (SCHEDULE_ALERTS): beside the ticks, a task of its own matches new events and posts the
+due webhooks every ALERTS_TICK_S (cannaspider/alerts/run.py `follow`), each pass bounded, on its
+own connection: a webhook that hangs or fails delays neither a tick nor a crawl, and its deliveries
+wait, retried with backoff. --once makes one alerts pass after the tick."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import psycopg
 from scrapy.spiderloader import get_spider_loader
 
 from cannaspider import env
+from cannaspider.alerts import run as alerts
 from cannaspider.db import database_url
 from cannaspider.db.errors import first_line
 from cannaspider.stealth.probe import Prober
@@ -48,9 +54,12 @@ class Command(TaskCommand):
         self.spiders = get_spider_loader(settings).list() if self.nodes else []
         self.slots = settings.getint("TASK_SLOTS")
         self.prober = Prober(settings)  # deactivated proxies re-probed after each tick (stealth/probe.py)
+        self.alerts = settings.getbool("SCHEDULE_ALERTS")
         url = database_url(settings)
         if opts.once:
             self._print(asyncio.run(with_connection(url, self._tick(config))))
+            if self.alerts:
+                asyncio.run(self._alerts_once(url))
             return
         asyncio.run(self._loop(url, config, settings.getfloat("SCHEDULE_TICK_S")))
 
@@ -78,6 +87,19 @@ class Command(TaskCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         print(f"schedule: every {every:g} s (stop with Ctrl-C)", flush=True)
+        settings = self.settings
+        assert settings is not None  # set by Scrapy before run()
+        delivering = (
+            asyncio.create_task(alerts.follow(url, settings, stop, self._print_alerts)) if self.alerts else None
+        )
+        try:
+            await self._ticks(url, config, every, stop)
+        finally:
+            stop.set()
+            if delivering is not None:
+                await delivering  # a pass in flight ends within its bound
+
+    async def _ticks(self, url: str, config: schedule.ScheduleConfig, every: float, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 report = await with_connection(url, self._tick(config))
@@ -89,6 +111,20 @@ class Command(TaskCommand):
                 await asyncio.wait_for(stop.wait(), every)
             except TimeoutError:
                 pass
+
+    async def _alerts_once(self, url: str) -> None:
+        stop = asyncio.Event()
+        stop.set()  # follow() makes its first pass before it looks at stop: one pass
+        settings = self.settings
+        assert settings is not None  # set by Scrapy before run()
+        await alerts.follow(url, settings, stop, self._print_alerts)
+
+    @staticmethod
+    def _print_alerts(done: alerts.AlertsPass | str) -> None:
+        if isinstance(done, str) or done.matched or done.delivered or done.failed:  # quiet passes are not news
+            print(
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')} {done if isinstance(done, str) else done.describe()}", flush=True
+            )
 
     @staticmethod
     def _print_dispatch(done: scrapyd.Dispatch) -> None:

@@ -32,12 +32,13 @@ from typing import Any
 import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.settings import BaseSettings, Settings
+from scrapy.settings import BaseSettings
 
 from cannaspider.db.errors import first_line
+from cannaspider.project_settings import project_settings
 from cannaspider.shutdown import on_reactor_shutdown
 from cannaspider.tasks import queue, roles
-from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult
+from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult, task_backoff
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,7 @@ class DrainConfig:
     @classmethod
     def of_project(cls, **overrides: Any) -> DrainConfig:
         """The project's settings (a drain built without a crawler: tests, benchmarks)."""
-        settings = Settings()
-        settings.setmodule("cannaspider.settings")
-        return cls.from_settings(settings, **overrides)
+        return cls.from_settings(project_settings(), **overrides)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, **overrides: Any) -> DrainConfig:
@@ -77,7 +76,7 @@ class DrainConfig:
             "follow": False,  # a spider's -a follow=1, given as an override
             "poll_s": settings.getfloat("TASK_POLL_S"),
             "listen": settings.getbool("TASK_LISTEN"),
-            "backoff": Backoff.from_settings(settings),
+            "backoff": task_backoff(settings),
             "reconnect_s": settings.getfloat("TASK_RECONNECT_S"),
             "outage_wait_max_s": settings.getfloat("TASK_OUTAGE_WAIT_MAX_S"),
         }

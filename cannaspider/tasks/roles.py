@@ -31,12 +31,24 @@ PLATFORMS: tuple[str, ...] = ("dutchie",)
 
 
 @functools.cache
+def _spiders() -> dict[str, type]:
+    loader = SpiderLoader(Settings({"SPIDER_MODULES": SPIDER_MODULES}))
+    return {name: loader.load(name) for name in loader.list()}
+
+
+def same_work(name: str) -> tuple[str, ...]:
+    """The role `name` and every role whose spider is a kind of its spider (a subclass): the same
+    work on the same target (product_discovery is a store's first product_resync)."""
+    spiders = _spiders()
+    return tuple(other for other in all_roles() if issubclass(spiders[other], spiders[name]))
+
+
+@functools.cache
 def all_roles() -> dict[str, Role]:
     """Every declared role by name, in the order of the chain (a role before those it chains to)."""
-    loader = SpiderLoader(Settings({"SPIDER_MODULES": SPIDER_MODULES}))
     declared: dict[str, Role] = {}
-    for name in loader.list():
-        role = getattr(loader.load(name), "role", None)
+    for name, spider in _spiders().items():
+        role = getattr(spider, "role", None)
         if isinstance(role, Role):
             if role.name != name:
                 raise TypeError(f"spider {name!r} declares the role {role.name!r}: a role's spider has its name")

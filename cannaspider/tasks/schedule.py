@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 
 import psycopg
 from psycopg.types.json import Jsonb
-from scrapy.settings import BaseSettings, Settings
+from scrapy.settings import BaseSettings
 
+from cannaspider.project_settings import project_settings
 from cannaspider.stealth.probe import Prober, ProbeResult
 from cannaspider.stealth.tls import CurlImpersonator
 from cannaspider.tasks import roles
@@ -45,14 +46,15 @@ SELECT %(role)s, d.platform, d.id, %(priority)s
   FROM dispensaries d
  WHERE d.crawl_enabled AND d.platform_dispensary_id IS NOT NULL
    AND (d.last_crawl_at IS NULL OR d.last_crawl_at < now() - %(every)s::interval)
+   -- same_work: the role and the roles of its kind (roles.same_work: product_discovery)
    AND NOT EXISTS (  -- product work queued or running (index worker_tasks_active_identity)
         SELECT 1 FROM worker_tasks t
-         WHERE t.role IN ('product_resync', 'product_discovery') AND t.platform = d.platform
+         WHERE t.role = ANY (%(same_work)s::text[]) AND t.platform = d.platform
            AND t.dispensary_id = d.id AND t.status IN ('pending', 'running'))
    AND NOT EXISTS (  -- tried within the period and failed or cancelled (a completed one set last_crawl_at)
         SELECT 1 FROM worker_tasks t
          WHERE t.dispensary_id = d.id AND t.status IN ('failed', 'cancelled')
-           AND t.role IN ('product_resync', 'product_discovery') AND t.created_at > now() - %(every)s::interval)
+           AND t.role = ANY (%(same_work)s::text[]) AND t.created_at > now() - %(every)s::interval)
  ORDER BY d.last_crawl_at NULLS FIRST, d.id
 ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
 """
@@ -75,13 +77,6 @@ DELETE FROM worker_tasks
 """
 
 
-def _project_settings() -> Settings:
-    """settings.py's values: the defaults of a ScheduleConfig built without settings."""
-    settings = Settings()
-    settings.setmodule("cannaspider.settings", priority="default")
-    return settings
-
-
 def scheduled_roles() -> list[Role]:
     """The roles that declare a schedule, stores first, then states, then single tasks."""
     order = {"stores": 0, "states": 1, "once": 2}
@@ -96,9 +91,9 @@ def periods(settings: BaseSettings) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    every_s: dict[str, float] = field(default_factory=lambda: periods(_project_settings()))
+    every_s: dict[str, float] = field(default_factory=lambda: periods(project_settings()))
     discovery_states: tuple[str, ...] = ()
-    retention_s: float = field(default_factory=lambda: _project_settings().getfloat("TASK_RETENTION_DAYS") * 86400)
+    retention_s: float = field(default_factory=lambda: project_settings().getfloat("TASK_RETENTION_DAYS") * 86400)
     prune_batch: int = 5000  # most tasks deleted by one tick
 
     @classmethod
@@ -149,7 +144,13 @@ async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickRep
             assert role.schedule is not None
             every = _every(config.every_s[role.name])
             if role.schedule.over == "stores":
-                cur = await conn.execute(RESYNC, {"role": role.name, "priority": prio, "every": every})
+                params = {
+                    "role": role.name,
+                    "priority": prio,
+                    "every": every,
+                    "same_work": list(roles.same_work(role.name)),
+                }
+                cur = await conn.execute(RESYNC, params)
                 created[role.name] = cur.rowcount
                 continue
             if role.schedule.over == "states":

@@ -1,5 +1,6 @@
 """The dashboard's pages, rendered on the server from templates/ (Jinja2): an overview, the stores,
-a store's products (filterable), a product's history chart and the crawl health. Every page is
+a store's products (filterable) and latest events, a product's history chart and events, and the
+crawl health. Every page is
 plain HTML with its CSS inline in base.html: no script, no asset fetched from anywhere, light on a
 phone. The JSON behind each page is the documented API in dashboard_api.py."""
 
@@ -16,7 +17,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from cannaspider.web import dashboard_api as api
 from cannaspider.web import dashboard_queries as q
 from cannaspider.web.chart import EVENT_LABELS, price_chart
-from cannaspider.web.events import product_timeline
+from cannaspider.web.events import product_timeline, store_events
 from cannaspider.web.models import NO_NUL
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -81,9 +82,11 @@ async def store_page(
             category=category or None,
             stock=stock_filter,  # type: ignore[arg-type]
         )
+        events = await store_events(conn, store_id)
     context = {
         "store": store,
         "products": rows,
+        "events": events,
         "brands": brands,
         "categories": categories,
         "f": {"brand": brand or "", "category": category or "", "stock": stock_filter or ""},

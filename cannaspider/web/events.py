@@ -80,6 +80,13 @@ async def product_timeline(
     return {"events": events, "oos_intervals": ev.oos_intervals(events, row["oos_since"] if row else None)}
 
 
+async def store_events(conn: psycopg.AsyncConnection[Any], dispensary_id: int) -> list[dict[str, Any]]:
+    """A store's latest events (ev.STORE_EVENTS_SHOWN of them), newest first (its dashboard page)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(ev.STORE_EVENTS, {"d": dispensary_id, "limit": ev.STORE_EVENTS_SHOWN})
+        return await cur.fetchall()
+
+
 class EventsPage(BaseModel):
     events: list[EventOut]
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: no more events")

@@ -104,7 +104,7 @@ async def list_brands(
 ) -> list[dict[str, Any]]:
     async with request.app.state.pool.connection() as conn:
         rows = await q.brands(conn, state=state.upper() if state else None, limit=limit)
-    return [{**r, "stores_by_state": r["stores_by_state"] or {}} for r in rows]
+    return rows
 
 
 @router.get("/brands/{brand_id}", response_model=BrandOut, responses=refused_with(404, 503))

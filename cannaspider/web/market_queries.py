@@ -16,13 +16,17 @@ from psycopg import AsyncConnection
 from cannaspider.web.dashboard_queries import _all
 
 # from the view the analytics refresh keeps (market_brands_now: state NULL is every state), not
-# from store_products: per request that sorted the whole table
+# from store_products: per request that sorted the whole table. The stores per state come as two
+# arrays, zipped in brands(): psycopg reads arrays in C, where a jsonb per row cost a JSON decode
+# in Python each (60 a request: half the handler's CPU time, benchmarks/market.py)
 BRANDS = """
-SELECT b.id, b.name, n.stores, n.products, n.store_products, n.median_price,
-       (SELECT jsonb_object_agg(p.state, p.stores ORDER BY p.state) FROM market_brands_now p
-         WHERE p.brand_id = n.brand_id AND p.state IS NOT NULL
-           AND (%(state)s::text IS NULL OR p.state = %(state)s)) AS stores_by_state
+SELECT b.id, b.name, n.stores, n.products, n.store_products, n.median_price, s.states, s.state_stores
   FROM market_brands_now n JOIN brands b ON b.id = n.brand_id
+ CROSS JOIN LATERAL (
+       SELECT array_agg(p.state ORDER BY p.state) AS states, array_agg(p.stores ORDER BY p.state) AS state_stores
+         FROM market_brands_now p
+        WHERE p.brand_id = n.brand_id AND p.state IS NOT NULL
+          AND (%(state)s::text IS NULL OR p.state = %(state)s)) s
  WHERE n.state IS NOT DISTINCT FROM %(state)s::text
  ORDER BY n.stores DESC, b.name, b.id
  LIMIT %(limit)s
@@ -83,7 +87,11 @@ SELECT sp.dispensary_id, d.name AS store, d.city, d.state, sp.provider_product_i
 
 
 async def brands(conn: AsyncConnection, *, state: str | None, limit: int) -> list[dict[str, Any]]:
-    return await _all(conn, BRANDS, {"state": state, "limit": limit})
+    """Each brand with `stores_by_state` ({state: stores}, in state order)."""
+    rows = await _all(conn, BRANDS, {"state": state, "limit": limit})
+    for row in rows:
+        row["stores_by_state"] = dict(zip(row.pop("states") or (), row.pop("state_stores") or (), strict=True))
+    return rows
 
 
 async def brand(conn: AsyncConnection, brand_id: int) -> dict[str, Any] | None:

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
@@ -18,44 +16,11 @@ import pytest
 from cannaspider.alerts import signing, subscriptions
 from cannaspider.alerts.run import AlertsPass, run_once
 from cannaspider.alerts.sender import AlertSender
+from tests.alerts.receiver import TOKEN_PATH, Receiver
 from tests.helpers import project_crawler
 
 SECRET = "s3cret-for-alert-tests-only"
-TOKEN_PATH = "/hooks/T0KEN-in-the-path"  # an incoming-webhook URL's token: never in a log or a row
 ALERT_TABLES = "alert_deliveries, alert_subscriptions, alert_match_state"
-
-
-class Receiver:
-    """An HTTP receiver on a free loopback port: records every POST, answers `statuses` in turn (then 200)."""
-
-    def __init__(self, statuses: list[int] | None = None) -> None:
-        self.statuses = list(statuses or [])
-        self.received: list[dict[str, Any]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.received.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{TOKEN_PATH}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def settings(**overrides: Any) -> Any:
@@ -227,6 +192,50 @@ def test_a_brands_availability_change_over_the_threshold(db, sql, events):
         0.25,
         0.5,
     )
+
+
+def test_a_brand_that_no_store_carries_any_more_is_an_availability_change(db, sql, events):
+    today = datetime.now(UTC).date()
+    then = today - timedelta(days=28)
+    sql("TRUNCATE market_state_daily, market_brand_daily")
+    for day, crawled in ((then, 4), (today, 5)):
+        sql("INSERT INTO market_state_daily VALUES ('AZ', %s, %s, 0, 0, 0, 0, 0, 0, 0, 0, 0)", (day, crawled))
+    # carried by 2 of 4 stores then, by none of the 5 crawled today: no row of today at all
+    sql("INSERT INTO market_brand_daily VALUES ('AZ', %s, %s, 2, 4, 1, 2, 10)", (then, events["brand"]))
+    with Receiver() as receiver:
+        sub = subscribe(db, receiver.url, ["availability_changed"], min_change=0.5, state="AZ")
+        assert alerts_pass(db) == AlertsPass(1, 1, 0)
+        assert alerts_pass(db) == AlertsPass(0, 0, 0)  # once
+    doc = json.loads(receiver.received[0]["body"])
+    assert (doc["subscription_id"], doc["brand_id"], doc["brand"]) == (sub, events["brand"], "STIIIZY")
+    assert (doc["stores"], doc["stores_crawled"], doc["stores_then"], doc["stores_crawled_then"]) == (0, 5, 2, 4)
+    assert (doc["availability"], doc["availability_then"], doc["change"]) == (0, 0.5, -0.5)
+    assert doc["key"] == f"a:AZ:{today.isoformat()}:{events['brand']}"
+
+
+def test_the_events_of_a_crawl_that_closes_hours_after_its_start_are_matched(db, sql, events):
+    """Matched by when the close wrote them, not by their crawl's start (ALERTS_MATCH_LOOKBACK_S before)."""
+    started = datetime.now(UTC) - timedelta(hours=8)
+    product = events["nv"]  # the NV store's product (the fixture's "nv" key names it, not the store)
+    store = sql("SELECT dispensary_id FROM store_products WHERE id = %s", (product,))[0][0]
+    run = sql(
+        "INSERT INTO crawl_runs (dispensary_id, role, status, started_at) VALUES (%s, 'product_resync', "
+        "'running', %s) RETURNING id",
+        (store, started),
+    )[0][0]
+    with Receiver() as receiver:
+        subscribe(db, receiver.url, ["back_in_stock"])
+        assert alerts_pass(db) == AlertsPass(0, 0, 0)  # a pass while the crawl runs
+        # 8 hours on, the crawl closes: its events carry its start, written now
+        event = sql(
+            "INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, "
+            "price_rec) VALUES (%s, %s, %s, %s, 'back_in_stock', 30) RETURNING id",
+            (started, run, store, product),
+        )[0][0]
+        assert alerts_pass(db) == AlertsPass(1, 1, 0)
+    doc = json.loads(receiver.received[0]["body"])
+    assert (doc["event_id"], doc["type"], doc["crawl_run_id"]) == (event, "back_in_stock", run)
+    assert datetime.fromisoformat(doc["occurred_at"]) == started
 
 
 @pytest.mark.parametrize(

@@ -147,7 +147,11 @@ def test_fail_retries_later(db, q, sql):
     enqueue_stores(q, sql, 1)
 
     async def main():
-        drain = TaskDrain(db, "product_resync", DrainConfig.of_project(backoff=queue.Backoff(base_s=3600)))
+        drain = TaskDrain(
+            db,
+            "product_resync",
+            DrainConfig.of_project(backoff=queue.Backoff(base_s=3600, cap_s=6 * 3600, jitter=(0.5, 1.0))),
+        )
         async for task in drain.tasks():
             await drain.fail(task, "blocked (403)", None)
         await drain.close()

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from scrapy.settings import Settings
 
-from cannaspider.tasks import queue, schedule
+from cannaspider.tasks import queue, roles, schedule
 from cannaspider.tasks.roles import TaskInputError
 from cannaspider.tasks.schedule import ScheduleConfig
 from tests.helpers import project_settings
@@ -131,3 +131,10 @@ def test_the_retention_must_outlast_every_schedule_period():
         ScheduleConfig.from_settings(Settings({**project_settings(), "TASK_RETENTION_DAYS": 30})).retention_s
         == 30 * 86400
     )
+
+
+def test_a_stores_product_work_is_its_role_and_the_roles_of_its_kind():
+    """RESYNC's "product work" comes from the spiders: product_discovery's spider is a product_resync one."""
+    assert sorted(roles.same_work("product_resync")) == ["product_discovery", "product_resync"]
+    assert roles.same_work("product_discovery") == ("product_discovery",)
+    assert roles.same_work("entry_point_discovery") == ("entry_point_discovery",)  # a store target, other work

@@ -109,6 +109,36 @@ def test_the_product_chart_marks_its_events_and_bands_its_out_of_stock(api, roll
     shot(page, "product-events")
 
 
+def test_a_store_page_lists_its_latest_events_as_sql_has_them(api, rolled, page, sql):
+    store, product = rolled["a"], rolled["pa1"]
+    sql(
+        "INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, price_rec_old, "
+        "price_rec) VALUES ('2026-11-10 08:00Z', %s, %s, %s, 'price_changed', 40, 35), "
+        "('2026-11-20 08:00Z', %s, %s, %s, 'out_of_stock', NULL, 35)",
+        (rolled["run_a28"], store, product) * 2,
+    )
+    expected = sql(
+        "SELECT e.id, e.type, coalesce(sp.name, sp.name_raw), sp.provider_product_id, e.price_rec_old, e.price_rec "
+        "FROM product_events e JOIN store_products sp ON sp.id = e.store_product_id "
+        "WHERE e.dispensary_id = %s ORDER BY e.id DESC LIMIT 50",
+        (store,),
+    )
+    assert len(expected) >= 2
+    assert sql("SELECT count(*) FROM product_events WHERE dispensary_id <> %s", (store,))[0][0] > 0  # not shown
+    page.goto(f"{api.base}/dashboard/stores/{store}")
+    rows = page.locator("#events tr[data-event]")
+    assert rows.count() == len(expected)
+    for row, (event_id, kind, name, provider_id, old, new) in zip(rows.all(), expected, strict=True):
+        cells = [c.inner_text().strip() for c in row.locator("td").all()]
+        assert (row.get_attribute("data-event"), row.get_attribute("data-type")) == (str(event_id), kind)
+        assert cells[2] == name
+        assert cells[3] == ("" if old is None else f"${old:,.2f}")
+        assert cells[4] == f"${new:,.2f}"
+        assert row.locator("a").get_attribute("href").endswith(f"/products/{provider_id}")
+    assert page.locator("#events-count").inner_text().startswith(f"the latest {len(expected)}")
+    shot(page, "store-events")
+
+
 def test_unknown_states_are_404(api, rolled):
     assert http("GET", api.base + "/dashboard/market/NV").status == 404
     assert http("GET", api.base + "/dashboard/market/ZZZ").status == 422

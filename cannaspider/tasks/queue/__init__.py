@@ -15,6 +15,7 @@ of its own (or inside the caller's, when one is open: `complete()` can then comm
 with the crawl that did it).
 """
 
+from cannaspider.backoff import Backoff
 from cannaspider.tasks.queue.admin import cancel, get, list_tasks, retry
 from cannaspider.tasks.queue.chaining import CHAIN_SQL
 from cannaspider.tasks.queue.enqueuing import NOTIFY_CHANNEL, enqueue
@@ -32,7 +33,7 @@ from cannaspider.tasks.queue.model import (
     TaskStatus,
     worker_name,
 )
-from cannaspider.tasks.queue.outcomes import Backoff, complete, complete_many, fail, fail_many
+from cannaspider.tasks.queue.outcomes import complete, complete_many, fail, fail_many, task_backoff
 
 __all__ = [
     "ACTIVE",
@@ -41,6 +42,7 @@ __all__ = [
     "NOTIFY_CHANNEL",
     "STATUSES",
     "Backoff",
+    "task_backoff",
     "Enqueued",
     "Lease",
     "LeaseLost",

@@ -8,13 +8,14 @@ and the task that did it commit together when the caller's transaction is open.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from scrapy.settings import BaseSettings
 
+from cannaspider.backoff import Backoff
 from cannaspider.db.errors import redact
+from cannaspider.project_settings import project_settings
 from cannaspider.tasks.queue.admin import get
 from cannaspider.tasks.queue.chaining import chain
 from cannaspider.tasks.queue.leases import HELD, LEASE_COLUMNS, leases_param
@@ -66,21 +67,18 @@ async def complete_many(conn: psycopg.AsyncConnection[Any], done: Sequence[tuple
     return [lease for lease in leases if lease.task_id not in completed]
 
 
-# Attempts left: back to pending after base·2^(attempt-1) seconds (capped), times a jitter in
-# [0.5, 1) so that tasks failing together (a blocked proxy pool, a database restart) do not all
-# come back at the same instant. No attempts left, or a failure that trying again cannot help
-# (`final`: a store without its platform id, a 4xx on our request): failed for good, with the
-# error and crawl run.
+# Attempts left: back to pending after the lease's backoff (`wait`: cannaspider/backoff.py, from the
+# lease's attempt, which HELD checks is the task's). No attempts left, or a failure that trying
+# again cannot help (`final`: a store without its platform id, a 4xx on our request): failed for
+# good, with the error and crawl run.
 FAIL = f"""
 WITH l AS (SELECT * FROM jsonb_to_recordset(%(leases)s::jsonb)
-             AS l({LEASE_COLUMNS}, error text, run bigint, final boolean)),
+             AS l({LEASE_COLUMNS}, error text, run bigint, final boolean, wait float8)),
 failed AS (
     UPDATE worker_tasks t
        SET status = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN 'failed' ELSE 'pending' END,
            run_after = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN t.run_after
-                            ELSE now() + make_interval(secs => least(%(cap)s::float8,
-                                 %(base)s::float8 * power(2, greatest(t.attempts - 1, 0))) * (0.5 + random() / 2))
-                       END,
+                            ELSE now() + make_interval(secs => l.wait) END,
            completed_at = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN now() END,
            claimed_by = CASE WHEN (t.attempts >= t.max_attempts OR l.final) THEN t.claimed_by END,
            lease_expires_at = NULL, updated_at = now(),
@@ -97,16 +95,13 @@ SELECT id, status, run_after FROM failed
 """
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """The retry wait of a failed attempt (TASK_RETRY_BACKOFF_S, TASK_RETRY_BACKOFF_MAX_S)."""
+# a retry comes back after half to all of its doubled wait: tasks that failed together spread out
+TASK_JITTER = (0.5, 1.0)
 
-    base_s: float = 60.0
-    cap_s: float = 6 * 3600.0
 
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> Backoff:
-        return cls(settings.getfloat("TASK_RETRY_BACKOFF_S"), settings.getfloat("TASK_RETRY_BACKOFF_MAX_S"))
+def task_backoff(settings: BaseSettings) -> Backoff:
+    """The retry wait of a failed attempt: TASK_RETRY_BACKOFF_S doubled, up to TASK_RETRY_BACKOFF_MAX_S."""
+    return Backoff.from_settings(settings, "TASK_RETRY_BACKOFF_S", "TASK_RETRY_BACKOFF_MAX_S", TASK_JITTER)
 
 
 async def fail(
@@ -114,12 +109,13 @@ async def fail(
     lease: Lease,
     error: str,
     crawl_run_id: int | None = None,
-    backoff: Backoff = Backoff(),
+    backoff: Backoff | None = None,
     *,
     final: bool = False,
 ) -> Task:
-    """Record a failed attempt: retried after a backoff while attempts are left (and not `final`),
-    else failed. Returns the task as it now is; LeaseLost when the lease is no longer held."""
+    """Record a failed attempt: retried after a backoff (None: settings.py's task_backoff) while
+    attempts are left (and not `final`), else failed. Returns the task as it now is; LeaseLost
+    when the lease is no longer held."""
     lost = await fail_many(conn, [(lease, error, crawl_run_id)], backoff, final=final)
     if lost:
         raise LeaseLost(f"task {lease.task_id}: lease lost (expired, re-claimed or cancelled)")
@@ -131,23 +127,21 @@ async def fail(
 async def fail_many(
     conn: psycopg.AsyncConnection[Any],
     failures: Sequence[tuple[Lease, str, int | None]],
-    backoff: Backoff = Backoff(),
+    backoff: Backoff | None = None,
     *,
     final: bool = False,
 ) -> list[Lease]:
     if not failures:
         return []
     leases = [f[0] for f in failures]
-    params: dict[str, object] = {
-        **leases_param(
-            leases,
-            error=[_one_line(f[1]) for f in failures],
-            run=[f[2] for f in failures],
-            final=[final] * len(failures),
-        ),
-        "base": backoff.base_s,
-        "cap": backoff.cap_s,
-    }
+    wait = backoff or task_backoff(project_settings())
+    params = leases_param(
+        leases,
+        error=[_one_line(f[1]) for f in failures],
+        run=[f[2] for f in failures],
+        final=[final] * len(failures),
+        wait=[wait.delay(lease.attempt) for lease in leases],
+    )
     async with conn.transaction():
         rows = await (await conn.execute(FAIL, params)).fetchall()
     failed = {r[0] for r in rows}

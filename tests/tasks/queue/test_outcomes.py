@@ -31,7 +31,7 @@ def test_complete_records_the_result_and_links_the_crawl_run(q, sql):
 def test_failure_backs_off_exponentially_with_jitter_then_stays_failed(q, sql):
     d = add_store(sql)
     task = q(enqueuing.enqueue, "product_resync", dispensary_id=d, max_attempts=3).task
-    backoff = Backoff(base_s=100, cap_s=150)
+    backoff = Backoff(base_s=100, cap_s=150, jitter=outcomes.TASK_JITTER)
     delays = []
     for attempt in (1, 2, 3):
         sql("UPDATE worker_tasks SET run_after = now() WHERE id = %s", (task.id,))  # skip the wait
@@ -55,6 +55,10 @@ def test_jitter_spreads_tasks_that_fail_together(q, sql):
     for d in stores:
         q(enqueuing.enqueue, "product_resync", dispensary_id=d)
     claimed = q(leases.claim, "product_resync", "w1", 20)
-    q(outcomes.fail_many, [(t.lease, "blocked", None) for t in claimed], Backoff(base_s=1000))
+    q(
+        outcomes.fail_many,
+        [(t.lease, "blocked", None) for t in claimed],
+        Backoff(base_s=1000, cap_s=6 * 3600, jitter=outcomes.TASK_JITTER),
+    )
     run_after = {r[0] for r in sql("SELECT run_after FROM worker_tasks")}
     assert len(run_after) == 20
