@@ -7,7 +7,7 @@ to None (or empty) on what it cannot read, storable (cannaspider/storable/).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
 from cannaspider.items import Potency
 from cannaspider.storable.degraded import degrade
@@ -56,16 +56,13 @@ def potency(content: object, scalar: object, what: str = "THC") -> Potency:
                 (POTENCY_UNITS.get(raw_unit) or POTENCY_UNITS.get(raw_unit.upper())) if type(raw_unit) is str else None
             )
             if unit:
-                rng: list[float | None] = [  # floats, and None for what did not parse (removed below)
-                    v
-                    if type(v) is float and -POTENCY_MAX <= v <= POTENCY_MAX and round(v, 3) == v
-                    else number(v, 3, "potency")  # (a literal: see options.prices)
-                    for v in values
-                ]
-                if None in rng:
-                    rng = [v for v in rng if v is not None]
-                if rng:
-                    kept = cast(list[float], rng)  # the Nones are gone
+                kept: list[float] = []  # a loop, not a comprehension: ranges hold one or two values
+                for v in values:
+                    if type(v) is float and -POTENCY_MAX <= v <= POTENCY_MAX and round(v, 3) == v:
+                        kept.append(v)
+                    elif (parsed := number(v, 3, "potency")) is not None:  # None: did not parse, left out
+                        kept.append(parsed)
+                if kept:
                     return Potency(max(kept), unit, kept)
     if scalar is not None:
         fallback = number(scalar, 3, what)
@@ -160,16 +157,33 @@ def parse_cannabinoids(values: list[Any]) -> list[dict[str, Any]]:
     out = []
     for c in values:
         c = as_dict(c)
-        name = clean_text(as_dict(c.get("cannabinoid")).get("name"), "cannabinoid")
+        name = c.get("cannabinoid")
+        name = name.get("name") if isinstance(name, dict) else None
+        # the usual name, plain ASCII without NUL, can lose nothing: its cleaning is cached (see label)
+        if type(name) is str and name.isascii() and "\x00" not in name:
+            name = _cannabinoid_name(name)
+        else:
+            name = clean_text(name, "cannabinoid")
         if name:
+            value = c.get("value")
+            unit = c.get("unit")
             out.append(
                 {
                     "name": name,
-                    "value": number(c.get("value"), 3, "cannabinoid"),
-                    "unit": POTENCY_UNITS.get(str(c.get("unit") or "").upper()),
+                    "value": value
+                    if type(value) is float and -POTENCY_MAX <= value <= POTENCY_MAX and round(value, 3) == value
+                    else number(value, 3, "cannabinoid"),
+                    "unit": (POTENCY_UNITS.get(unit) or POTENCY_UNITS.get(unit.upper()))
+                    if type(unit) is str and unit
+                    else POTENCY_UNITS.get(str(unit or "").upper()),
                 }
             )
     return out
+
+
+@lru_cache(maxsize=1024)
+def _cannabinoid_name(name: str) -> str | None:
+    return clean_text(name, "cannabinoid")
 
 
 def brand_field(value: object, brand: object, key: str, what: str) -> str | None:

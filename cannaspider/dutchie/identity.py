@@ -49,9 +49,11 @@ def brand_key_name(brand_name: str | None) -> str | None:
     return normalize_name(brand_name)
 
 
+@lru_cache(maxsize=8192)
 def product_name_key(name: str, brand_norm: str | None) -> str | None:
     """The product's normalized name, the brand's name in front of it removed ('Stiiizy - Blue
-    Dream Pod' of Stiiizy → 'blue dream pod'), as menus write it with or without."""
+    Dream Pod' of Stiiizy → 'blue dream pod'), as menus write it with or without. Cached: a chain's
+    stores carry the same products, and a crawl takes a chain's stores together."""
     key = normalize_name(name)
     if key and brand_norm and key.startswith(brand_norm) and len(key) > len(brand_norm):
         if key[len(brand_norm)] == " ":

@@ -59,9 +59,13 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
 def prices(values: object) -> list[float | None]:
     if not values or type(values) is not list:
         return []
-    # plain floats already to the cent inline; anything else (ints, strings, garbage) through money()
-    # (which names no field: a comprehension using a local of this function would cost a closure)
-    return [v if type(v) is float and 0 <= v <= MONEY_MAX and round(v, 2) == v else money(v) for v in values]
+    # plain floats already to the cent (the rule) make a copy; anything else (ints, strings, garbage)
+    # goes through money(), which names no field: a comprehension using a local of this function
+    # would cost a closure
+    for v in values:
+        if type(v) is not float or not 0 <= v <= MONEY_MAX or round(v, 2) != v:
+            return [v if type(v) is float and 0 <= v <= MONEY_MAX and round(v, 2) == v else money(v) for v in values]
+    return values.copy()
 
 
 def lowest(prices: list[float | None]) -> float | None:
