@@ -257,6 +257,7 @@ def print_refresh(title: str, wall_s: float, results: list[RefreshResult], cpu: 
 def more_days(args: argparse.Namespace) -> None:
     """--more-days N: N more days of crawls on the database --keep left, then the daily refresh."""
     url = psycopg.conninfo.make_conninfo(database_url(), dbname=DBNAME)
+    migrations.apply(url, log=print)  # the migrations since it was kept
     with psycopg.connect(url, autocommit=True) as conn:
         stores, products = one(
             conn, "SELECT count(DISTINCT dispensary_id), max(canonical_product_id) FROM store_products"

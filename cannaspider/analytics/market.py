@@ -5,28 +5,60 @@ brand's carrying stores (its availability is stores / stores_crawled), price per
 category (state and city), and the day's largest price moves. One step of the analytics refresh
 (refresh.py), run after analytics_product_daily is rolled and analytics_store_daily refreshed:
 it reads those (one row per product per day, not per snapshot: the snapshots were read once by
-the product roll) and the events of the days it rewrites. The days the product roll may have
-touched since the last market roll (from an hour before the newest snapshot it had rolled then:
-data time, not the clock) are deleted and written again in one transaction (readers see the old
-rows until it commits); the days before stand. Emptying market_roll_state rebuilds them all.
+the product roll) and the events of the days it rewrites. The days rewritten are those that can
+have changed since the last market roll: the earliest day the product roll wrote since then
+(analytics_roll_state.market_from, migrations/023_market_from.sql), of an event recorded or of a
+crawl closed complete since then (less an hour for transactions still open then); each is
+deleted and written again in one transaction (readers see the old rows until it commits), the
+days before stand. Emptying market_roll_state rebuilds them all.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import psycopg
 
 STEP = "market_daily"  # its name in analytics_refreshes and in a refresh task's result
 MOVERS_PER_DAY = 20  # price drops and rises kept per state and day (the API shows up to this many)
 
-# the product roll reads from an hour before the newest snapshot it rolled last time (migrations/
-# 012): the days it can have changed since the last market roll start there. NULL: every day.
+# the earliest day that can have changed since the last market roll began (its rolled_at): the
+# product roll's (market_from), an event's recorded since, a crawl's closed complete since (it
+# joins analytics_store_daily). ROLL_MARGIN back for the writes that had begun but not committed
+# then; a day touched only in the margin is rewritten if its events or crawled stores are not those
+# rolled (a daily refresh right after the crawls finds the previous day's closes in its margin).
+# everything: no market roll yet (rebuild every day); from_day NULL otherwise: nothing changed
 FROM_DAY = """
-SELECT (((SELECT rolled_upto FROM market_roll_state) - interval '1 hour') AT TIME ZONE 'UTC')::date
+WITH r AS (SELECT (SELECT rolled_at FROM market_roll_state) AS rolled_at),
+touched AS (
+    SELECT (e.occurred_at AT TIME ZONE 'UTC')::date AS day, e.recorded_at >= r.rolled_at AS surely
+      FROM product_events e, r WHERE e.recorded_at >= r.rolled_at - %(margin)s
+    UNION ALL
+    SELECT (c.started_at AT TIME ZONE 'UTC')::date, c.finished_at >= r.rolled_at
+      FROM crawl_runs c, r WHERE c.status = 'complete' AND c.finished_at >= r.rolled_at - %(margin)s),
+days AS (
+    SELECT day, bool_or(surely) AS surely, day::timestamp AT TIME ZONE 'UTC' AS since,
+           (day + 1)::timestamp AT TIME ZONE 'UTC' AS until
+      FROM touched GROUP BY day),
+changed AS (
+    SELECT d.day FROM days d
+     WHERE d.surely
+        OR (SELECT count(*) FROM product_events e WHERE e.occurred_at >= d.since AND e.occurred_at < d.until)
+           <> (SELECT coalesce(sum(listed + price_changed + specials_started + specials_ended + out_of_stock
+                                   + back_in_stock), 0) FROM market_state_daily s WHERE s.day = d.day)
+        OR (SELECT count(DISTINCT c.dispensary_id) FROM crawl_runs c
+             WHERE c.status = 'complete' AND c.started_at >= d.since AND c.started_at < d.until)
+           <> (SELECT coalesce(sum(stores_crawled), 0) FROM market_state_daily s WHERE s.day = d.day))
+SELECT r.rolled_at IS NULL AS everything,
+       least((SELECT market_from FROM analytics_roll_state), (SELECT min(day) FROM changed)) AS from_day
+  FROM r
 """
+ROLL_MARGIN = timedelta(hours=1)  # as the product roll's (migrations/012_analytics_roll.sql)
 MARK = """
 INSERT INTO market_roll_state (rolled_upto, rolled_at) VALUES ((SELECT rolled_upto FROM analytics_roll_state), now())
 ON CONFLICT (only_row) DO UPDATE SET rolled_upto = EXCLUDED.rolled_upto, rolled_at = EXCLUDED.rolled_at
 """
+TAKEN = "UPDATE analytics_roll_state SET market_from = NULL"  # the days written are rolled now
 DELETE = ("market_state_daily", "market_brand_daily", "market_category_daily", "market_movers")
 
 # the product-days of complete-crawled stores, with what the market groups them by; price per
@@ -121,19 +153,24 @@ SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id
 
 
 async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_DAY) -> int:
-    """Rewrite the market tables from the day of the last roll (less an hour) on; the rows written.
+    """Rewrite the market tables from the earliest day changed since the last roll; the rows written.
 
     Runs in the caller's transaction (refresh.refresh_view opens one per step)."""
     await conn.execute("LOCK TABLE market_state_daily IN SHARE ROW EXCLUSIVE MODE")  # one roll at a time
-    row = await (await conn.execute(FROM_DAY)).fetchone()
-    assert row is not None  # a SELECT without FROM filter returns its one row
-    params = {"from": row[0], "movers": movers_per_day}
-    for table in DELETE:  # constant names, never input
-        await conn.execute(f"DELETE FROM {table} WHERE day >= coalesce(%(from)s::date, '-infinity')", params)
-    await conn.execute(SEEN, params)
+    # no product roll meanwhile: the days it writes would be taken (TAKEN) but not read
+    await conn.execute("LOCK TABLE analytics_product_daily IN SHARE MODE")
+    row = await (await conn.execute(FROM_DAY, {"margin": ROLL_MARGIN})).fetchone()
+    assert row is not None  # a SELECT over one row returns it
+    everything, from_day = row
     written = 0
-    for statement in (STATES, BRANDS, CATEGORIES, MOVERS):
-        written += (await conn.execute(statement, params)).rowcount
-    await conn.execute("DROP TABLE market_seen")
+    if everything or from_day is not None:
+        params = {"from": None if everything else from_day, "movers": movers_per_day}
+        for table in DELETE:  # constant names, never input
+            await conn.execute(f"DELETE FROM {table} WHERE day >= coalesce(%(from)s::date, '-infinity')", params)
+        await conn.execute(SEEN, params)
+        for statement in (STATES, BRANDS, CATEGORIES, MOVERS):
+            written += (await conn.execute(statement, params)).rowcount
+        await conn.execute("DROP TABLE market_seen")
     await conn.execute(MARK)
+    await conn.execute(TAKEN)
     return written

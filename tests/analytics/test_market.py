@@ -92,7 +92,7 @@ def script(conn: psycopg.Connection) -> dict[str, int]:
     event(conn, runs28["a"], day28, stores["a"], products["pa2"], "price_changed", "10.00", "11.00")  # +10 %
     event(conn, runs28["a"], day28, stores["a"], products["pa1"], "special_started", None, "28.00")
     event(conn, runs28["b"], day28, stores["b"], products["pb2"], "listed", None, "12.00")
-    return {**stores, **products, "x": x, "y": y, "run_a28": runs28["a"]}
+    return {**stores, **products, "x": x, "y": y, "run_a28": runs28["a"], "failed_c28": failed}
 
 
 @pytest.fixture
@@ -221,3 +221,62 @@ def test_a_later_refresh_rewrites_only_the_days_since_the_last_roll(db, history)
         conn.execute("TRUNCATE market_roll_state")
     refresh(db)
     assert rows(db, "SELECT products_seen FROM market_state_daily WHERE state = 'AZ' AND day = %s", (D0,)) == [(4,)]
+
+
+def tamper(conn: psycopg.Connection) -> None:
+    """Figures no roll writes: a day the next roll leaves stands with them, a day it rewrites loses them."""
+    conn.execute("UPDATE market_state_daily SET products_seen = 99")
+
+
+def products_seen(db: str) -> list[tuple]:
+    return rows(db, "SELECT state, day, products_seen FROM market_state_daily ORDER BY 1, 2")
+
+
+def test_a_refresh_after_a_new_day_rewrites_that_day_only(db, history):
+    with psycopg.connect(db, autocommit=True) as conn:
+        tamper(conn)
+        # day 28's events and crawls were written minutes before the first roll, within its margin,
+        # and are what it rolled: day 28 stands
+        run = crawl(conn, history["b"], "2026-11-30 08:00Z")
+        seen(conn, history["pb1"], run, "2026-11-30 08:00Z", "19.00")
+    refresh(db)
+    assert products_seen(db) == [("AZ", D0, 99), ("AZ", D28, 99), ("AZ", D29, 1), ("MI", D28, 99)]
+    refresh(db)  # nothing new: nothing rewritten
+    assert rows(db, "SELECT count(*) FROM market_state_daily WHERE products_seen = 99") == [(3,)]
+
+
+def test_events_recorded_after_a_roll_rewrite_their_day(db, history):
+    with psycopg.connect(db, autocommit=True) as conn:
+        tamper(conn)
+        # a day-28 crawl's close after the roll: no snapshot of its own to roll, an event of day 28
+        event(conn, history["run_a28"], "2026-11-29 08:00Z", history["a"], history["pa2"], "out_of_stock", None, "11")
+    refresh(db)
+    assert products_seen(db) == [("AZ", D0, 99), ("AZ", D28, 3), ("MI", D28, 1)]  # the day, every state
+    assert rows(db, "SELECT out_of_stock FROM market_state_daily WHERE state = 'AZ' AND day = %s", (D28,)) == [(1,)]
+
+
+def test_an_event_committed_after_a_roll_began_rewrites_its_day(db, history):
+    with psycopg.connect(db, autocommit=True) as conn:
+        tamper(conn)
+        # stamped before the roll began (its transaction's start) but committed after it: unseen
+        conn.execute(
+            "INSERT INTO product_events (occurred_at, recorded_at, crawl_run_id, dispensary_id, store_product_id, "
+            "type, price_rec) SELECT '2026-11-29 08:00Z', rolled_at - interval '30 minutes', %s, %s, %s, "
+            "'back_in_stock', 11 FROM market_roll_state",
+            (history["run_a28"], history["a"], history["pa2"]),
+        )
+    refresh(db)
+    assert products_seen(db) == [("AZ", D0, 99), ("AZ", D28, 3), ("MI", D28, 1)]  # the day, every state
+    assert rows(db, "SELECT back_in_stock FROM market_state_daily WHERE state = 'AZ' AND day = %s", (D28,)) == [(1,)]
+
+
+def test_a_crawl_closed_complete_after_a_roll_rewrites_its_day(db, history):
+    with psycopg.connect(db, autocommit=True) as conn:
+        tamper(conn)
+        # C's day-28 crawl, its snapshot rolled already, counted complete after the roll (past midnight)
+        conn.execute(
+            "UPDATE crawl_runs SET status = 'complete', finished_at = now() WHERE id = %s", (history["failed_c28"],)
+        )
+    refresh(db)
+    got = rows(db, "SELECT day, stores_crawled, products_seen FROM market_state_daily WHERE state = 'AZ' ORDER BY 1")
+    assert got == [(D0, 3, 99), (D28, 3, 4)]
