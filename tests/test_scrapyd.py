@@ -237,7 +237,9 @@ def test_scrapy_schedule_starts_draining_jobs_without_piling_them_up(nodes, db, 
     a, b = nodes(2)
     env = scrapyd_env(db, tmp_path)
     urls = f"{a.url},{b.url}"
-    first = run_scrapy("schedule", "--once", "--scrapyd", urls, env=env)
+    # one slot per job (the schedule gives its jobs its own TASK_SLOTS): node A's job holds the slow
+    # store and cannot take the work that arrives next, which must go to node B
+    first = run_scrapy("schedule", "--once", "--scrapyd", urls, "-s", "TASK_SLOTS=1", env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     # one pending task: one job is enough
     assert first.stdout.count("started product_resync") == 1 and "s3cret" not in first.stdout + first.stderr

@@ -2,7 +2,8 @@
 
 Every node runs the deployed egg; the queue in PostgreSQL coordinates them. For each role with
 claimable tasks, a draining job (`schedule.json`, the role's spider, no target) is started on as
-many nodes as the pending work needs (one job drains TASK_SLOTS stores at once), skipping nodes
+many nodes as the pending work needs (one job drains TASK_SLOTS stores at once: the job is given the
+schedule's own TASK_SLOTS, so the count of jobs and what each takes agree), skipping nodes
 that already have a job of that spider pending or running (`listjobs.json`), so a busy node does
 not pile up jobs. A job without `follow` ends when the queue is empty; the next tick starts
 another when work comes back. Nodes are reached over their HTTP API with basic auth from
@@ -136,7 +137,7 @@ async def dispatch(
         wanted = math.ceil(count / max(slots, 1)) - len(running)
         for node in [n for n in states if n not in running][: max(wanted, 0)]:
             try:
-                job = await asyncio.to_thread(node.schedule, spider, project)
+                job = await asyncio.to_thread(node.schedule, spider, project, setting=f"TASK_SLOTS={slots}")
             except ScrapydError as exc:
                 errors.append(str(exc))
                 continue
