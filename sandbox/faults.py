@@ -3,7 +3,8 @@
 A rule fires when its kind is asked for, its store/operation/page match and a draw under
 `rate` succeeds (a seeded RNG, so runs repeat). `times` limits how often it fires. Store websites
 (sandbox/websites.py) ask for block403 and challenge503 with the operation "website": a rule
-with operation "*" blocks a proxy's website pages as well as its API requests.
+with operation "*" blocks a proxy's website pages as well as its API requests. Images ask for
+`slow` with the operation "image" (a rule for "*" slows them too).
 """
 
 from __future__ import annotations

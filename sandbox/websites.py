@@ -29,6 +29,7 @@ from sandbox.dutchie_api import BLOCK_PAGE, CHALLENGE_PAGE, DUTCHIE, _incoherent
 
 WEBSITE_OPERATION = "website"  # the fault rules' `operation` for store website pages
 WEBSITE_FAULTS = ("block403", "challenge503")
+IMAGE_OPERATION = "image"  # the fault rules' `operation` for images: `slow` holds an image's answer
 VISIT_HEADERS = ("user-agent", "sec-ch-ua", "sec-ch-ua-mobile", "sec-ch-ua-platform", "accept-language")
 VISITS = web.AppKey("website_visits", deque)
 _UA_MAJOR = re.compile(r"Chrome/(\d+)\.")
@@ -77,6 +78,8 @@ async def product_image(request: web.Request) -> web.Response:
     request.app[DUTCHIE].requests[f"image via:{request.headers.get('x-sandbox-proxy') or '-'}"] += 1
     if key.startswith("broken-") and (fault := IMAGE_FAULTS.get(key.split("-")[1])):
         return fault(key)
+    for rule in request.app[DUTCHIE].faults.fire(("slow",), IMAGE_OPERATION, (), None):
+        await asyncio.sleep(rule.delay)
     return web.Response(body=product_png(key), content_type="image/png")
 
 

@@ -66,6 +66,7 @@ from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
 from cannaspider.stealth.routing import session_key
 from cannaspider.storable.urls import HTTP_SCHEMES
+from cannaspider.units.idle import end_if_idle
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class ProductImagesPipeline:
         self.queue: deque[ImageJob] = deque()
         self.workers: set[asyncio.Task[None]] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
+        self.holding = False  # spider_idle kept the crawl open for this pipeline's work
         self.closing = False  # the downloader is closed: nothing more is queued
         # `scrapy check` opens no database for requests alone (crawl_store.py): only items ask
         self.load_early = not settings.getbool("CONTRACT_MODE")
@@ -176,7 +178,7 @@ class ProductImagesPipeline:
             waiting = self.loading[dispensary_id] = []
             task = asyncio.ensure_future(self._load_store(dispensary_id))
             self.loaders.add(task)
-            task.add_done_callback(self.loaders.discard)
+            task.add_done_callback(self._loader_done)
         return waiting
 
     async def _load_store(self, dispensary_id: int) -> None:
@@ -237,7 +239,7 @@ class ProductImagesPipeline:
         for _ in range(min(self.concurrency - live, len(self.queue))):
             worker = asyncio.ensure_future(self._work())
             self.workers.add(worker)
-            worker.add_done_callback(self.workers.discard)
+            worker.add_done_callback(self._worker_done)
 
     # -- downloading -------------------------------------------------------------------------
     async def _work(self) -> None:
@@ -284,6 +286,7 @@ class ProductImagesPipeline:
                 return
         finally:
             self.waiting_for_download -= 1
+            self._wake_if_settled()
         try:
             await self._store(job, response)
         except (ImageFailed, UnusableImage) as exc:
@@ -346,11 +349,32 @@ class ProductImagesPipeline:
         logger.warning("images: dispensary %s %s: %s skipped: %s", job.dispensary_id, what, job.url, exc)
 
     # -- the end of the crawl ------------------------------------------------------------
+    def _holds_crawl(self) -> bool:
+        # queued images and store queries still need the downloader, which closes with the spider
+        # (a job being converted and written is awaited by close_spider)
+        return bool(self.queue or self.waiting_for_download or self.loading)
+
     def spider_idle(self) -> None:
-        # queued images still need the downloader, which closes with the spider
-        if self.queue or self.waiting_for_download or self.loading:
+        if self._holds_crawl():
             self._start_workers()  # (none missing, unless a bug left queued jobs without one)
+            self.holding = True
             raise DontCloseSpider
+        self.holding = False
+
+    def _loader_done(self, task: asyncio.Task[None]) -> None:
+        self.loaders.discard(task)
+        self._wake_if_settled()
+
+    def _worker_done(self, worker: asyncio.Task[None]) -> None:
+        self.workers.discard(worker)
+        self._wake_if_settled()
+
+    def _wake_if_settled(self) -> None:
+        # the work that held an idle crawl open is done: it ends now, not on the engine's next
+        # heartbeat (units/idle.py)
+        if self.holding and not self._holds_crawl():
+            self.holding = False
+            end_if_idle(self.crawler)
 
     async def close_spider(self) -> None:
         self.closing = True

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
@@ -43,6 +43,7 @@ from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
+from cannaspider.units.idle import end_if_idle
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,6 @@ class UnitLifecycle:
         # for a RawProduct)
         self._items: dict[int, Unit] = {}
         self._closing: set[asyncio.Future[None]] = set()
-        self._ending: asyncio.Future[None] | None = None  # the engine's close, when the last close ended it
         for handler, signal in (
             (self._item_done, signals.item_scraped),
             (self._item_done, signals.item_dropped),
@@ -281,32 +281,8 @@ class UnitLifecycle:
 
     def _closed(self, job: asyncio.Future[None]) -> None:
         self._closing.discard(job)
-        if not self._closing:
-            self._close_if_idle()
-
-    def _close_if_idle(self) -> None:
-        """The last pending close has settled: if the crawl is idle, it ends now, as the engine would
-        end it on its next idle check (spider_idle, then close_spider_async unless a handler raised
-        DontCloseSpider), not up to a heartbeat (5 s) later: nothing else wakes the engine once its
-        downloads are done."""
-        engine, spider = self.crawler.engine, self.crawler.spider
-        # not while the engine is closing already (needs_backout: not running, or its slot closing)
-        if not self.crawler.crawling or engine is None or engine.spider is None or engine.needs_backout():
-            return
-        if not engine.spider_is_idle():
-            return  # the engine checks again when its work is done
-        results = self.crawler.signals.send_catch_log(
-            signal=signals.spider_idle, spider=spider, dont_log=(DontCloseSpider, CloseSpider)
-        )
-        raised = [result.value for _, result in results if isinstance(result, Failure)]
-        if any(isinstance(exc, DontCloseSpider) for exc in raised) or engine.needs_backout():
-            return
-        if not engine.spider_is_idle():
-            return
-        reason = next((exc.reason for exc in raised if isinstance(exc, CloseSpider)), "finished")
-        # a second close (the heartbeat's, in the meantime) awaits this one: it is harmless
-        self._ending = asyncio.ensure_future(engine.close_spider_async(reason=reason))
-        self._ending.add_done_callback(_log_failure)
+        if not self._closing:  # the last pending close has settled: an idle crawl ends now
+            end_if_idle(self.crawler)
 
     async def _close(self, unit: Unit) -> None:
         decide = getattr(self.crawler.spider, "unit_outcome", None)
@@ -336,11 +312,6 @@ class UnitLifecycle:
             logger.warning("task %s (%s): %s: its outcome is not recorded", task.id, task.role, exc)
         except Exception as exc:  # noqa: BLE001 - the database is gone: the lease expires and the task runs again
             logger.error("task %s (%s): could not record its outcome: %s", task.id, task.role, first_line(exc))
-
-
-def _log_failure(job: asyncio.Future[None]) -> None:
-    if not job.cancelled() and (exc := job.exception()) is not None:
-        logger.error("closing the idle crawl failed: %s", describe(exc))
 
 
 def unit_name(unit: Unit) -> str:

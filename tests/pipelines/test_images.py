@@ -327,6 +327,52 @@ def test_a_stores_query_is_sent_when_its_page_is_scheduled_so_its_products_are_p
     assert second.engine.urls == []
 
 
+class IdleEngine(SandboxEngine):
+    """An engine whose downloads are done (spider_is_idle), for units/idle.py's idle check: it
+    records the close that check starts."""
+
+    def __init__(self, spider) -> None:
+        super().__init__()
+        self.spider = spider
+        self.closed: list[str] = []
+
+    def spider_is_idle(self) -> bool:
+        return True
+
+    def needs_backout(self) -> bool:
+        return bool(self.closed)
+
+    async def close_spider_async(self, *, reason: str) -> None:
+        self.closed.append(reason)
+
+
+def test_a_crawl_held_open_for_images_ends_once_they_settle_not_on_the_next_heartbeat(db, sandbox, store, tmp_path):
+    """The pipeline holds an idle crawl open while an image is out (DontCloseSpider); the engine
+    would look again only on its next heartbeat (5 s), so the pipeline runs the idle check itself
+    once that image is stored (units/idle.py)."""
+    d, base = store["id"], store["base"]
+    sandbox.faults({"kind": "slow", "operation": "image", "delay": 0.5})
+    harness = Harness(db, tmp_path / "images")
+    harness.engine = engine = IdleEngine(harness.crawler.spider)
+    harness.crawler.engine = engine  # type: ignore[assignment]
+    harness.crawler.crawling = True
+
+    async def run() -> None:
+        harness.images.process_item(harness.writer.process_item(product(d, PID, f"{base}/images/products/slow.png")))
+        await asyncio.sleep(0.2)  # the image is out
+        with pytest.raises(DontCloseSpider):
+            harness.images.spider_idle()
+        for _ in range(100):  # the image settles; nobody asks spider_idle again
+            if engine.closed:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.gather(harness.writer.close_spider(), harness.images.close_spider())
+        await harness.crawler.spider.store.close()
+
+    asyncio.run(run())
+    assert engine.closed == ["finished"] and harness.stat("images_stored") == 1
+
+
 def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_again(db, sandbox, store, tmp_path, sql):
     d, base = store["id"], store["base"]
     url = f"{base}/images/products/backfill.png"
