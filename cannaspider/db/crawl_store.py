@@ -104,6 +104,8 @@ class CrawlStore:
         self.ledgers: dict[object, RunLedger] = defaultdict(RunLedger)
         self.failed_runs: set[tuple[Any, ...]] = set()  # (dispensary_id, run id) whose rows a batch lost
         self.flushers: list[Callable[[], Awaitable[None]]] = []  # writers register their flush here
+        # a product writer is in ITEM_PIPELINES: without one no store's rows ever arrive to wait for
+        self.products_writer = False
         self.open_runs: set[int] = set()  # crawl_runs this process opened and may still be open
         # set once spider_closed has closed the runs still open (units/lifecycle.py releases the
         # queue's tasks only then: a stopped store's run is 'incomplete', never 'released')

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import psycopg
 from psycopg.types.json import Jsonb
+from scrapy.crawler import Crawler
 
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import BatchWriterPipeline, json_columns
@@ -196,6 +197,10 @@ class ProductWriterPipeline(BatchWriterPipeline):
     item_class = StoreProduct
     statement = WRITE
     seq = 0
+
+    def __init__(self, crawler: Crawler):
+        super().__init__(crawler)
+        self.store.products_writer = True  # a store's close waits for its rows (units/store_close.py)
 
     def row(self, p: StoreProduct) -> tuple[Any, ...]:
         self.seq += 1

@@ -441,6 +441,24 @@ def test_the_crawl_ends_once_its_last_store_closed_not_on_the_engines_next_heart
         assert timedelta(0) <= gap < timedelta(seconds=2.5), gap
 
 
+def test_a_crawl_without_the_product_writer_closes_its_stores_incomplete_at_once_and_marks_nothing(
+    crawl, db, sandbox, store, sql
+):
+    # `-s ITEM_PIPELINES={}` (the ingest benchmark's ceiling): no row is written, so the close must
+    # neither wait CRAWL_COMPLETION_WAIT_S for rows that never come nor judge the store's products
+    d = add_store(db, store)
+    assert crawl("product_resync", dispensary_id=d).returncode == 0
+    result = crawl("product_resync", "-s", "ITEM_PIPELINES={}", "-s", "CRAWL_COMPLETION_WAIT_S=60", dispensary_id=d)
+    assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]
+    elapsed = float(result.stderr.split("'elapsed_time_seconds': ")[1].split(",")[0])
+    assert elapsed < 30, elapsed
+    last = runs_of(db, d)[-1]
+    assert last[0] == "incomplete" and "no product writer" in last[1] and last[4:6] == (0, 0)
+    assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s AND consecutive_misses > 0", (d,)) == [
+        (0,)
+    ]
+
+
 def test_store_without_platform_id_is_a_clear_error(crawl, db, sandbox, store):
     d = add_store(db, store, resolved=False)
     result = crawl("product_resync", dispensary_id=d)
