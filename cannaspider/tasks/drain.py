@@ -16,6 +16,11 @@ A task whose lease is lost (it expired while this process stalled, or an operato
 leaves `held`; `on_lost` is called with it, and complete()/fail() for it raise LeaseLost.
 Completions not given a connection are batched: those arriving in the same event-loop turn are
 written by one statement.
+
+This module is the drain's slots and the loop that fills them. Beside it, a module each: its limits
+(drain_config.py: DrainConfig, re-exported here), its connection through restarts and outages
+(drain_connection.py), the writing of outcomes (drain_outcomes.py), the renewal of its leases
+(drain_leases.py) and what wakes it (drain_wakeups.py).
 """
 
 from __future__ import annotations
@@ -25,63 +30,28 @@ import functools
 import logging
 import signal
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.settings import BaseSettings
 
-from cannaspider.db.errors import first_line
-from cannaspider.project_settings import project_settings
 from cannaspider.shutdown import on_reactor_shutdown
 from cannaspider.tasks import queue, roles
-from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult, task_backoff
+from cannaspider.tasks.drain_config import DrainConfig
+from cannaspider.tasks.drain_connection import OutageWait, QueueConnection
+from cannaspider.tasks.drain_leases import LeaseKeeper
+from cannaspider.tasks.drain_outcomes import Outcomes
+from cannaspider.tasks.drain_wakeups import Wakeup
+from cannaspider.tasks.queue import Lease, LeaseLost, Task, TaskResult
+
+__all__ = ["DrainConfig", "TaskDrain"]
 
 logger = logging.getLogger(__name__)
 
 # the drain of each crawler that drains a queue (TaskDrain.of): components find it there
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, TaskDrain] = weakref.WeakKeyDictionary()
-
-
-@dataclass(frozen=True)
-class DrainConfig:
-    """A drain's limits, read from the TASK_* settings (their defaults: settings.py, and only there)."""
-
-    slots: int  # tasks held (stores crawled) at once
-    batch: int  # most tasks claimed by one statement
-    lease_s: float
-    heartbeat_s: float
-    follow: bool
-    poll_s: float
-    listen: bool  # wake on NOTIFY; False: poll only
-    backoff: Backoff
-    reconnect_s: float  # how long one queue operation retries a lost connection
-    outage_wait_max_s: float  # with follow: longest wait between claims in an outage
-
-    @classmethod
-    def of_project(cls, **overrides: Any) -> DrainConfig:
-        """The project's settings (a drain built without a crawler: tests, benchmarks)."""
-        return cls.from_settings(project_settings(), **overrides)
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings, **overrides: Any) -> DrainConfig:
-        values: dict[str, Any] = {
-            "slots": settings.getint("TASK_SLOTS"),
-            "batch": settings.getint("TASK_CLAIM_BATCH"),
-            "lease_s": settings.getfloat("TASK_LEASE_S"),
-            "heartbeat_s": settings.getfloat("TASK_HEARTBEAT_S"),
-            "follow": False,  # a spider's -a follow=1, given as an override
-            "poll_s": settings.getfloat("TASK_POLL_S"),
-            "listen": settings.getbool("TASK_LISTEN"),
-            "backoff": task_backoff(settings),
-            "reconnect_s": settings.getfloat("TASK_RECONNECT_S"),
-            "outage_wait_max_s": settings.getfloat("TASK_OUTAGE_WAIT_MAX_S"),
-        }
-        values.update(overrides)
-        return cls(**values)
 
 
 class TaskDrain:
@@ -105,14 +75,14 @@ class TaskDrain:
         self.may_claim: Callable[[], bool] | None = None
         self.held: dict[int, Task] = {}
         self.claimed = self.completed = self.failed = self.released = 0
-        self._conn: psycopg.AsyncConnection | None = None
-        self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        self._db = QueueConnection(url, config.reconnect_s)
+        self._outcomes = Outcomes(self._db, config.backoff)
+        self._leases = LeaseKeeper(self._db, role, self.held, config.lease_s, config.heartbeat_s)
+        self._wake = Wakeup()
         self._stopping = False
         self._background: list[asyncio.Task[None]] = []
-        self._pending_done: list[tuple[Lease, TaskResult, asyncio.Future[None]]] = []
-        self._flush_scheduled = False
-        self._outage_wait = 0.0  # with follow, the current wait between claims in a database outage
+        # with follow, the current wait between claims in a database outage
+        self._outage = OutageWait(role, config.poll_s, config.outage_wait_max_s)
 
     @classmethod
     def from_crawler(
@@ -132,38 +102,6 @@ class TaskDrain:
     def of(crawler: Crawler) -> TaskDrain | None:
         """The drain built for this crawler by from_crawler, if its spider drains a queue."""
         return _BY_CRAWLER.get(crawler)
-
-    # -- connection ------------------------------------------------------------------------------
-    async def _connection(self) -> psycopg.AsyncConnection:
-        if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10)
-            # The queue's own writes (claim, heartbeat, completion, release) do not wait for the WAL
-            # flush. A server crash can lose the last few: a lost claim leaves the task pending (the
-            # crawl's completion then gets LeaseLost), a lost completion lets the lease expire and
-            # the task run again. Both are the at-least-once the queue gives anyway, and the flush
-            # was most of a batch's cost. A completion made in the crawl's own transaction
-            # (complete(..., conn=)) commits as that connection does.
-            await self._conn.execute("SET synchronous_commit TO off")
-        return self._conn
-
-    async def _run(self, op: Callable[[psycopg.AsyncConnection], Awaitable[Any]]) -> Any:
-        """Run op on the drain's connection; reconnect (PostgreSQL restarted) and try again."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.config.reconnect_s
-        delay = 0.1
-        async with self._lock:
-            while True:
-                try:
-                    return await op(await self._connection())
-                except psycopg.OperationalError as exc:
-                    if self._conn is not None:
-                        await self._conn.close()
-                    self._conn = None
-                    if loop.time() + delay > give_up:
-                        raise
-                    logger.warning("task queue: database connection lost (%s): reconnecting", first_line(exc))
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
 
     # -- claiming --------------------------------------------------------------------------------
     async def tasks(self) -> AsyncIterator[Task]:
@@ -196,32 +134,19 @@ class TaskDrain:
         (a log line, a doubling wait up to outage_wait_max_s; None: try again) instead of ending
         the drain: a long-running drainer goes on once the server is back (issue 16)."""
         try:
-            claimed: list[Task] = await self._run(functools.partial(self._claim, limit))
+            claimed: list[Task] = await self._db.run(functools.partial(self._claim, limit))
         except psycopg.OperationalError as exc:
             if not self.config.follow:
                 raise
-            self._outage_wait = min(max(self._outage_wait * 2, self.config.poll_s), self.config.outage_wait_max_s)
-            logger.warning(
-                "task queue: the database is still unreachable (%s): the %s drain claims again in %.0f s",
-                first_line(exc),
-                self.role,
-                self._outage_wait,
-            )
-            await self._sleep_unless_stopped(self._outage_wait)
+            await self._sleep_unless_stopped(self._outage.longer(exc))
             return None
-        if self._outage_wait:
-            logger.info("task queue: the database is back: the %s drain goes on", self.role)
-            self._outage_wait = 0.0
+        self._outage.over()
         return claimed
 
     async def _sleep_unless_stopped(self, seconds: float) -> None:
         self._wake.clear()
-        if self._stopping:
-            return
-        try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        except TimeoutError:
-            pass
+        if not self._stopping:
+            await self._wake.wait(seconds)
 
     async def _claim(self, limit: int, conn: psycopg.AsyncConnection) -> list[Task]:
         return await queue.claim(conn, self.role, self.worker, limit, self.config.lease_s)
@@ -229,10 +154,7 @@ class TaskDrain:
     async def _wait(self) -> None:
         """Until a slot frees up, a task is announced, stop(), or the poll interval passes."""
         timeout = self.config.poll_s if (self.config.follow or self.held) else 0
-        try:
-            await asyncio.wait_for(self._wake.wait(), timeout or None)
-        except TimeoutError:
-            pass
+        await self._wake.wait(timeout or None)
         self._wake.clear()
 
     def _free_slot(self, task_id: int) -> None:
@@ -252,47 +174,17 @@ class TaskDrain:
         outcome and the task together); without, batched with other completions of this turn."""
         lease = self.lease(task)
         try:
-            if conn is not None:
-                await queue.complete(conn, lease, result)
-            else:
-                future = asyncio.get_running_loop().create_future()
-                self._pending_done.append((lease, result or TaskResult(), future))
-                if not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._flush_completions()))
-                await future
+            await self._outcomes.complete(lease, result, conn)
             self.completed += 1
         finally:
             self._free_slot(task.id)
-
-    async def _flush_completions(self) -> None:
-        self._flush_scheduled = False
-        batch, self._pending_done = self._pending_done, []
-        try:
-            lost = await self._run(lambda c: queue.complete_many(c, [(lease, result) for lease, result, _ in batch]))
-        except Exception as exc:  # noqa: BLE001 - whatever failed the batch is each waiting completion's error
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        lost_ids = {lease.task_id for lease in lost}
-        for lease, _, future in batch:
-            if future.done():
-                continue
-            if lease.task_id in lost_ids:
-                future.set_exception(LeaseLost(f"task {lease.task_id}: lease lost"))
-            else:
-                future.set_result(None)
 
     async def fail(self, task: Task, error: str, crawl_run_id: int | None = None, *, final: bool = False) -> None:
         """Record a failed attempt of a held task (retried after a backoff, or failed for good:
         attempts used up, or `final`)."""
         lease = self.lease(task)
         try:
-            lost = await self._run(
-                lambda c: queue.fail_many(c, [(lease, error, crawl_run_id)], self.config.backoff, final=final)
-            )
-            if lost:
+            if await self._outcomes.fail([(lease, error, crawl_run_id)], final=final):
                 raise LeaseLost(f"task {task.id}: lease lost")
             self.failed += 1
         finally:
@@ -301,10 +193,9 @@ class TaskDrain:
     async def fail_claimable(self, error: str) -> int:
         """Claim one batch and fail it at once with `error` (retried after the backoff): a worker
         that cannot work (no active proxy) says why on the tasks instead of leaving them silent."""
-        claimed = await self._run(functools.partial(self._claim, self.config.batch))
+        claimed = await self._db.run(functools.partial(self._claim, self.config.batch))
         if claimed:
-            failures = [(task.lease, error, None) for task in claimed]
-            await self._run(lambda c: queue.fail_many(c, failures, self.config.backoff))
+            await self._outcomes.fail([(task.lease, error, None) for task in claimed])
         self.claimed += len(claimed)
         self.failed += len(claimed)
         return len(claimed)
@@ -313,48 +204,14 @@ class TaskDrain:
     def _start_background(self) -> None:
         if self._background:
             return
-        self._background.append(asyncio.ensure_future(self._heartbeat_loop()))
+        self._background.append(asyncio.ensure_future(self._leases.keep(self.heartbeat)))
         if self.config.follow and self.config.listen:
-            self._background.append(asyncio.ensure_future(self._listen_loop()))
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.heartbeat_s)
-            try:
-                await self.heartbeat()
-            except psycopg.Error as exc:  # the lease outlives a few missed beats
-                logger.warning("task queue: heartbeat failed: %s", first_line(exc))
+            listen = self._wake.listen(self.url, self.role, lambda: not self._stopping, self.config.poll_s)
+            self._background.append(asyncio.ensure_future(listen))
 
     async def heartbeat(self) -> set[int]:
         """Renew every held lease now; tasks found lost leave `held` (and go to on_lost)."""
-        tasks = list(self.held.values())
-        if not tasks:
-            return set()
-        alive: set[int] = await self._run(lambda c: queue.heartbeat(c, [t.lease for t in tasks], self.config.lease_s))
-        for task in tasks:
-            if task.id not in alive and task.id in self.held:
-                logger.warning("task %s (%s): lease lost: its result will not be recorded", task.id, self.role)
-                self._free_slot(task.id)
-                if self.on_lost is not None:
-                    self.on_lost(task)
-        return alive
-
-    async def _listen_loop(self) -> None:
-        """Wake tasks() when a task of our role becomes claimable (migration 007's NOTIFY)."""
-        delay = 0.5
-        while not self._stopping:
-            try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10) as conn:
-                    await conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
-                    self._wake.set()  # anything queued while we were not listening
-                    delay = 0.5
-                    async for note in conn.notifies():
-                        if note.payload == self.role:
-                            self._wake.set()
-            except psycopg.OperationalError as exc:
-                logger.warning("task queue: LISTEN connection lost (%s): polling until it is back", first_line(exc))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.config.poll_s)
+        return await self._leases.renew(self._free_slot, self.on_lost)
 
     # -- stopping ---------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -372,7 +229,7 @@ class TaskDrain:
         leases = [t.lease for t in self.held.values()]
         if not leases:
             return 0
-        released = await self._run(lambda c: queue.release(c, leases))
+        released = await self._db.run(lambda c: queue.release(c, leases))
         for task_id in list(self.held):
             self._free_slot(task_id)
         self.released += len(released)
@@ -382,8 +239,8 @@ class TaskDrain:
         """stop(), give back what is held, end the background work, close the connections."""
         self.stop()
         try:
-            if self._pending_done:
-                await self._flush_completions()
+            if self._outcomes.pending:
+                await self._outcomes.flush()
             released = await self.release_all()
             if released:
                 logger.info("task queue: released %d %s task(s) on stop", released, self.role)
@@ -392,6 +249,4 @@ class TaskDrain:
                 job.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
             self._background.clear()
-            if self._conn is not None:
-                await self._conn.close()
-                self._conn = None
+            await self._db.close()

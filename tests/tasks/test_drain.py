@@ -227,7 +227,7 @@ def test_a_lost_database_connection_is_reopened_and_the_work_goes_on(db, q, sql)
         done = 0
         async for task in drain.tasks():
             if done == 1:  # the server drops the drain's connection (as a restart does)
-                pid = drain._conn.info.backend_pid
+                pid = drain._db.conn.info.backend_pid
                 async with await psycopg.AsyncConnection.connect(db, autocommit=True) as admin:
                     await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
             await drain.complete(task)
