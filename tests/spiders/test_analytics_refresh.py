@@ -13,8 +13,8 @@ from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.spiders import analytics_refresh
 from cannaspider.spiders.analytics_refresh import AnalyticsRefreshSpider
 from cannaspider.tasks import queue
-from cannaspider.units.lifecycle import UNITS_CLOSED_STAT
 from cannaspider.units.arguments import SpiderArgumentError
+from cannaspider.units.lifecycle import UNITS_CLOSED_STAT
 from tests.helpers import project_crawler
 
 
