@@ -14,8 +14,10 @@ sandbox and fills CONTRACT_STORES from its catalog; production code knows nothin
 Settings are read from the checked spider's crawler, so what a command sets reaches them.
 
 ContractMode (an add-on, ADDONS in settings.py) sets CONTRACT_MODE while `scrapy check` runs, for
-the components that behave differently under a check (no target required, no database at open,
-no proxy health written): they read the setting, never the environment.
+the components that behave differently under a check (no database at open, no refusal for want of
+an active proxy, no proxy health written, no early image queries): they read the setting, never
+the environment (tests/test_contracts.py checks that no other module asks for SCRAPY_CHECK).
+Spiders need nothing: the check builds them without arguments, which they accept (no target).
 """
 
 from __future__ import annotations

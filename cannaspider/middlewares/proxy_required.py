@@ -4,24 +4,23 @@ draining its queue first fails one batch of its tasks with that reason (retried 
 backoff), so the queue shows why nothing runs; with `-a follow=1` it then waits, re-reading the
 table every STEALTH_OUTAGE_POLL_S, and starts draining once a proxy is active (a long-running
 drainer restarted by a supervisor would otherwise fail a batch at each restart). There is no
-switch that turns proxies off (see docs/stealth.md)."""
+switch that turns proxies off (see docs/stealth.md). That refuse / wait / fatal choice is the unit
+lifecycle's (UnitLifecycle.cannot_work, as for crawl_onpage without Firecrawl); this middleware
+says only whether a proxy is active. A contract check (`scrapy check`: CONTRACT_MODE) sends its
+requests itself and is let through."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 from scrapy.crawler import Crawler
-from scrapy.exceptions import CloseSpider
 
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.spiders.base import DutchieSpider
 from cannaspider.stealth.pool import ProxyPool
-from cannaspider.units.lifecycle import UnitLifecycle
+from cannaspider.units.lifecycle import UnitLifecycle, Wait
 
 logger = logging.getLogger(__name__)
 
@@ -41,41 +40,37 @@ class ProxyRequiredMiddleware:
         return cls(crawler)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        if isinstance(self.crawler.spider, DutchieSpider) and not os.environ.get("SCRAPY_CHECK"):
+        spider = self.crawler.spider
+        if isinstance(spider, DutchieSpider) and not self.crawler.settings.getbool("CONTRACT_MODE"):
             try:
                 records = await ProxyPool.for_crawler(self.crawler).refresh()
             except DatabaseSetupError as exc:
                 records, message = [], str(exc)
             else:
                 message = NO_PROXY_MESSAGE
-            if not records:
-                logger.error("%s", message)
-                spider = self.crawler.spider
-                if spider.draining:
-                    await UnitLifecycle.of(self.crawler).refuse(spider.name, message)
-                if spider.draining and spider.params.follow:
-                    await self._wait_for_proxies(spider.name)
-                    async for item_or_request in start:
-                        yield item_or_request
-                    return
-                assert self.crawler.stats is not None
-                if self.crawler.stats.get_value(FATAL_ERROR_STAT) is None:
-                    self.crawler.stats.set_value(FATAL_ERROR_STAT, message)
-                raise CloseSpider("no_active_proxy")
+            if not records:  # refuse / wait / the crawl's fatal error: the lifecycle's choice
+                poll_s = self.crawler.settings.getfloat("STEALTH_OUTAGE_POLL_S")
+                wait = Wait(f"a proxy is active (the table is read every {poll_s:g} s)", self._proxy_active, poll_s)
+                await UnitLifecycle.of(self.crawler).cannot_work(
+                    message,
+                    "no_active_proxy",
+                    role=spider.name,
+                    draining=spider.draining,
+                    follow=spider.params.follow,
+                    wait=wait,
+                )
         async for item_or_request in start:
             yield item_or_request
 
-    async def _wait_for_proxies(self, role: str) -> None:
-        pool = ProxyPool.for_crawler(self.crawler)
-        poll_s = self.crawler.settings.getfloat("STEALTH_OUTAGE_POLL_S")
-        logger.warning("the %s queue waits until a proxy is active (the table is read every %g s)", role, poll_s)
-        while True:
-            await asyncio.sleep(poll_s)
-            try:
-                records = await pool.refresh()
-            except Exception as exc:  # noqa: BLE001 - the database restarts: ask again at the next poll
-                logger.warning("proxy pool: could not read the proxies table: %s", first_line(exc))
-                continue
-            if records:
-                logger.warning("proxy pool: %d active proxy(ies): the %s queue starts", len(records), role)
-                return
+    async def _proxy_active(self) -> bool:
+        try:
+            records = await ProxyPool.for_crawler(self.crawler).refresh()
+        except Exception as exc:  # noqa: BLE001 - the database restarts: ask again at the next poll
+            logger.warning("proxy pool: could not read the proxies table: %s", first_line(exc))
+            return False
+        if records:
+            assert self.crawler.spider is not None
+            logger.warning(
+                "proxy pool: %d active proxy(ies): the %s queue starts", len(records), self.crawler.spider.name
+            )
+        return bool(records)

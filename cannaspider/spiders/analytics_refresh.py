@@ -5,7 +5,8 @@ A spider because Scrapyd runs only spiders; it sends no request.
     scrapy crawl analytics_refresh -a queue=1       drain the role's queue: one refresh per task
     scrapy crawl analytics_refresh -a follow=1      the same, waiting for tasks until stopped (Scrapyd)
 
-Draining, each task is a unit of units/lifecycle.py, run one at a time.
+Each refresh is a unit of units/lifecycle.py (`UnitLifecycle.run`): the one refresh, or a task's,
+run one at a time.
 
 Each view's duration and row count go to the crawl's stats (`analytics/<view>/duration_ms`,
 `analytics/<view>/rows`), to the analytics_refreshes table and, for a task, to its result.
@@ -27,7 +28,7 @@ from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.arguments import SpiderParams
-from cannaspider.units.lifecycle import Outcome, UnitLifecycle, describe
+from cannaspider.units.lifecycle import Outcome, Unit, UnitLifecycle, describe
 from cannaspider.units.role import NoTarget, Role, Schedule
 
 ROLE = "analytics_refresh"
@@ -54,34 +55,27 @@ class AnalyticsRefreshSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[Any]:
         assert self.crawler is not None
         url = await asyncio.to_thread(database_url, self.crawler.settings)
-        if not self.use_queue:
-            try:
-                await self.refresh(url)
-            except Exception as exc:  # noqa: BLE001 - the refresh (the crawl's one unit) failed: exit non-zero
-                self._refresh_failed(exc)
-            return
+        # without the queue, the crawl's one unit is "refresh once" (a Unit without a task)
+        targets = None if self.use_queue else [Unit()]
         await UnitLifecycle.of(self.crawler).run(
-            ROLE, self.follow, lambda task: self._task_outcome(url), one_at_a_time=True
+            ROLE, self.follow, lambda unit: self._unit_outcome(unit, url), targets=targets, one_at_a_time=True
         )
         return
         yield  # an async generator that yields nothing
 
-    async def _task_outcome(self, url: str) -> Outcome:
-        """A refresh task's unit: the views' figures, or why it failed (its attempt counted)."""
+    async def _unit_outcome(self, unit: Unit, url: str) -> Outcome:
+        """A refresh's unit: the views' figures, or why it failed (a task's attempt counted)."""
         try:
             results = await self.refresh(url)
-        except Exception as exc:  # noqa: BLE001 - whatever it is, the task fails
-            return self._refresh_failed(exc), False
+        except Exception as exc:  # whatever it is, the unit fails (logged here: a traceback unless the database)
+            expected = isinstance(exc, (psycopg.Error, LookupError))  # the database's: one line is enough
+            reason = first_line(exc) if expected else describe(exc)
+            self.logger.error("analytics refresh failed: %s", reason, exc_info=None if expected else exc)
+            if unit.task is not None:  # a failed task is a unit incomplete too (the lifecycle counts a target's)
+                assert self.crawler is not None and self.crawler.stats is not None
+                self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
+            return reason, False
         return TaskResult(extra={"views": [r.as_json() for r in results]}), False
-
-    def _refresh_failed(self, exc: Exception) -> str:
-        """Log a failed refresh (a traceback unless it is the database's) and count the unit."""
-        expected = isinstance(exc, (psycopg.Error, LookupError))  # the database's: one line is enough
-        reason = first_line(exc) if expected else describe(exc)
-        self.logger.error("analytics refresh failed: %s", reason, exc_info=None if expected else exc)
-        assert self.crawler is not None and self.crawler.stats is not None
-        self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
-        return reason
 
     async def refresh(self, url: str) -> list[RefreshResult]:
         assert self.crawler is not None

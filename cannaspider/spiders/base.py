@@ -6,7 +6,6 @@ persisted-query hash is handled in the download chain: cannaspider/middlewares/p
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Self
 
@@ -48,8 +47,9 @@ class DutchieSpider(scrapy.Spider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.params, runner_args = SpiderParams.of_spider(self.name, self.arguments, kwargs)
         super().__init__(*args, **runner_args)
-        if not os.environ.get("SCRAPY_CHECK"):  # contracts call callbacks directly: no target needed
-            self.require_target(self.params)
+        # `scrapy check` too: it builds each spider without arguments, which require_target accepts
+        # (no target: draining), so nothing here asks whether a check runs (CONTRACT_MODE)
+        self.require_target(self.params)
 
     def require_target(self, params: SpiderParams) -> None:
         """Targets that fit together; none at all means draining the role's queue."""

@@ -9,7 +9,9 @@ calls are Scrapy requests sent through the engine's downloader; the waits betwee
 nothing, so the keywords finish in about the time of the slowest one. Results are merged into
 keywords.serp by the job itself (one statement per locale), and each competitor is also yielded
 as a CompetitorPage item for feeds. No item pipeline runs. Draining, a task completes with the
-job's totals, or fails (retried later unless Firecrawl refused the request itself).
+job's totals, or fails (retried later unless Firecrawl refused the request itself). Either way
+each keyword is a unit of units/lifecycle.py (`UnitLifecycle.run`): a target of `-a` that failed
+is counted incomplete, and the crawl closes `onpage_failed` (exit 3).
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from scrapy.exceptions import CloseSpider, UsageError
 from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
-from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
+from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
-from cannaspider.tasks.queue import Task, TaskResult
+from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.arguments import SpiderParams
-from cannaspider.units.lifecycle import Outcome, UnitLifecycle, describe
+from cannaspider.units.lifecycle import Outcome, Unit, UnitLifecycle, describe
 from cannaspider.units.role import KeywordTarget, Role
 
 
@@ -92,32 +94,30 @@ class CrawlOnpageSpider(scrapy.Spider):
         return result
 
     async def start(self) -> AsyncIterator[CompetitorPage]:
+        units = UnitLifecycle.of(self.crawler)
         if self.jobs.client is None:  # draining (from_crawler refused explicit keywords already)
             # No Firecrawl to send the work to: the queued tasks say why (failed for a retry, as
-            # without an active proxy), then one line and the crawl's fatal error (exit 2).
-            await UnitLifecycle.of(self.crawler).refuse(self.name, MISSING_URL)
-            CrawlStore.for_crawler(self.crawler).fail(MISSING_URL)
-            raise CloseSpider("firecrawl_unconfigured")
+            # without an active proxy), then one line and the crawl's fatal error (exit 2); nothing
+            # to wait for with follow=1 (the URL is a setting: a restart brings it)
+            await units.cannot_work(
+                MISSING_URL, "firecrawl_unconfigured", role=self.name, draining=True, follow=self.follow
+            )
         self._items = asyncio.Queue()
-        if not self.keyword_ids:  # no target: drain the queue, a keyword per task (units/lifecycle.py)
-            units = UnitLifecycle.of(self.crawler)
-            drained = asyncio.ensure_future(units.run(self.name, self.follow, self._task_outcome))
-            async for item in _drain(self._items, {drained}):
-                yield item
-            return
-        pending: set[asyncio.Future[Any]] = {asyncio.ensure_future(self.run_keyword(k)) for k in self.keyword_ids}
-        async for item in _drain(self._items, pending):
+        # a keyword per unit (units/lifecycle.py): the -a targets, or else the queue's tasks
+        targets = [Unit(data={"keyword_id": k}) for k in self.keyword_ids] if self.keyword_ids else None
+        running = asyncio.ensure_future(units.run(self.name, self.follow, self._unit_outcome, targets=targets))
+        async for item in _drain(self._items, {running}):
             yield item
-        failed = sorted(k for k, r in self.results.items() if "error" in r)
-        if failed:
-            self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT, len(failed))
+        failed = sorted(unit.data["keyword_id"] for unit in running.result()) if targets else []
+        if failed:  # each counted incomplete by the lifecycle (the crawl command's exit)
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
 
-    async def _task_outcome(self, task: Task) -> Outcome:
-        """A keyword task's unit: its job's totals, or why it failed (for good: Firecrawl refused it)."""
-        assert task.keyword_id is not None  # the role's target (KeywordTarget)
-        result = await self.run_keyword(task.keyword_id)
+    async def _unit_outcome(self, unit: Unit) -> Outcome:
+        """A keyword's unit: its job's totals, or why it failed (for good: Firecrawl refused it)."""
+        keyword_id: int | None = unit.task.keyword_id if unit.task is not None else unit.data["keyword_id"]
+        assert keyword_id is not None  # a task's target (KeywordTarget)
+        result = await self.run_keyword(keyword_id)
         if "error" in result:
             return result["error"], not result.get("retryable", True)
         counts = {k: int(v) for k, v in result.items()}

@@ -28,18 +28,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DontCloseSpider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from cannaspider.db.connection import database_url
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_store import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT, CrawlStore
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
@@ -72,6 +72,17 @@ class Unit:
     errors: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     closed: bool = False
+    failed: bool = False  # closed with an error
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a follow drainer that cannot work waits for (UnitLifecycle.cannot_work): `ready()`
+    asked every `poll_s` (it logs its own answer, and a failure to find out is a "not yet")."""
+
+    until: str  # the end of "the ROLE queue waits until …"
+    ready: Callable[[], Awaitable[bool]]
+    poll_s: float
 
 
 class UnitSpider(Protocol):
@@ -137,8 +148,8 @@ class UnitLifecycle:
         )
 
     async def refuse(self, role: str, reason: str) -> None:
-        """A node that cannot work (no Firecrawl, no active proxy) fails one batch of its queue with
-        `reason` (retried after the backoff, the attempts counted) instead of leaving it silent."""
+        """A node that cannot work fails one batch of its queue with `reason` (retried after the
+        backoff, the attempts counted) instead of leaving it silent."""
         try:
             drain = await self._new_drain(role, follow=False)
             failed = await drain.fail_claimable(reason)
@@ -147,28 +158,67 @@ class UnitLifecycle:
         else:
             logger.info("%d queued %s task(s) failed: %s", failed, role, reason)
 
-    async def run(
-        self, role: str, follow: bool, work: Callable[[Task], Awaitable[Outcome]], *, one_at_a_time: bool = False
+    async def cannot_work(
+        self, reason: str, close_reason: str, *, role: str, draining: bool, follow: bool, wait: Wait | None = None
     ) -> None:
-        """Units without requests: `work(task)` for each task, beside the others (or one after the
-        other), until the drain ends; a task closes with what its work returns."""
+        """This node cannot work (no Firecrawl configured, no active proxy): `reason`, logged once.
+        Draining, one batch of the queue fails with it (refuse); a follow drainer that can `wait`
+        for what it lacks then waits, and returns once it is there (its drain starts). Otherwise
+        `reason` is the crawl's fatal error (the crawl command exits 2) and the crawl closes:
+        CloseSpider(close_reason), before anything is sent."""
+        logger.error("%s", reason)
+        if draining:
+            await self.refuse(role, reason)
+            if follow and wait is not None:
+                logger.warning("the %s queue waits until %s", role, wait.until)
+                while True:
+                    await asyncio.sleep(wait.poll_s)
+                    if await wait.ready():
+                        return
+        assert self.crawler.stats is not None
+        if self.crawler.stats.get_value(FATAL_ERROR_STAT) is None:
+            self.crawler.stats.set_value(FATAL_ERROR_STAT, reason)
+        raise CloseSpider(close_reason)
+
+    async def run(
+        self,
+        role: str,
+        follow: bool,
+        work: Callable[[Unit], Awaitable[Outcome]],
+        *,
+        targets: Sequence[Unit] | None = None,
+        one_at_a_time: bool = False,
+    ) -> list[Unit]:
+        """Units without requests: `work(unit)` for each of `targets` (the `-a` targets, Units
+        without a task) or, without targets, for each task the role's queue hands out until the
+        drain ends; each beside the others (or one after the other), closed with what its work
+        returns (close()). The targets that failed are returned (the crawl's own close reason)."""
         jobs: set[asyncio.Future[None]] = set()
 
-        async def one(task: Task) -> None:
+        async def one(unit: Unit) -> None:
             try:
-                outcome = await work(task)
-            except Exception as exc:  # noqa: BLE001 - whatever it is, the task fails (its attempt counted)
+                outcome = await work(unit)
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the unit fails (its attempt counted)
                 outcome = describe(exc), False
-            await self.finish(task, *outcome)
+            await self.close(unit, outcome)
 
-        async for task in self.tasks(role, follow):
+        async for unit in self._units(role, follow, targets):
             if one_at_a_time:
-                await one(task)
+                await one(unit)
                 continue
-            job = asyncio.ensure_future(one(task))
+            job = asyncio.ensure_future(one(unit))
             jobs.add(job)
             job.add_done_callback(jobs.discard)
         await asyncio.gather(*jobs, return_exceptions=True)
+        return [unit for unit in targets or () if unit.failed]
+
+    async def _units(self, role: str, follow: bool, targets: Sequence[Unit] | None) -> AsyncIterator[Unit]:
+        if targets is not None:
+            for unit in targets:
+                yield unit
+            return
+        async for task in self.tasks(role, follow):
+            yield Unit(task)
 
     # -- tracking ----------------------------------------------------------------------------------
     async def start(self, unit: Unit, output: Iterable[Any] | Callable[[], Iterable[Any]]) -> AsyncIterator[Any]:
@@ -290,11 +340,21 @@ class UnitLifecycle:
             outcome: Closing = await decide(unit) if decide is not None else default_outcome(unit)
         except Exception as exc:  # noqa: BLE001 - e.g. the database is gone: the attempt failed
             outcome = f"{type(exc).__name__}: {first_line(exc)}", False
-        if outcome is None or unit.task is None:  # recorded by the spider's close, or no task
-            assert self.crawler.stats is not None
-            self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
+        await self.close(unit, outcome)
+
+    async def close(self, unit: Unit, outcome: Closing) -> None:
+        """Record a unit's outcome: its task completed or failed (finish); a target of `-a` that
+        failed counted incomplete (the crawl command's exit: a drain counts its tasks itself);
+        None: the spider's own close recorded it (a store's: units/store_close.py)."""
+        unit.closed = True
+        unit.failed = outcome is not None and isinstance(outcome[0], str)
+        if outcome is not None and unit.task is not None:
+            await self.finish(unit.task, *outcome)
             return
-        await self.finish(unit.task, *outcome)
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
+        if unit.failed:
+            self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
 
     async def finish(
         self, task: Task, outcome: TaskResult | str, final: bool = False, run_id: int | None = None

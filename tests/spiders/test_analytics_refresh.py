@@ -14,6 +14,7 @@ from cannaspider.spiders import analytics_refresh
 from cannaspider.spiders.analytics_refresh import AnalyticsRefreshSpider
 from cannaspider.tasks import queue
 from cannaspider.units.arguments import SpiderArgumentError
+from cannaspider.units.lifecycle import UNITS_CLOSED_STAT
 from tests.helpers import project_crawler
 
 
@@ -38,6 +39,7 @@ def test_without_arguments_it_refreshes_every_view_once(db):
     stats = spider.crawler.stats.get_stats()
     for view in VIEWS:
         assert f"analytics/{view}/duration_ms" in stats and stats[f"analytics/{view}/rows"] == 0
+    assert stats["cannaspider/units_closed"] == 1 and "cannaspider/units_incomplete" not in stats  # the one unit
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM analytics_refreshes").fetchone() == (len(VIEWS),)
 
@@ -87,4 +89,5 @@ def test_without_the_queue_a_failed_refresh_is_counted_for_the_exit(db, monkeypa
         raise RuntimeError("boom")
 
     monkeypatch.setattr(analytics_refresh, "refresh_all", broken)
-    assert run(db).crawler.stats.get_value(UNITS_INCOMPLETE_STAT) == 1
+    stats = run(db).crawler.stats
+    assert stats.get_value(UNITS_INCOMPLETE_STAT) == 1 and stats.get_value(UNITS_CLOSED_STAT) == 1

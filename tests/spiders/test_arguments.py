@@ -70,11 +70,15 @@ def test_store_discovery_drains_without_a_state():
 
 
 def test_spider_contracts_need_no_target(monkeypatch):
-    monkeypatch.setenv("SCRAPY_CHECK", "1")  # `scrapy check` builds spiders without arguments
+    # `scrapy check` builds spiders without arguments, with SCRAPY_CHECK set (read by the
+    # ContractMode add-on only): no target is required, and the variable changes nothing here
+    monkeypatch.setenv("SCRAPY_CHECK", "1")
     assert StoreDiscoverySpider().state is None
     assert ProductSpider().params == SpiderParams()
     with pytest.raises(SpiderArgumentError):  # a wrong argument is still wrong
         ProductSpider(state="ZZ")
+    with pytest.raises(SpiderArgumentError, match="not both"):  # and so are targets that do not fit
+        ProductSpider(dispensary_id="1", state="AZ")
 
 
 @pytest.mark.parametrize(

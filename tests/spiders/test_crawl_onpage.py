@@ -102,6 +102,8 @@ def test_firecrawl_down_fails_the_keyword_and_says_so(scrapy_env, db, sandbox):
     assert "Traceback" not in result.stderr
     assert f"keyword {k}: on-page crawl FAILED: Firecrawl is unreachable at http://127.0.0.1:9" in result.stderr
     assert "'finish_reason': 'onpage_failed'" in result.stderr
+    # the keyword is a unit of the lifecycle (units/lifecycle.py), as a queued one: closed, and incomplete
+    assert "'cannaspider/units_closed': 1," in result.stderr and "'cannaspider/units_incomplete': 1," in result.stderr
     assert result.returncode == EXIT_INCOMPLETE  # cron and Scrapyd see that the keyword was not crawled
     assert "crawlStatus" not in json.dumps(serp_of(db, k))
 
