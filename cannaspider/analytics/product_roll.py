@@ -13,28 +13,25 @@ together).
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 import psycopg
+
+from cannaspider.analytics.parts import needs_url, own_transaction, transaction
 
 PART = "SELECT written, upto FROM analytics_roll_product_part(%s, %s, %s)"
 Rolled = tuple[int, datetime | None]  # a part's rows written, and its newest snapshot rolled
 
 
 async def _part(
-    conn: psycopg.AsyncConnection, scan_from: datetime | None, part: int, parts: int, work_mem: str
+    parting: AbstractAsyncContextManager[psycopg.AsyncConnection], scan_from: datetime | None, part: int, parts: int
 ) -> Rolled:
-    """One part in its own transaction on `conn` (autocommit)."""
-    async with conn.transaction():
-        await conn.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
+    """One part in the transaction `parting` opens."""
+    async with parting as conn:
         row = await (await conn.execute(PART, (scan_from, part, parts))).fetchone()
     assert row is not None  # a function with OUT parameters returns one row
     return int(row[0]), row[1]
-
-
-async def _other_part(url: str, scan_from: datetime | None, part: int, parts: int, work_mem: str) -> Rolled:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        return await _part(conn, scan_from, part, parts, work_mem)
 
 
 async def roll(conn: psycopg.AsyncConnection, work_mem: str, parts: int = 1, url: str | None = None) -> int:
@@ -46,18 +43,18 @@ async def roll(conn: psycopg.AsyncConnection, work_mem: str, parts: int = 1, url
     if parts < 1:
         raise ValueError(f"the roll takes at least one part, not {parts}")
     if parts == 1:
-        async with conn.transaction():
-            await conn.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
+        async with transaction(conn, work_mem):
             row = await (await conn.execute("SELECT analytics_roll_product_daily()")).fetchone()
         return int((row or (0,))[0])
-    if url is None:
-        raise ValueError("a roll in parts needs the database URL for its other connections")
+    url = needs_url(url)
     # the mark read once: every part reads from the same point (a rebuild clears it first, committed)
     row = await (await conn.execute("SELECT analytics_roll_begin()")).fetchone()
     scan_from = row[0] if row else None
     async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(_part(conn, scan_from, 0, parts, work_mem))]
-        tasks += [group.create_task(_other_part(url, scan_from, n, parts, work_mem)) for n in range(1, parts)]
+        tasks = [group.create_task(_part(transaction(conn, work_mem), scan_from, 0, parts))]
+        tasks += [
+            group.create_task(_part(own_transaction(url, work_mem), scan_from, n, parts)) for n in range(1, parts)
+        ]
     rolled = [t.result() for t in tasks]
     newest = [upto for _, upto in rolled if upto is not None]
     await conn.execute("SELECT analytics_roll_done(%s)", (max(newest) if newest else None,))

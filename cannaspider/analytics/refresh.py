@@ -9,8 +9,9 @@ The same roll keeps analytics_product_days (days in stock per product; read thro
 analytics_product_days_in_stock). The last step rolls the market tables forward from those two
 (market.py, docs/analytics.md "Market analytics"). Steps run one after the other, each in its own transaction,
 under an advisory lock so two refreshes (two nodes, a manual run) take turns; the product roll
-runs in `parts` transactions at once, on as many connections (product_roll.py: one statement runs
-on one core). Every step is recorded in analytics_refreshes with its duration and row count.
+and the market roll run in `parts` transactions at once, on as many connections (product_roll.py,
+market.roll_in_parts: one statement runs on one core). Every step is recorded in
+analytics_refreshes with its duration and row count.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from cannaspider.analytics import market, product_roll
+from cannaspider.analytics.parts import needs_url
 
 ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily(), with analytics_product_days
 # the market roll reads the product roll's and the store view's rows: it comes after both
@@ -59,10 +61,14 @@ async def refresh_view(
     """Refresh one view (roll the rolled table forward) and record it; `conn` in autocommit.
 
     `parts` > 1 rolls the rolled table in that many transactions at once, the others on
-    connections of their own to `url` (product_roll.py); the other steps take one."""
+    connections of their own to `url` (product_roll.py), and the market tables in up to as many,
+    by state (market.roll_in_parts); the views take one."""
     started = time.perf_counter()
     if view == ROLLED:
         rows = await product_roll.roll(conn, work_mem, parts, url)
+        return await _record(conn, RefreshResult(view, _since(started), rows, "incremental"))
+    if view == market.STEP and parts > 1:
+        rows = await market.roll_in_parts(conn, work_mem, parts, needs_url(url))
         return await _record(conn, RefreshResult(view, _since(started), rows, "incremental"))
     async with conn.transaction():
         await conn.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
