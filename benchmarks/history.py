@@ -20,9 +20,14 @@ pages as it has crawls). Prices move on a tenth of the crawls, specials come and
 products miss crawls. The database is DATABASE_URL's server or the embedded one (127.0.0.1/socket
 only); it is dropped at the end unless --keep.
 
-Each refresh step is printed with its wall time and the CPU time of the database backend that ran
-it (from /proc, when the server runs on this machine): the machine may be shared, and the CPU time
-is what load moves least (a quiet machine's wall time is about that plus the reads).
+Each refresh step is printed with its wall time and the CPU time the database server spent on it
+(from /proc, when the server runs on this machine: the refresh's backend, plus the backends that
+ended during the step, which the server has reaped: the product roll's other parts, parallel
+workers, an autovacuum worker if one ran): the machine may be shared, and the CPU time is what
+load moves least (a quiet machine's wall time is about that plus the reads). --parts N rolls the
+products in N parts at once (ANALYTICS_ROLL_PARTS; docs/analytics.md, "Rolling in parts"):
+
+    python benchmarks/history.py --more-days 1 --parts 1 && python benchmarks/history.py --more-days 1 --parts 2
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != 
 
 import psycopg  # noqa: E402
 
+from cannaspider import settings as project_settings  # noqa: E402
 from cannaspider.analytics.refresh import LOCK, VIEWS, RefreshResult, refresh_view  # noqa: E402
 from cannaspider.db import database_url, migrations  # noqa: E402
 
@@ -217,17 +223,21 @@ def timings(conn: psycopg.Connection[Any], query: str, params: list[tuple[Any, .
     return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.95))]
 
 
-def backend_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a server process on this machine (None: not readable here)."""
+def server_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a server process on this machine and of its parent's ended
+    children (the postmaster's: the backends it reaped); None: not readable here."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        parent = Path(f"/proc/{fields[1]}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12]) + int(parent[13]) + int(parent[14])) / os.sysconf("SC_CLK_TCK")
 
 
-async def refresh(url: str) -> tuple[float, list[RefreshResult], list[float | None]]:
-    """The analytics refresh as refresh_all() runs it, step by step so that each step's backend CPU
+async def refresh(
+    url: str, parts: int = project_settings.ANALYTICS_ROLL_PARTS
+) -> tuple[float, list[RefreshResult], list[float | None]]:
+    """The analytics refresh as refresh_all() runs it, step by step so that each step's server CPU
     time is read: (wall s, the steps' results, their CPU s)."""
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         pid = (await (await conn.execute("SELECT pg_backend_pid()")).fetchone() or (0,))[0]
@@ -236,18 +246,19 @@ async def refresh(url: str) -> tuple[float, list[RefreshResult], list[float | No
         results, cpu = [], []
         try:
             for view in VIEWS:
-                before = backend_cpu_s(pid)
-                results.append(await refresh_view(conn, view))
-                after = backend_cpu_s(pid)
+                before = server_cpu_s(pid)
+                results.append(await refresh_view(conn, view, parts=parts, url=url))
+                await asyncio.sleep(0.3)  # the parts' backends exit and are reaped
+                after = server_cpu_s(pid)
                 cpu.append(after - before if before is not None and after is not None else None)
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s, %s)", LOCK)
-        return time.perf_counter() - t, results, cpu
+        return time.perf_counter() - t - 0.3 * len(VIEWS), results, cpu
 
 
 def print_refresh(title: str, wall_s: float, results: list[RefreshResult], cpu: list[float | None]) -> None:
     known = [c for c in cpu if c is not None]
-    total = f", backend CPU {sum(known):.1f} s" if len(known) == len(cpu) else ""
+    total = f", server CPU {sum(known):.1f} s" if len(known) == len(cpu) else ""
     print(f"  {title:24} {wall_s:8.1f} s{total}")
     for r, c in zip(results, cpu, strict=True):
         used = f"  CPU {c:6.1f} s" if c is not None else ""
@@ -268,9 +279,10 @@ def more_days(args: argparse.Namespace) -> None:
             flush=True,
         )
         load(conn, stores, products, range(crawls, crawls + 6 * args.more_days))
-    wall, results, cpu = asyncio.run(refresh(url))
+    print(f"  load average before the refresh {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    wall, results, cpu = asyncio.run(refresh(url, args.parts))
     print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print_refresh("daily analytics refresh", wall, results, cpu)
+    print_refresh(f"daily analytics refresh, {args.parts} part(s)", wall, results, cpu)
 
 
 def main() -> None:
@@ -282,9 +294,15 @@ def main() -> None:
     parser.add_argument("--old-layout", action="store_true", help="also measure the pre-011 row layout")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument("--more-days", type=int, default=0, help="on the kept database: N more days, one refresh")
+    parser.add_argument(
+        "--parts",
+        type=int,
+        default=project_settings.ANALYTICS_ROLL_PARTS,
+        help="the product roll's parts (ANALYTICS_ROLL_PARTS, default %(default)s)",
+    )
     args = parser.parse_args()
-    if min(args.stores, args.products, args.crawls, args.samples) <= 0 or args.more_days < 0:
-        parser.error("--stores, --products, --crawls and --samples must be positive")
+    if min(args.stores, args.products, args.crawls, args.samples, args.parts) <= 0 or args.more_days < 0:
+        parser.error("--stores, --products, --crawls, --samples and --parts must be positive")
     if args.more_days:
         more_days(args)
         return
@@ -306,12 +324,12 @@ def main() -> None:
             history = timings(conn, HISTORY, products)
             page = timings(conn, STORE_PAGE, stores)
             old = old_layout_bytes(conn) if args.old_layout else None
-        refresh_s, first, first_cpu = asyncio.run(refresh(url))
+        refresh_s, first, first_cpu = asyncio.run(refresh(url, args.parts))
         # the daily refresh: a day of crawls (6) more, then the refresh the schedule runs
         with psycopg.connect(url, autocommit=True) as conn:
             print("one more day of crawls", flush=True)
             load(conn, args.stores, args.products, range(args.crawls, args.crawls + 6))
-        daily_s, results, daily_cpu = asyncio.run(refresh(url))
+        daily_s, results, daily_cpu = asyncio.run(refresh(url, args.parts))
     finally:
         if not args.keep:
             with psycopg.connect(admin, autocommit=True) as conn:
@@ -330,8 +348,8 @@ def main() -> None:
     print(f"  product history p50/p95  {history[0]:8.2f} / {history[1]:.2f} ms   (target p95 <= 10)")
     print(f"  store page p50/p95       {page[0]:8.2f} / {page[1]:.2f} ms   (target p95 <= 50)")
     print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print_refresh("first analytics refresh", refresh_s, first, first_cpu)
-    print_refresh("daily analytics refresh", daily_s, results, daily_cpu)
+    print_refresh(f"first analytics refresh, {args.parts} part(s)", refresh_s, first, first_cpu)
+    print_refresh(f"daily analytics refresh, {args.parts} part(s)", daily_s, results, daily_cpu)
     print("  (target: the daily refresh <= 60 s; after one more day of 6 crawls)")
 
 

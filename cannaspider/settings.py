@@ -286,6 +286,12 @@ SCHEDULE_DISCOVERY_EVERY_S = 24 * 3600.0  # store_discovery of each state below
 SCHEDULE_DISCOVERY_STATES: list[str] = []  # e.g. ["AZ", "MI"]; `-s SCHEDULE_DISCOVERY_STATES=AZ,MI`
 SCHEDULE_ANALYTICS_EVERY_S = 24 * 3600.0
 ANALYTICS_REFRESH_WORK_MEM = "1GB"  # per refresh step: a day of snapshots at 2,000 stores sorts in memory
+# The refresh's product roll runs as this many statements at once, each over its share of the
+# products on a connection of its own (cannaspider/analytics/product_roll.py): PostgreSQL runs a
+# statement that writes on one core, and the roll is most of a daily refresh's CPU. Up to the
+# database server's cores; each part holds a connection and up to ANALYTICS_REFRESH_WORK_MEM. 1: one
+# statement in one transaction, as before.
+ANALYTICS_ROLL_PARTS = 2
 API_HOST = "127.0.0.1"
 API_PORT = 8000
 CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused

@@ -15,9 +15,13 @@ days before stand. Emptying market_roll_state rebuilds them all.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from typing import Any
 
 import psycopg
+
+from cannaspider.analytics import parts
 
 STEP = "market_daily"  # its name in analytics_refreshes and in a refresh task's result
 MOVERS_PER_DAY = 20  # price drops and rises kept per state and day (the API shows up to this many)
@@ -78,6 +82,7 @@ SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') C
   JOIN store_products sp ON sp.id = p.store_product_id
   JOIN dispensaries d ON d.id = p.dispensary_id
  WHERE p.day >= coalesce(%(from)s::date, '-infinity')
+   AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
 """
 
 STATES = """
@@ -85,7 +90,9 @@ INSERT INTO market_state_daily
 WITH crawled AS (
     SELECT coalesce(d.state, '') AS state, a.day, count(*) AS stores_crawled
       FROM analytics_store_daily a JOIN dispensaries d ON d.id = a.dispensary_id
-     WHERE a.day >= coalesce(%(from)s::date, '-infinity') GROUP BY 1, 2),
+     WHERE a.day >= coalesce(%(from)s::date, '-infinity')
+       AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
+     GROUP BY 1, 2),
 seen AS (SELECT state, day, count(*) AS products_seen FROM market_seen GROUP BY 1, 2),
 ev AS (
     SELECT coalesce(d.state, '') AS state, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
@@ -99,6 +106,7 @@ ev AS (
            count(*) FILTER (WHERE e.type = 'back_in_stock') AS back_in_stock
       FROM product_events e JOIN dispensaries d ON d.id = e.dispensary_id
      WHERE e.occurred_at >= coalesce(%(from)s::date::timestamp AT TIME ZONE 'UTC', '-infinity')
+       AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
      GROUP BY 1, 2)
 SELECT c.state, c.day, c.stores_crawled, coalesce(s.products_seen, 0),
        coalesce(ev.listed, 0), coalesce(ev.price_changed, 0), coalesce(ev.price_drops, 0),
@@ -146,10 +154,49 @@ SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id
                round((e.price_rec - e.price_rec_old) / e.price_rec_old * 100, 2) AS pct
           FROM product_events e JOIN dispensaries d ON d.id = e.dispensary_id
          WHERE e.occurred_at >= coalesce(%(from)s::date::timestamp AT TIME ZONE 'UTC', '-infinity')
-           AND e.type = 'price_changed'
+           AND e.type = 'price_changed' AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
            AND e.price_rec_old > 0 AND e.price_rec IS NOT NULL AND e.price_rec <> e.price_rec_old) m
  WHERE rank <= %(movers)s
 """
+
+
+# every state a part may have to rewrite: the stores' (weighed by their count, which the work
+# follows) and those of the rows it deletes (a state no store is in any more)
+STATES_OF = """
+SELECT state, sum(stores)::int FROM (
+    SELECT coalesce(state, '') AS state, count(*) AS stores FROM dispensaries GROUP BY 1
+    UNION ALL SELECT state, 0 FROM market_state_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
+    UNION ALL SELECT state, 0 FROM market_brand_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
+    UNION ALL SELECT state, 0 FROM market_category_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
+    UNION ALL SELECT state, 0 FROM market_movers WHERE day >= coalesce(%(from)s::date, '-infinity')) s
+ GROUP BY state
+"""
+
+
+async def _changed(conn: psycopg.AsyncConnection, movers_per_day: int) -> dict[str, Any] | None:
+    """The parameters of a rewrite from the earliest day changed (every state), None: none changed."""
+    row = await (await conn.execute(FROM_DAY, {"margin": ROLL_MARGIN})).fetchone()
+    assert row is not None  # a SELECT over one row returns it
+    everything, from_day = row
+    if not everything and from_day is None:
+        return None
+    return {"from": None if everything else from_day, "movers": movers_per_day, "states": None}
+
+
+async def _rewrite(conn: psycopg.AsyncConnection, params: dict[str, Any]) -> int:
+    """Rewrite the days from params["from"] of the states params["states"] (None: all); the rows written."""
+    for table in DELETE:  # constant names, never input
+        await conn.execute(
+            f"DELETE FROM {table} WHERE day >= coalesce(%(from)s::date, '-infinity')"
+            " AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))",
+            params,
+        )
+    await conn.execute(SEEN, params)
+    written = 0
+    for statement in (STATES, BRANDS, CATEGORIES, MOVERS):
+        written += (await conn.execute(statement, params)).rowcount
+    await conn.execute("DROP TABLE market_seen")
+    return written
 
 
 async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_DAY) -> int:
@@ -159,18 +206,39 @@ async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_D
     await conn.execute("LOCK TABLE market_state_daily IN SHARE ROW EXCLUSIVE MODE")  # one roll at a time
     # no product roll meanwhile: the days it writes would be taken (TAKEN) but not read
     await conn.execute("LOCK TABLE analytics_product_daily IN SHARE MODE")
-    row = await (await conn.execute(FROM_DAY, {"margin": ROLL_MARGIN})).fetchone()
-    assert row is not None  # a SELECT over one row returns it
-    everything, from_day = row
-    written = 0
-    if everything or from_day is not None:
-        params = {"from": None if everything else from_day, "movers": movers_per_day}
-        for table in DELETE:  # constant names, never input
-            await conn.execute(f"DELETE FROM {table} WHERE day >= coalesce(%(from)s::date, '-infinity')", params)
-        await conn.execute(SEEN, params)
-        for statement in (STATES, BRANDS, CATEGORIES, MOVERS):
-            written += (await conn.execute(statement, params)).rowcount
-        await conn.execute("DROP TABLE market_seen")
+    params = await _changed(conn, movers_per_day)
+    written = 0 if params is None else await _rewrite(conn, params)
     await conn.execute(MARK)
     await conn.execute(TAKEN)
+    return written
+
+
+async def _part(url: str, work_mem: str, params: dict[str, Any]) -> int:
+    async with parts.own_transaction(url, work_mem) as conn:
+        return await _rewrite(conn, params)
+
+
+async def roll_in_parts(
+    conn: psycopg.AsyncConnection, work_mem: str, parts_at_most: int, url: str, movers_per_day: int = MOVERS_PER_DAY
+) -> int:
+    """roll() with the states split into up to `parts_at_most` parts of about equal stores, each
+    rewritten in its own transaction on a connection of its own, all at once (every figure is a
+    state's: the parts' union is the one-part roll). `conn` (autocommit) holds the roll's own
+    transaction meanwhile: its lock keeps product rolls out until the mark is written, and the mark
+    is written, there, only once every part committed (a failed or killed part leaves the days to
+    the next roll, which rewrites them all again). One roll at a time: the refresh's lock."""
+    async with parts.transaction(conn, work_mem):
+        await conn.execute("LOCK TABLE analytics_product_daily IN SHARE MODE")
+        params = await _changed(conn, movers_per_day)
+        written = 0
+        if params is not None:
+            weights: dict[str, int] = dict(await (await conn.execute(STATES_OF, params)).fetchall())
+            async with asyncio.TaskGroup() as group:
+                tasks = [
+                    group.create_task(_part(url, work_mem, {**params, "states": share}))
+                    for share in parts.split(weights, parts_at_most)
+                ]
+            written = sum(t.result() for t in tasks)
+        await conn.execute(MARK)
+        await conn.execute(TAKEN)
     return written

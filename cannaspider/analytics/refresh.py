@@ -8,8 +8,10 @@ migrations/010_analytics.sql): recomputing it would read the whole snapshot hist
 The same roll keeps analytics_product_days (days in stock per product; read through the view
 analytics_product_days_in_stock). The last step rolls the market tables forward from those two
 (market.py, docs/analytics.md "Market analytics"). Steps run one after the other, each in its own transaction,
-under an advisory lock so two refreshes (two nodes, a manual run) take turns. Every step is
-recorded in analytics_refreshes with its duration and row count.
+under an advisory lock so two refreshes (two nodes, a manual run) take turns; the product roll
+and the market roll run in `parts` transactions at once, on as many connections (product_roll.py,
+market.roll_in_parts: one statement runs on one core). Every step is recorded in
+analytics_refreshes with its duration and row count.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from cannaspider.analytics import market
+from cannaspider.analytics import market, product_roll
+from cannaspider.analytics.parts import needs_url
 
 ROLLED = "analytics_product_daily"  # rolled forward by analytics_roll_product_daily(), with analytics_product_days
 # the market roll reads the product roll's and the store view's rows: it comes after both
@@ -48,20 +51,31 @@ class RefreshResult:
         return {"view": self.view, "duration_ms": self.duration_ms, "rows": self.rows, "method": self.method}
 
 
-async def refresh_view(conn: psycopg.AsyncConnection, view: str, work_mem: str = DEFAULT_WORK_MEM) -> RefreshResult:
-    """Refresh one view (roll the rolled table forward) and record it; `conn` in autocommit."""
+async def refresh_view(
+    conn: psycopg.AsyncConnection,
+    view: str,
+    work_mem: str = DEFAULT_WORK_MEM,
+    parts: int = 1,
+    url: str | None = None,
+) -> RefreshResult:
+    """Refresh one view (roll the rolled table forward) and record it; `conn` in autocommit.
+
+    `parts` > 1 rolls the rolled table in that many transactions at once, the others on
+    connections of their own to `url` (product_roll.py), and the market tables in up to as many,
+    by state (market.roll_in_parts); the views take one."""
+    started = time.perf_counter()
+    if view == ROLLED:
+        rows = await product_roll.roll(conn, work_mem, parts, url)
+        return await _record(conn, RefreshResult(view, _since(started), rows, "incremental"))
+    if view == market.STEP and parts > 1:
+        rows = await market.roll_in_parts(conn, work_mem, parts, needs_url(url))
+        return await _record(conn, RefreshResult(view, _since(started), rows, "incremental"))
     async with conn.transaction():
         await conn.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
-        started = time.perf_counter()
-        if view == ROLLED:
-            method = "incremental"
-            cur = await conn.execute("SELECT analytics_roll_product_daily()")
-            rows = int((await cur.fetchone() or (0,))[0])
-            duration_ms = round((time.perf_counter() - started) * 1000)
-        elif view == market.STEP:
+        if view == market.STEP:
             method = "incremental"
             rows = await market.roll(conn)
-            duration_ms = round((time.perf_counter() - started) * 1000)
+            duration_ms = _since(started)
         else:
             cur = await conn.execute("SELECT ispopulated FROM pg_matviews WHERE matviewname = %s", (view,))
             row = await cur.fetchone()
@@ -70,20 +84,32 @@ async def refresh_view(conn: psycopg.AsyncConnection, view: str, work_mem: str =
             method = "concurrently" if row[0] else "plain"
             how = sql.SQL("CONCURRENTLY ") if row[0] else sql.SQL("")
             await conn.execute(sql.SQL("REFRESH MATERIALIZED VIEW {}{}").format(how, sql.Identifier(view)))
-            duration_ms = round((time.perf_counter() - started) * 1000)
+            duration_ms = _since(started)
             cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(view)))
             rows = int((await cur.fetchone() or (0,))[0])
-        await conn.execute(
-            "INSERT INTO analytics_refreshes (view_name, duration_ms, row_count, method) VALUES (%s, %s, %s, %s)",
-            (view, duration_ms, rows, method),
-        )
-    return RefreshResult(view, duration_ms, rows, method)
+        return await _record(conn, RefreshResult(view, duration_ms, rows, method))
 
 
-async def refresh_all(conn: psycopg.AsyncConnection, work_mem: str = DEFAULT_WORK_MEM) -> list[RefreshResult]:
-    """Refresh every view in order, one refresh process at a time; `conn` in autocommit."""
+def _since(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
+
+
+async def _record(conn: psycopg.AsyncConnection, result: RefreshResult) -> RefreshResult:
+    """The step's row in analytics_refreshes (in the step's transaction when it has one)."""
+    await conn.execute(
+        "INSERT INTO analytics_refreshes (view_name, duration_ms, row_count, method) VALUES (%s, %s, %s, %s)",
+        (result.view, result.duration_ms, result.rows, result.method),
+    )
+    return result
+
+
+async def refresh_all(
+    conn: psycopg.AsyncConnection, work_mem: str = DEFAULT_WORK_MEM, parts: int = 1, url: str | None = None
+) -> list[RefreshResult]:
+    """Refresh every view in order, one refresh process at a time; `conn` in autocommit (`parts`,
+    `url`: refresh_view's)."""
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", LOCK)
     try:
-        return [await refresh_view(conn, view, work_mem) for view in VIEWS]
+        return [await refresh_view(conn, view, work_mem, parts, url) for view in VIEWS]
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s, %s)", LOCK)

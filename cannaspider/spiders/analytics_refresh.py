@@ -82,8 +82,9 @@ class AnalyticsRefreshSpider(scrapy.Spider):
         stats = self.crawler.stats
         assert stats is not None
         work_mem = self.crawler.settings["ANALYTICS_REFRESH_WORK_MEM"]
+        parts = self.crawler.settings.getint("ANALYTICS_ROLL_PARTS")
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            results = await refresh_all(conn, work_mem)
+            results = await refresh_all(conn, work_mem, parts, url)
         for r in results:
             stats.set_value(f"analytics/{r.view}/duration_ms", r.duration_ms)
             stats.set_value(f"analytics/{r.view}/rows", r.rows)

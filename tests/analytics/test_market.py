@@ -280,3 +280,80 @@ def test_a_crawl_closed_complete_after_a_roll_rewrites_its_day(db, history):
     refresh(db)
     got = rows(db, "SELECT day, stores_crawled, products_seen FROM market_state_daily WHERE state = 'AZ' ORDER BY 1")
     assert got == [(D0, 3, 99), (D28, 3, 4)]
+
+
+# every market row, in one order, its day first
+MARKET = {table: f"SELECT t.day, t.* FROM {table} t ORDER BY t" for table in market.DELETE}
+MARKS = "SELECT rolled_upto, rolled_at, (SELECT market_from FROM analytics_roll_state) FROM market_roll_state"
+# a day more: B and M crawled, B's price moved, M's product listed
+DAY30 = "2026-11-30 08:00Z"
+
+
+def market_rows(db: str) -> dict[str, list[tuple]]:
+    return {table: rows(db, query) for table, query in MARKET.items()}
+
+
+def rebuilt(db: str) -> dict[str, list[tuple]]:
+    """The market tables rebuilt from the whole history by a one-part roll."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE market_roll_state")
+    refresh(db)
+    return market_rows(db)
+
+
+def day30(conn: psycopg.Connection, history: dict[str, int]) -> None:
+    runs = {k: crawl(conn, history[k], DAY30) for k in ("b", "m")}
+    seen(conn, history["pb1"], runs["b"], DAY30, "18.00")
+    seen(conn, history["pm1"], runs["m"], DAY30, "40.00")
+    event(conn, runs["b"], DAY30, history["b"], history["pb1"], "price_changed", "20.00", "18.00")
+    event(conn, runs["m"], DAY30, history["m"], history["pm1"], "listed", None, "40.00")
+
+
+def test_the_roll_in_parts_by_state_writes_what_one_part_writes(db, history):
+    one_part = market_rows(db)
+    assert {row[1] for row in one_part["market_state_daily"]} == {"AZ", "MI"}  # a part each
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE market_roll_state")  # a rebuild of every day
+    results = {r.view: r for r in refresh(db, parts=2)}
+    assert results[market.STEP].rows == sum(len(v) for v in one_part.values())
+    assert market_rows(db) == one_part
+    with psycopg.connect(db, autocommit=True) as conn:
+        tamper(conn)  # the days before stand as they are, tampered: only day 30 is rewritten
+        before = market_rows(db)
+        day30(conn, history)
+    refresh(db, parts=2)
+    got, want = market_rows(db), rebuilt(db)
+    assert {t: [r for r in v if r[0] != D29] for t, v in got.items()} == before
+    assert {t: [r for r in v if r[0] == D29] for t, v in got.items()} == {
+        t: [r for r in v if r[0] == D29] for t, v in want.items()
+    }
+    assert [r[1:5] for r in got["market_state_daily"] if r[0] == D29] == [("AZ", D29, 1, 1), ("MI", D29, 1, 1)]
+    assert [r[1:4] for r in got["market_movers"] if r[0] == D29] == [("AZ", D29, "drop")]
+
+
+FAIL_MI = """
+CREATE FUNCTION market_part_fails() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'part killed'; END $$;
+CREATE TRIGGER market_part_fails BEFORE INSERT ON market_brand_daily
+   FOR EACH ROW WHEN (NEW.state = 'MI') EXECUTE FUNCTION market_part_fails();
+"""
+MEND_MI = "DROP TRIGGER IF EXISTS market_part_fails ON market_brand_daily; DROP FUNCTION IF EXISTS market_part_fails()"
+
+
+def test_a_failed_part_of_the_market_roll_leaves_its_days_to_the_next_roll(db, history):
+    with psycopg.connect(db, autocommit=True) as conn:
+        day30(conn, history)
+        marks = conn.execute(MARKS).fetchall()
+        conn.execute(FAIL_MI)
+    try:
+        # the MI part fails (the AZ part may commit): neither mark moves, market_from stays
+        with pytest.raises(ExceptionGroup, match="unhandled errors in a TaskGroup"):
+            refresh(db, parts=2)
+        after = rows(db, MARKS)
+        assert after[0][:2] == marks[0][:2] and after[0][2] == D29  # the product roll's since, kept
+    finally:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(MEND_MI)
+    refresh(db, parts=2)
+    got = market_rows(db)
+    assert rows(db, "SELECT market_from FROM analytics_roll_state") == [(None,)]
+    assert got == rebuilt(db)

@@ -71,10 +71,10 @@ def script(conn: psycopg.Connection) -> dict[str, int]:
     return {"a": a, "b": b, "c": c, **ids}
 
 
-def refresh(db: str) -> list:
+def refresh(db: str, parts: int = 1) -> list:
     async def run():
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
-            return await refresh_all(conn)
+            return await refresh_all(conn, parts=parts, url=db)
 
     return asyncio.run(run())
 

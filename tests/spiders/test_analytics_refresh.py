@@ -70,7 +70,7 @@ def test_any_exception_fails_the_task_and_the_drain_goes_on(db, monkeypatch):
     """Not only database errors: whatever a refresh raises fails its task (the attempt counted),
     `failed` once its attempts are used up, and the drain ends instead of dying in start()."""
 
-    async def broken(conn, work_mem):
+    async def broken(conn, *settings):
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(analytics_refresh, "refresh_all", broken)
@@ -85,7 +85,7 @@ def test_any_exception_fails_the_task_and_the_drain_goes_on(db, monkeypatch):
 
 
 def test_without_the_queue_a_failed_refresh_is_counted_for_the_exit(db, monkeypatch):
-    async def broken(conn, work_mem):
+    async def broken(conn, *settings):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(analytics_refresh, "refresh_all", broken)
