@@ -243,7 +243,7 @@ class ProductImagesPipeline:
 
     # -- downloading -------------------------------------------------------------------------
     async def _work(self) -> None:
-        while self.queue and not self.closing:
+        while self.queue and not self.closing and self._engine_running():
             job = self.queue.popleft()
             try:
                 await self._fetch(job)
@@ -349,6 +349,14 @@ class ProductImagesPipeline:
         logger.warning("images: dispensary %s %s: %s skipped: %s", job.dispensary_id, what, job.url, exc)
 
     # -- the end of the crawl ------------------------------------------------------------
+    def _engine_running(self) -> bool:
+        # A shutdown (SIGINT/SIGTERM, Scrapyd's cancel.json) stops the engine first, then waits for
+        # every download in flight before any pipeline's close_spider runs: workers that went on
+        # taking queued jobs would drain the whole queue first (600 images behind a slow proxy held
+        # a cancelled node for half a minute). Queued jobs are left to the next crawl, as in close_spider.
+        engine = self.crawler.engine
+        return engine is not None and engine.running
+
     def _holds_crawl(self) -> bool:
         # queued images and store queries still need the downloader, which closes with the spider
         # (a job being converted and written is awaited by close_spider)

@@ -202,6 +202,7 @@ class SandboxEngine:
 
     def __init__(self) -> None:
         self.urls: list[str] = []
+        self.running = True  # False once a shutdown stops the engine
 
     async def download_async(self, request):
         self.urls.append(request.url)
@@ -495,6 +496,47 @@ def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox,
 
     asyncio.run(run())
     assert local_paths(db, d)[PID] is not None
+
+
+def test_a_shutdown_downloads_no_more_queued_images_and_leaves_them_to_the_next_crawl(db, sandbox, store, tmp_path):
+    """A cancelled node (SIGINT/SIGTERM, Scrapyd's cancel.json) stops the engine, which then waits
+    for every download in flight before the pipeline's close_spider: workers that went on taking
+    queued images drained the whole queue first (600 slow images held a cancelled Scrapyd job past
+    a minute in CI). The image out when the engine stops is finished; the rest stay NULL."""
+    d, base = store["id"], store["base"]
+    harness = Harness(db, tmp_path / "images", IMAGES_CONCURRENCY=1)
+    first_out = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(request):
+        harness.engine.urls.append(request.url)
+        first_out.set()
+        await release.wait()
+        return await asyncio.to_thread(fetch, request)
+
+    harness.engine.download_async = slow  # type: ignore[method-assign]
+    pids = [f"{i:024x}" for i in range(5)]
+
+    async def run() -> None:
+        for i, pid in enumerate(pids):
+            item = product(d, pid, f"{base}/images/products/q{i}.png")
+            harness.images.process_item(harness.writer.process_item(item))
+        await asyncio.wait_for(first_out.wait(), 10)
+        harness.engine.running = False  # the shutdown: engine.stop_async, before the slot drains
+        release.set()
+        for _ in range(100):  # the engine waits for the downloads in flight before any close_spider
+            if harness.stat("images_stored") and not harness.images.waiting_for_download:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # time for a worker that goes on to take the next image
+        await asyncio.gather(harness.writer.close_spider(), harness.images.close_spider())
+        await harness.crawler.spider.store.close()
+
+    asyncio.run(run())
+    paths = local_paths(db, d)
+    assert harness.engine.urls == [f"{base}/images/products/q0.png"] and paths[pids[0]] is not None
+    assert [paths[pid] for pid in pids[1:]] == [None] * 4  # the next crawl downloads these
+    assert harness.stat("images_stored") == 1
 
 
 def test_an_image_is_asked_for_with_its_own_timeout_size_cap_and_no_retry(db, sandbox, store, tmp_path):
