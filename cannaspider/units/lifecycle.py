@@ -3,7 +3,9 @@ docs/operations.md, "Draining spiders" and "Adding a role").
 
 A unit is one piece of a role's work (a store's crawl, a state's discovery, a keyword's on-page
 crawl, a refresh): a task of the role's queue, or a target named by `-a` (a Unit without a task).
-`UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`):
+`UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`), is the component spiders speak to;
+it hands out units itself and ties together the parts that track and close them (units/unit.py
+holds the Unit and its outcome, units/tracking.py the counting, units/closing.py the closing):
 
 - hands out units: `tasks(role, follow)` claims them from the queue through TaskDrain (leases,
   heartbeats, slots, release on stop), `refuse(role, reason)` fails a batch a node cannot work;
@@ -28,69 +30,49 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import CloseSpider, DontCloseSpider
-from scrapy.http import Response
-from twisted.python.failure import Failure
+from scrapy.exceptions import CloseSpider
 
 from cannaspider.db.connection import database_url
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT, CrawlStore
+from cannaspider.db.crawl_store import FATAL_ERROR_STAT, CrawlStore
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
-from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
-from cannaspider.units.idle import end_if_idle
+from cannaspider.tasks.queue import Task
+from cannaspider.units.closing import UnitClosing
+from cannaspider.units.tracking import UnitTracking
+from cannaspider.units.unit import (
+    ERRBACK_META,
+    UNIT_META,
+    UNITS_CLOSED_STAT,
+    Closing,
+    Outcome,
+    Unit,
+    UnitSpider,
+    Wait,
+    default_outcome,
+    describe,
+    unit_name,
+)
+
+# the names spiders and middlewares import from here (one import path for the lifecycle's words)
+__all__ = [
+    "ERRBACK_META",
+    "UNITS_CLOSED_STAT",
+    "UNIT_META",
+    "Closing",
+    "Outcome",
+    "Unit",
+    "UnitLifecycle",
+    "UnitSpider",
+    "Wait",
+    "default_outcome",
+    "describe",
+    "unit_name",
+]
 
 logger = logging.getLogger(__name__)
-
-UNIT_META = "cannaspider_unit"  # request meta: the Unit a request works for
-ERRBACK_META = "cannaspider_unit_errback"  # request meta: its errback ran (its output is counted there)
-UNITS_CLOSED_STAT = "cannaspider/units_closed"
-
-Outcome = tuple[TaskResult | str, bool]  # a result, or the error that fails the task (and if for good)
-# what unit_outcome says: an Outcome, or None when the spider's close recorded the task's outcome
-Closing = Outcome | None
-
-
-def describe(exception: BaseException) -> str:
-    """The one-line reason a unit fails with (secrets redacted, no traceback)."""
-    return f"{type(exception).__name__}: {first_line(exception)}"
-
-
-@dataclass(eq=False)
-class Unit:
-    """One unit's work in this crawl: what it has outstanding, and what the spider learned."""
-
-    task: Task | None = None  # None: a target named by -a (nothing to complete in the queue)
-    requests: int = 0  # scheduled, not yet through their callback or errback
-    items: int = 0  # yielded, not yet through the item pipelines
-    started: bool = False  # everything start() had for it is out
-    errors: list[str] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
-    closed: bool = False
-    failed: bool = False  # closed with an error
-
-
-@dataclass(frozen=True)
-class Wait:
-    """What a follow drainer that cannot work waits for (UnitLifecycle.cannot_work): `ready()`
-    asked every `poll_s` (it logs its own answer, and a failure to find out is a "not yet")."""
-
-    until: str  # the end of "the ROLE queue waits until …"
-    ready: Callable[[], Awaitable[bool]]
-    poll_s: float
-
-
-class UnitSpider(Protocol):
-    """What a spider whose units are tracked says (both have defaults in UnitLifecycle)."""
-
-    def unit_item(self, unit: Unit, item: Any) -> None: ...
-    async def unit_outcome(self, unit: Unit) -> Closing: ...
-
 
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKeyDictionary()
 
@@ -98,22 +80,25 @@ _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKey
 class UnitLifecycle:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.drain: TaskDrain | None = None
         self.store = CrawlStore.for_crawler(crawler)  # built now: its spider_closed must run
-        # id(item) → its unit, for start()'s items while they are in the pipelines (a callback's items
-        # are found by their response: the pipelines may hand on another object, a StoreProduct
-        # for a RawProduct)
-        self._items: dict[int, Unit] = {}
-        self._closing: set[asyncio.Future[None]] = set()
-        for handler, signal in (
-            (self._item_done, signals.item_scraped),
-            (self._item_done, signals.item_dropped),
-            (self._item_failed, signals.item_error),
-            (self._request_dropped, signals.request_dropped),
-            (self._idle, signals.spider_idle),
-            (self._spider_closed, signals.spider_closed),
-        ):
-            crawler.signals.connect(handler, signal=signal)
+        self.closing = UnitClosing(crawler, self.store)
+        self.tracking = UnitTracking(crawler, self.closing.check)
+        # the parts' API, as the lifecycle's own (spiders, the middleware, store_close call these)
+        self.check = self.closing.check
+        self.close = self.closing.close
+        self.finish = self.closing.finish
+        self.start = self.tracking.start
+        self.track = self.tracking.track
+        self.count = self.tracking.count
+        self.failed = self.tracking.failed
+
+    @property
+    def drain(self) -> TaskDrain | None:
+        return self.closing.drain
+
+    @drain.setter
+    def drain(self, drain: TaskDrain | None) -> None:
+        self.closing.drain = drain
 
     @classmethod
     def of(cls, crawler: Crawler) -> UnitLifecycle:
@@ -219,190 +204,3 @@ class UnitLifecycle:
             return
         async for task in self.tasks(role, follow):
             yield Unit(task)
-
-    # -- tracking ----------------------------------------------------------------------------------
-    async def start(self, unit: Unit, output: Iterable[Any] | Callable[[], Iterable[Any]]) -> AsyncIterator[Any]:
-        """What start() yields for `unit` (a new Unit(task)), counted for it; an exception fails
-        the unit (and the drain goes on with the next one). Iterate it even for no output: the
-        unit closes once it is exhausted and nothing of it is outstanding."""
-        try:
-            async for out in self.track(unit, output() if callable(output) else output, source="start"):
-                yield out
-        except Exception:
-            logger.exception("%s: starting its crawl failed", unit_name(unit))
-        finally:
-            unit.started = True
-            self.check(unit)
-
-    async def track(
-        self, unit: Unit, output: Iterable[Any] | AsyncIterable[Any] | None, *, source: str, request: bool = False
-    ) -> AsyncIterator[Any]:
-        """Count every request and item of `output` for `unit`; with `request`, the request whose
-        callback or errback produced it is done once the output is exhausted. An exception is the
-        unit's error (it fails, the attempt counted) and goes on to the caller."""
-        try:
-            if isinstance(output, AsyncIterable):
-                async for out in output:
-                    self.count(unit, out, by_id=not request)
-                    yield out
-            else:
-                for out in output or ():
-                    self.count(unit, out, by_id=not request)
-                    yield out
-        except Exception as exc:
-            unit.errors.append(f"{source} raised {describe(exc)}")
-            raise
-        finally:
-            if request:
-                unit.requests -= 1
-            self.check(unit)
-
-    def count(self, unit: Unit, out: Any, *, by_id: bool = False) -> None:
-        if isinstance(out, Request):
-            if out.meta.get(UNIT_META) is None:
-                out.meta[UNIT_META] = unit
-                out.errback = _Errback(self, unit, out.errback)
-                unit.requests += 1
-        else:
-            unit.items += 1
-            if by_id:
-                self._items[id(out)] = unit
-
-    def failed(self, unit: Unit, reason: str) -> None:
-        """A callback of the unit raised (units/middleware.py): the unit fails with that reason."""
-        unit.errors.append(reason)
-
-    def _item_done(self, item: Any, response: Response | Failure | None = None, **_: Any) -> None:
-        self._settle(item, response, None)
-
-    def _item_failed(self, item: Any, failure: Failure, response: Response | Failure | None = None, **_: Any) -> None:
-        self._settle(item, response, f"storing an item failed: {failure.getErrorMessage()}")
-
-    def _request_dropped(self, request: Request, **_: Any) -> None:
-        unit = request.meta.get(UNIT_META)
-        if isinstance(unit, Unit):  # never downloaded (the scheduler refused it): never called back
-            unit.requests -= 1
-            self.check(unit)
-
-    def _settle(self, item: Any, response: Response | Failure | None, error: str | None) -> None:
-        # a callback's item: its response's unit; an errback's: its failed request's; start()'s: by id
-        request = response.request if isinstance(response, Response) else getattr(response, "request", None)
-        unit = request.meta.get(UNIT_META) if isinstance(request, Request) else None
-        if not isinstance(unit, Unit):
-            unit = self._items.pop(id(item), None)
-        if unit is None:
-            return
-        unit.items -= 1
-        if error:
-            unit.errors.append(error)
-        else:
-            hook = getattr(self.crawler.spider, "unit_item", None)
-            if hook is not None:
-                hook(unit, item)
-        self.check(unit)
-
-    # -- closing -----------------------------------------------------------------------------------
-    def _idle(self) -> None:
-        # a unit still closing (a store waiting for its rows to be committed) keeps the crawl open:
-        # the components its close needs (the database pool, the drain) close with the spider
-        if self._closing:
-            raise DontCloseSpider
-
-    async def _spider_closed(self) -> None:
-        """A stop (not idle) can find closes still pending: they finish before the crawl ends. Then
-        the tasks still held go back to the queue (their attempt not counted), once the crawl store
-        has closed the runs of the units still open as incomplete (counted: one close path, whatever
-        the stop found them doing)."""
-        while self._closing:
-            await asyncio.gather(*list(self._closing), return_exceptions=True)
-        if self.drain is None:
-            return
-        await self.store.runs_closed.wait()
-        await self.drain.close()
-
-    def check(self, unit: Unit) -> None:
-        """Close the unit if nothing of it is outstanding any more (once)."""
-        if unit.closed or not unit.started or unit.requests > 0 or unit.items > 0:
-            return
-        unit.closed = True
-        job = asyncio.ensure_future(self._close(unit))
-        self._closing.add(job)
-        job.add_done_callback(self._closed)
-
-    def _closed(self, job: asyncio.Future[None]) -> None:
-        self._closing.discard(job)
-        if not self._closing:  # the last pending close has settled: an idle crawl ends now
-            end_if_idle(self.crawler)
-
-    async def _close(self, unit: Unit) -> None:
-        decide = getattr(self.crawler.spider, "unit_outcome", None)
-        try:
-            outcome: Closing = await decide(unit) if decide is not None else default_outcome(unit)
-        except Exception as exc:  # noqa: BLE001 - e.g. the database is gone: the attempt failed
-            outcome = f"{type(exc).__name__}: {first_line(exc)}", False
-        await self.close(unit, outcome)
-
-    async def close(self, unit: Unit, outcome: Closing) -> None:
-        """Record a unit's outcome: its task completed or failed (finish); a target of `-a` that
-        failed counted incomplete (the crawl command's exit: a drain counts its tasks itself);
-        None: the spider's own close recorded it (a store's: units/store_close.py)."""
-        unit.closed = True
-        unit.failed = outcome is not None and isinstance(outcome[0], str)
-        if outcome is not None and unit.task is not None:
-            await self.finish(unit.task, *outcome)
-            return
-        assert self.crawler.stats is not None
-        self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
-        if unit.failed:
-            self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
-
-    async def finish(
-        self, task: Task, outcome: TaskResult | str, final: bool = False, run_id: int | None = None
-    ) -> None:
-        """Complete (a TaskResult) or fail (an error) a held task; a lost lease is logged, not raised."""
-        assert self.drain is not None
-        assert self.crawler.stats is not None
-        self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
-        try:
-            if isinstance(outcome, TaskResult):
-                await self.drain.complete(task, outcome)
-            else:
-                await self.drain.fail(task, outcome, run_id, final=final)
-        except LeaseLost as exc:
-            logger.warning("task %s (%s): %s: its outcome is not recorded", task.id, task.role, exc)
-        except Exception as exc:  # noqa: BLE001 - the database is gone: the lease expires and the task runs again
-            logger.error("task %s (%s): could not record its outcome: %s", task.id, task.role, first_line(exc))
-
-
-def unit_name(unit: Unit) -> str:
-    return f"task {unit.task.id} ({unit.task.role})" if unit.task is not None else "a target of the crawl"
-
-
-def default_outcome(unit: Unit) -> Outcome:
-    """The first error fails the task (to be retried); without one it completes."""
-    return (unit.errors[0], False) if unit.errors else (TaskResult(), False)
-
-
-class _Errback:
-    """A unit's request errback: the original's output counted for the unit, the request done."""
-
-    def __init__(self, lifecycle: UnitLifecycle, unit: Unit, errback: Callable[[Failure], Any] | None):
-        self.lifecycle, self.unit, self.errback = lifecycle, unit, errback
-        self.__name__ = getattr(errback, "__name__", "errback")
-
-    def __call__(self, failure: Failure) -> Any:
-        request = getattr(failure, "request", None)
-        if isinstance(request, Request):
-            request.meta[ERRBACK_META] = True  # its output does not go through the middleware again
-        if self.errback is None:
-            self.unit.requests -= 1
-            self.lifecycle.check(self.unit)
-            return failure  # Scrapy logs it, as for any request without an errback
-        try:
-            output = self.errback(failure)
-        except Exception as exc:
-            self.unit.errors.append(f"{self.__name__} raised {describe(exc)}")
-            self.unit.requests -= 1
-            self.lifecycle.check(self.unit)
-            raise
-        return self.lifecycle.track(self.unit, output, source=self.__name__, request=True)
