@@ -1,7 +1,9 @@
 """The normalizer's CPU per product, in process: the sandbox catalog's products (the shapes of the
 real payload, docs/dutchie.md) through dutchie/normalizer.py, and optionally the validation
-pipeline (monitors/validation.py) on what it returns. CPU time (time.process_time), the best of
---repeats: the machine is shared, and wall time would measure the neighbours.
+pipeline (monitors/validation.py) on what it returns, beside its baseline: the same schema's
+"valid?" by pure-Python jsonschema, which the pipeline used before jsonschema-rs. CPU time
+(time.process_time), the best of --repeats: the machine is shared, and wall time would measure the
+neighbours.
 
     .venv/bin/python -m benchmarks.normalize [--stores 20] [--products 150] [--repeats 15] [--profile]
 """
@@ -15,10 +17,12 @@ import pstats
 import time
 from collections.abc import Callable
 
+from jsonschema.validators import validator_for
 from scrapy.utils.test import get_crawler
 
 from cannaspider.dutchie.normalizer import normalize
 from cannaspider.items import RawProduct
+from cannaspider.monitors.schema import inlined_schema, item_json
 from cannaspider.monitors.validation import StoreProductValidationPipeline
 from sandbox.catalog import _product
 
@@ -56,17 +60,28 @@ def main() -> None:
         for item in items:
             normalize(item)
 
-    sample = normalized[::10]  # validating one costs ~40 normalizations
+    sample = normalized[::10]
+    schema = inlined_schema()
+    python_check = validator_for(schema)(schema)
 
     def validate_all() -> None:
         for product in sample:
             validation.process_item(product)
 
+    def python_validate_all() -> None:
+        for product in sample:
+            python_check.is_valid(item_json(product))
+
     norm_cpu = best_cpu(normalize_all, args.repeats)
     valid_cpu = best_cpu(validate_all, args.repeats)
+    python_cpu = best_cpu(python_validate_all, max(1, args.repeats // 5))  # ~1.6 ms a product
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {n} products, best of {args.repeats}")
     print(f"normalize: {norm_cpu / n * 1e6:.1f} µs CPU per product ({n / norm_cpu:,.0f} products/s)")
-    print(f"validate: {valid_cpu / len(sample) * 1e6:.0f} µs CPU per product validated (a crawl: 1 in 50)")
+    print(f"validate: {valid_cpu / len(sample) * 1e6:.1f} µs CPU per product validated (a crawl: 1 in 50)")
+    print(
+        f"  baseline, pure-Python jsonschema: {python_cpu / len(sample) * 1e6:.0f} µs "
+        f"({python_cpu / valid_cpu:.0f} times the pipeline's)"
+    )
     if args.profile:
         profiler = cProfile.Profile()
         profiler.runcall(normalize_all)

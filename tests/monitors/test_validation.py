@@ -64,3 +64,29 @@ def test_a_sample_is_validated():
         pipe.process_item(product(price_rec="cheap"))
     assert crawler.stats.get_value("cannaspider/validation/items") == 3  # the 1st, 11th and 21st
     assert crawler.stats.get_value("cannaspider/validation/items_invalid") == 3
+
+
+@pytest.mark.parametrize(
+    ("changes", "valid"),
+    [
+        ({}, True),
+        ({"provider_created_at": "2026-12-01T10:00:00Z"}, True),
+        ({"price_rec": "cheap"}, False),
+        ({"thc": None}, False),
+        ({"is_on_special": "yes"}, False),
+        ({"options": [{"option": 1}]}, False),
+        ({"provider_product_id": None}, False),
+        ({"quantity_available": "four"}, False),
+        ({"provider_created_at": "yesterday"}, False),
+        ({"category": 7}, False),
+        ({"thc": {"value": "high", "unit": "percent"}}, False),
+    ],
+)
+def test_the_fast_check_and_spidermons_validator_agree(changes, valid):
+    # jsonschema-rs answers "valid?" alone: a product it passed would never reach Spidermon's
+    # validator, so the two must judge every product alike (formats included)
+    pipe = StoreProductValidationPipeline.from_crawler(project_crawler(HEALTH_VALIDATION_SAMPLE_EVERY=1))
+    data = {**schema.item_json(product()), **changes}
+    ok, errors = pipe.validator.validate(data)
+    assert ok is valid, errors
+    assert pipe.check.is_valid(data) is valid
