@@ -1,5 +1,7 @@
 """Item pipelines, one concern each: dispensary writer, normalize, product writer (store_products
 and their snapshots, one statement per batch), images (downloaded beside the crawl, stored as
-webp; image_paths.py sets local_image_path in batches), crawl completion. They share the
-crawler's CrawlStore (pool + ledger); item_processor.py is the ITEM_PROCESSOR that chains them.
-(The validation pipeline between normalize and the writer is cannaspider/monitors/validation.py.)"""
+webp: images.py the pipeline and its workers, image_plan.py which images need a download,
+image_fetch.py one image fetched and stored, image_paths.py local_image_path in batches), crawl
+completion. They share the crawler's CrawlStore (pool + ledger); item_processor.py is the
+ITEM_PROCESSOR that chains them. (The validation pipeline between normalize and the writer is
+cannaspider/monitors/validation.py.)"""

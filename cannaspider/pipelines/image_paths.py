@@ -1,4 +1,4 @@
-"""store_products.local_image_path, set once an image is stored (cannaspider/pipelines/images.py):
+"""store_products.local_image_path, set once an image is stored (cannaspider/pipelines/image_fetch.py):
 DB_WRITE_BATCH_SIZE updates at a time, in one statement, never a round trip per product
 (docs/images.md)."""
 

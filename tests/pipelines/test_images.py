@@ -313,13 +313,13 @@ def test_a_stores_query_is_sent_when_its_page_is_scheduled_so_its_products_are_p
     second = Harness(db, tmp_path / "images")
 
     async def run() -> None:
-        second.images.request_scheduled(Request("http://127.0.0.1/graphql", meta={"dispensary_id": d}))
-        second.images.request_scheduled(Request("http://127.0.0.1/graphql", meta={"point": (1, 2)}))
-        assert list(second.images.loading) == [d]  # one query, for the store only
-        await asyncio.gather(*second.images.loaders)
+        second.images.planner.request_scheduled(Request("http://127.0.0.1/graphql", meta={"dispensary_id": d}))
+        second.images.planner.request_scheduled(Request("http://127.0.0.1/graphql", meta={"point": (1, 2)}))
+        assert list(second.images.planner.loading) == [d]  # one query, for the store only
+        await asyncio.gather(*second.images.planner.loaders)
         second.images.process_item(second.writer.process_item(product(d, PID, url)))
         # planned in process_item itself: no query waited for, nothing holds the spider open
-        assert second.stat("images_skipped_has_image") == 1 and not second.images.loading
+        assert second.stat("images_skipped_has_image") == 1 and not second.images.planner.loading
         second.images.spider_idle()
         await asyncio.gather(second.writer.close_spider(), second.images.close_spider())
         await second.crawler.spider.store.close()

@@ -294,7 +294,7 @@ def test_a_stalled_server_times_out_at_download_timeout_not_curls_30_seconds(pro
 
 
 def test_a_body_past_the_requests_download_maxsize_is_cancelled_at_once(proxy, identities):
-    """An image's own cap (meta download_maxsize, pipelines/images.py), as Scrapy's handlers read
+    """An image's own cap (meta download_maxsize, pipelines/image_fetch.py), as Scrapy's handlers read
     it: a 200 MB image that trickles in is cancelled from its Content-Length, not waited for."""
     huge = b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 209715200\r\n\r\n" + b"\0" * 1024
     server = Recorder(http_request_complete, lambda _: huge)  # then stalls, the rest never sent

@@ -1,0 +1,204 @@
+"""One image job fetched and stored (docs/images.md): the download, the checks, the webp, the
+file, the row's path. The jobs are planned by image_plan.py and run by the pipeline's workers
+(images.py).
+
+- The download path is Scrapy's media pipelines' (the engine's downloader, so the downloader
+  middlewares and any proxy layer apply; MEDIA_ALLOW_REDIRECTS); what else the request carries
+  (the store's stealth session, a slot, its own timeout, size cap and retries) is said at `download`.
+- A file already in the store is never fetched again: the store is asked first (stat_file), and a
+  file found there has its path recorded without a download.
+- The file is webp, not JPEG (IMAGES_CONVERTER: cannaspider/images/convert.py), checked against
+  IMAGES_MIN_WIDTH/HEIGHT, written to one of Scrapy's file stores (a local folder, s3://, gs://,
+  ftp://, chosen by IMAGES_STORE: cannaspider/images/filestore.py); the product's
+  store_products.local_image_path is set once it is written, by a batched UPDATE
+  (cannaspider/pipelines/image_paths.py), never a round trip per product.
+- A failed or unusable image (HTTP error, HTML, a truncated file, a decompression bomb, an empty
+  body) is one warning line and a stat `cannaspider/images_failed/<code>`, the code given where the
+  failure is found (ImageFailed, UnusableImage); its product keeps local_image_path NULL, so the
+  next crawl tries again, and its path is given back to the plan (another product may ask again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+
+from scrapy import Spider
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request, Response
+from scrapy.http.request import NO_CALLBACK
+from scrapy.pipelines.files import FilesStoreProtocol
+from scrapy.pipelines.media import MediaPipeline
+from scrapy.statscollectors import StatsCollector
+from scrapy.utils.datatypes import SequenceExclude
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.misc import load_object
+from twisted.internet.defer import Deferred
+
+from cannaspider.db.errors import first_line
+from cannaspider.images import vips
+from cannaspider.images.convert import UnusableImage
+from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
+from cannaspider.pipelines.image_paths import ImagePathWriter
+
+# the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
+logger = logging.getLogger("cannaspider.pipelines.images")
+
+
+class ImageFailed(Exception):
+    """An image not stored: `code` is its stat (`images_failed/<code>`), the message its line."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(slots=True)
+class ImageJob:
+    """One file to fetch from `url` and store at `path`, and the product row that records it."""
+
+    dispensary_id: int
+    provider: str
+    provider_product_id: str | None  # None: a brand logo (no row to update)
+    url: str
+    path: str
+
+
+class ImageFetcher:
+    """Fetches and stores ImageJobs, one a call (the pipeline's workers share it); `release(path)`
+    gives a failed job's path back to the plan."""
+
+    def __init__(
+        self, crawler: Crawler, store: FilesStoreProtocol, paths: ImagePathWriter, release: Callable[[str], None]
+    ):
+        settings = crawler.settings
+        assert crawler.stats is not None
+        self.crawler = crawler
+        self.stats: StatsCollector = crawler.stats
+        self.store = store
+        self.paths = paths
+        self.release = release
+        self.quality = settings.getint("IMAGES_WEBP_QUALITY")
+        vips.configure(settings)
+        self.convert = load_object(settings["IMAGES_CONVERTER"])  # (body, quality=, max_pixels=) -> (webp, size)
+        self.max_pixels = settings.getint("IMAGES_MAX_PIXELS")
+        self.min_width = settings.getint("IMAGES_MIN_WIDTH")
+        self.min_height = settings.getint("IMAGES_MIN_HEIGHT")
+        self.download_timeout = settings.getfloat("IMAGES_DOWNLOAD_TIMEOUT_S")
+        self.max_bytes = settings.getint("IMAGES_MAX_BYTES")
+        self.retry_times = settings.getint("IMAGES_RETRY_TIMES")
+        # MEDIA_ALLOW_REDIRECTS: the redirect middleware follows 3xx, every other status is ours to judge
+        self.statuses: dict[str, Any] = (
+            {"handle_httpstatus_list": SequenceExclude(range(300, 400))}
+            if settings.getbool("MEDIA_ALLOW_REDIRECTS")
+            else {"handle_httpstatus_all": True}
+        )
+        self.spiderinfo: MediaPipeline.SpiderInfo | None = None  # what Scrapy's stores take as `info`
+
+    def open_spider(self) -> None:
+        assert isinstance(self.crawler.spider, Spider)
+        self.spiderinfo = MediaPipeline.SpiderInfo(self.crawler.spider)
+
+    async def download(self, job: ImageJob) -> Response | None:
+        """The job's response, or None when nothing is left to do: its file found in the store
+        (the path recorded), its request filtered, or its download failed (counted and logged)."""
+        if await self._stored_already(job.path):
+            self.stats.inc_value("cannaspider/images_already_stored")
+            self._written(job)
+            return None
+        # through the store's stealth session (its proxy, identity and TLS: docs/stealth.md), in a
+        # download slot of their own so images never take the API pages' turns at that proxy, and
+        # without judging the proxy (a failed image is skipped, not rotated)
+        meta = {
+            "image_path": job.path,
+            "stealth": True,
+            "dispensary_id": job.dispensary_id,
+            "stealth_slot": "images",
+            "proxy_health": False,
+            # an image is worth less than the crawl it would hold open: its own short timeout, a
+            # size cap the downloader enforces, no retry (the next crawl asks for it again)
+            "download_timeout": self.download_timeout,
+            "download_maxsize": self.max_bytes,
+            "max_retry_times": self.retry_times,
+            **self.statuses,
+        }
+        # built only for a download: a Request parses its URL (w3lib), a tenth of the image pipeline's
+        # CPU in a crawl of new products whose images are stored already
+        request = Request(job.url, callback=NO_CALLBACK, meta=meta)
+        assert self.crawler.engine is not None
+        try:
+            return await self.crawler.engine.download_async(request)
+        except IgnoreRequest as exc:
+            logger.debug("images: %s not downloaded: %s", job.url, exc)
+            self.stats.inc_value("cannaspider/images_failed/filtered")
+        except Exception as exc:  # noqa: BLE001 - any download failure is this image's failure, counted
+            self._failed(job, ImageFailed(type(exc).__name__.lower(), f"download failed: {first_line(exc)}"))
+        return None
+
+    async def save(self, job: ImageJob, response: Response) -> None:
+        """The job's download checked, converted, written and recorded, or counted and logged."""
+        try:
+            await self._write(job, response)
+        except (ImageFailed, UnusableImage) as exc:
+            self._failed(job, exc)
+            return
+        except OUTAGE_ERRORS + (OSError,) as exc:
+            self._failed(job, ImageFailed("store", f"not written to the store: {first_line(exc)}"))
+            return
+        self.stats.inc_value("cannaspider/images_stored")
+        self._written(job)
+
+    async def _write(self, job: ImageJob, response: Response) -> None:
+        """Check, convert and write one download; ImageFailed or UnusableImage say why not."""
+        if response.status != 200:
+            raise ImageFailed("http", f"HTTP {response.status}")
+        if not response.body:
+            raise ImageFailed("empty", "empty body (0 bytes)")
+        status = "cached" if "cached" in response.flags else "downloaded"
+        self.stats.inc_value("file_count")  # Scrapy's media pipelines' stats
+        self.stats.inc_value(f"file_status_count/{status}")
+        # decoding and encoding hold a core for tens of milliseconds: never on the event loop
+        webp, (width, height) = await asyncio.to_thread(
+            self.convert, response.body, quality=self.quality, max_pixels=self.max_pixels
+        )
+        if width < self.min_width or height < self.min_height:
+            raise ImageFailed("small", f"too small ({width}x{height} < {self.min_width}x{self.min_height})")
+        persisted = self.store.persist_file(
+            job.path,
+            BytesIO(webp),
+            self._info(),
+            meta={"width": width, "height": height},
+            headers={"Content-Type": "image/webp"},
+        )
+        if isinstance(persisted, Deferred):
+            await maybe_deferred_to_future(persisted)
+
+    def _info(self) -> MediaPipeline.SpiderInfo:
+        if self.spiderinfo is None:  # open_spider not called (a pipeline built outside a crawl)
+            self.open_spider()
+        assert self.spiderinfo is not None
+        return self.spiderinfo
+
+    async def _stored_already(self, path: str) -> bool:
+        try:
+            result: Any = self.store.stat_file(path, self._info())
+            if isinstance(result, Deferred):
+                result = await maybe_deferred_to_future(result)
+        except Exception:  # noqa: BLE001 - as Scrapy's media_to_download: a store that cannot tell means "download it"
+            return False
+        return bool(result and result.get("last_modified"))
+
+    def _written(self, job: ImageJob) -> None:
+        if job.provider_product_id is not None:
+            self.paths.add(job.dispensary_id, job.provider, job.provider_product_id, job.path)
+
+    def _failed(self, job: ImageJob, exc: ImageFailed | UnusableImage) -> None:
+        self.stats.inc_value(f"cannaspider/images_failed/{exc.code}")
+        self.release(job.path)  # another product (or crawl) may ask again
+        what = f"product {job.provider_product_id}" if job.provider_product_id else "brand logo"
+        logger.warning("images: dispensary %s %s: %s skipped: %s", job.dispensary_id, what, job.url, exc)
