@@ -50,6 +50,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.cpu import CRAWL_CPU_STAT, CpuMeter  # noqa: E402
 from cannaspider import settings  # noqa: E402
 from cannaspider.db import database_url, migrations  # noqa: E402
 
@@ -79,6 +80,9 @@ MARKET_OFF = {
         "cannaspider.pipelines.product_writer.ProductWriterPipeline"
     ],
 }
+CPU_PARTS = ("crawl", "database", "sandbox")
+METER: CpuMeter | None = None  # set by main() once the database and the sandbox run
+
 PER_ROW = {
     "cannaspider.pipelines.normalize.NormalizeProductPipeline": 200,
     "benchmarks.perrow_pipeline.PerRowUpsertPipeline": 300,
@@ -158,6 +162,8 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], extra: t
         "FEEDS={}",
         "-s",
         "LOG_LEVEL=INFO",
+        "-s",
+        "EXTENSIONS=" + json.dumps({**settings.EXTENSIONS, "benchmarks.cpu.CrawlCpu": 0}),
         *extra,
     ]
     if pipelines is not None:
@@ -167,7 +173,9 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], extra: t
         Path(profiles).mkdir(parents=True, exist_ok=True)
         target = Path(profiles) / f"crawl-{len(list(Path(profiles).iterdir())):03d}.prof"
         args[1:3] = ["-m", "cProfile", "-o", str(target), "-m", "scrapy"]
+    before = METER.read() if METER else None
     result = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    cpu = CpuMeter.spent(before, METER.read()) if METER and before else {}
     if os.environ.get("INGEST_LOG_DIR"):  # every crawl's log, for a look at where the time went
         logs = Path(os.environ["INGEST_LOG_DIR"])
         logs.mkdir(parents=True, exist_ok=True)
@@ -193,6 +201,10 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], extra: t
         stats[key] = float(m.group(1)) if m else 0.0
     for key, value in re.findall(r"'(cannaspider/db_write_ms/[A-Za-z]+)': ([0-9.]+)", result.stderr):
         stats[key] = float(value)
+    m = re.search(rf"'{re.escape(CRAWL_CPU_STAT)}': ([0-9.]+)", result.stderr)
+    stats["cpu/crawl"] = float(m.group(1)) if m else None
+    for part in ("database", "sandbox"):
+        stats["cpu/" + part] = cpu.get(part)
     return stats
 
 
@@ -227,12 +239,16 @@ def measure(env: dict, url: str, ids: list[int], v: Variant, shared: tuple[str, 
         raise SystemExit(f"{v.name}: the full pipeline did not complete every store: {runs}")
     seconds = sum(r["elapsed_time_seconds"] for r in runs)
     result = {
+        "products": len(ids) * args.products * crawls,
         "products_per_s": len(ids) * args.products * crawls / seconds,
         "seconds": seconds,
         "peak_rss_mb": max(r["memusage/max"] for r in runs) / 2**20,
         "images": sum(r["cannaspider/images_stored"] for r in runs),
         "images_per_s": sum(r["cannaspider/images_stored"] for r in runs) / seconds,
     }
+    for part in CPU_PARTS:
+        spent = [r["cpu/" + part] for r in runs]
+        result["cpu/" + part] = sum(spent) if None not in spent else None
     for key in runs[0]:
         if key.startswith("cannaspider/db_write_ms/"):
             result[key] = sum(r.get(key, 0.0) for r in runs)
@@ -267,8 +283,10 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    global METER
     url = bench_database(args.database)
     sandbox, urls = start_sandbox(args.stores, args.products)
+    METER = CpuMeter(url, sandbox.pid)
     try:
         ids = seed(url, urls["base"])
         register_proxy(url, urls["proxy"])
@@ -334,6 +352,16 @@ def main() -> None:
             f"  {name:26} {r['products_per_s']:9.0f} products/s   (peak RSS {r['peak_rss_mb']:.0f} MB; "
             f"images stored {r['images']:.0f}; all: {spread})"
         )
+    print("  CPU per 1,000 products (median of the measurements; the three share this machine's cores):")
+    for name, ms in measured.items():
+        per_1000 = 1000 / ms[0]["products"]
+        parts = []
+        for part in CPU_PARTS:
+            spent = [m["cpu/" + part] for m in ms]
+            if None not in spent:
+                parts.append(f"{part} {statistics.median(spent) * per_1000 * 1000:.0f} ms")
+        wall = statistics.median(m["seconds"] for m in ms) * per_1000 * 1000
+        print(f"    {name:26} wall {wall:4.0f} ms; CPU {', '.join(parts) or 'not readable here'}")
     if NEW_VIPS in measured:
         pairs = [
             p["images_per_s"] / v["images_per_s"] for v, p in zip(measured[NEW_VIPS], measured[NEW_PILLOW], strict=True)
