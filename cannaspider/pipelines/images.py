@@ -140,10 +140,12 @@ class ProductImagesPipeline:
         self.closing = True
         self.planner.close()
         loading = self.planner.loading
-        if self.queue or loading:  # a crawl cut short: these stay NULL and the next crawl backfills them
-            left = len(self.queue) + sum(len(v) for v in loading.values())
+        # a crawl cut short: these stay NULL and the next crawl backfills them (a store query still
+        # out with no product waiting for it leaves nothing undone)
+        left = len(self.queue) + sum(len(v) for v in loading.values())
+        if left:
             logger.info("images: %d images not downloaded (the crawl closed first): the next crawl gets them", left)
-            self.queue.clear()
+        self.queue.clear()
         while self.workers or self.planner.loaders:
             await asyncio.gather(*self.workers, *self.planner.loaders, return_exceptions=True)
         try:

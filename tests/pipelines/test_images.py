@@ -328,6 +328,28 @@ def test_a_stores_query_is_sent_when_its_page_is_scheduled_so_its_products_are_p
     assert second.engine.urls == []
 
 
+def test_a_store_query_still_out_at_the_close_with_no_product_waiting_reports_nothing_left(
+    db, sandbox, store, tmp_path, caplog
+):
+    """The query goes out when the store's first request is scheduled: a crawl that closes before
+    any of its products arrived has left no image undone, and says none ("0 images not downloaded"
+    it said)."""
+    harness = Harness(db, tmp_path / "images")
+
+    async def run() -> None:
+        harness.images.planner.request_scheduled(
+            Request("http://127.0.0.1/graphql", meta={"dispensary_id": store["id"]})
+        )
+        assert harness.images.planner.loading == {store["id"]: []}  # out, nobody waiting
+        await asyncio.gather(harness.writer.close_spider(), harness.images.close_spider())
+        await harness.crawler.spider.store.close()
+
+    with caplog.at_level(logging.INFO, logger="cannaspider.pipelines.images"):
+        asyncio.run(run())
+    assert not [r for r in caplog.records if "not downloaded" in r.getMessage()]
+    assert not harness.images.planner.loaders  # the query was awaited, not left running
+
+
 class IdleEngine(SandboxEngine):
     """An engine whose downloads are done (spider_is_idle), for units/idle.py's idle check: it
     records the close that check starts."""
@@ -498,7 +520,9 @@ def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox,
     assert local_paths(db, d)[PID] is not None
 
 
-def test_a_shutdown_downloads_no_more_queued_images_and_leaves_them_to_the_next_crawl(db, sandbox, store, tmp_path):
+def test_a_shutdown_downloads_no_more_queued_images_and_leaves_them_to_the_next_crawl(
+    db, sandbox, store, tmp_path, caplog
+):
     """A cancelled node (SIGINT/SIGTERM, Scrapyd's cancel.json) stops the engine, which then waits
     for every download in flight before the pipeline's close_spider: workers that went on taking
     queued images drained the whole queue first (600 slow images held a cancelled Scrapyd job past
@@ -532,11 +556,14 @@ def test_a_shutdown_downloads_no_more_queued_images_and_leaves_them_to_the_next_
         await asyncio.gather(harness.writer.close_spider(), harness.images.close_spider())
         await harness.crawler.spider.store.close()
 
-    asyncio.run(run())
+    with caplog.at_level(logging.INFO, logger="cannaspider.pipelines.images"):
+        asyncio.run(run())
     paths = local_paths(db, d)
     assert harness.engine.urls == [f"{base}/images/products/q0.png"] and paths[pids[0]] is not None
     assert [paths[pid] for pid in pids[1:]] == [None] * 4  # the next crawl downloads these
     assert harness.stat("images_stored") == 1
+    left = [r.getMessage() for r in caplog.records if "not downloaded (the crawl closed first)" in r.getMessage()]
+    assert left == ["images: 4 images not downloaded (the crawl closed first): the next crawl gets them"]
 
 
 def test_an_image_is_asked_for_with_its_own_timeout_size_cap_and_no_retry(db, sandbox, store, tmp_path):
