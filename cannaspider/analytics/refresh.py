@@ -12,6 +12,13 @@ under an advisory lock so two refreshes (two nodes, a manual run) take turns; th
 and the market roll run in `parts` transactions at once, on as many connections (product_roll.py,
 market.roll_in_parts: one statement runs on one core). Every step is recorded in
 analytics_refreshes with its duration and row count.
+
+The market roll reads the product roll's rows right after they are written, before autovacuum
+has analyzed them: without statistics for a table that grew by a tenth or more, PostgreSQL can
+plan that read disastrously (the first roll of the 24-million-snapshot benchmark history, 4
+million new product-days that the planner took for 25 a day, joined each store-day to a whole
+day's rows: over ten minutes, not finished). So a roll that wrote that much analyzes the table
+itself first (ANALYZE samples 30,000 rows: a fraction of a second; docs/analytics.md).
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ VIEWS: tuple[str, ...] = (
     market.STEP,
 )
 INCREMENTAL = (ROLLED, market.STEP)
+# a roll that writes at least this share of the table's rows (as the planner last counted them)
+# analyzes it before the next step reads it: autovacuum's own default threshold
+ANALYZE_SHARE = 0.1
 LOCK = (1952543597, 0)  # pg_advisory_lock key of the refresh (the scheduler's is 1952543596)
 DEFAULT_WORK_MEM = "1GB"  # a day of snapshots sorts in memory (one refresh at a time; docs/analytics.md)
 
@@ -66,6 +76,7 @@ async def refresh_view(
     started = time.perf_counter()
     if view == ROLLED:
         rows = await product_roll.roll(conn, work_mem, parts, url)
+        await analyze_if_grown(conn, ROLLED, rows)
         return await _record(conn, RefreshResult(view, _since(started), rows, "incremental"))
     if view == market.STEP and parts > 1:
         rows = await market.roll_in_parts(conn, work_mem, parts, needs_url(url))
@@ -88,6 +99,24 @@ async def refresh_view(
             cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(view)))
             rows = int((await cur.fetchone() or (0,))[0])
         return await _record(conn, RefreshResult(view, duration_ms, rows, method))
+
+
+async def analyze_if_grown(conn: psycopg.AsyncConnection, table: str, written: int) -> bool:
+    """ANALYZE `table` when the rows changed since its last ANALYZE, `written` now or counted by
+    the server (a refresh that failed after its product roll left them to this one), are
+    ANALYZE_SHARE or more of the rows the planner last counted (never analyzed: if any changed);
+    whether it did."""
+    cur = await conn.execute(
+        "SELECT c.reltuples, coalesce(s.n_mod_since_analyze, 0) FROM pg_class c "
+        "LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid WHERE c.oid = %s::regclass",
+        (table,),
+    )
+    counted, modified = await cur.fetchone() or (-1.0, 0)
+    changed = max(written, int(modified))
+    if changed <= 0 or (counted > 0 and changed < ANALYZE_SHARE * counted):
+        return False
+    await conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+    return True
 
 
 def _since(started: float) -> int:

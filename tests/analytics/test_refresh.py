@@ -10,7 +10,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from cannaspider.analytics.refresh import INCREMENTAL, VIEWS, refresh_all
+from cannaspider.analytics.refresh import INCREMENTAL, ROLLED, VIEWS, analyze_if_grown, refresh_all
 
 D1, D2, D4 = date(2026, 11, 1), date(2026, 11, 2), date(2026, 11, 4)
 
@@ -224,3 +224,42 @@ def test_a_reader_does_not_wait_for_a_refresh(db, history):
         assert reader.execute("SELECT count(*) FROM analytics_product_days_in_stock").fetchone() == (2,)
         assert reader.execute("SELECT count(*) FROM analytics_product_daily").fetchone() == (4,)
         refresher.rollback()
+
+
+def test_a_roll_that_grew_the_daily_table_leaves_it_analyzed_for_the_market_roll(db, history):
+    """The market roll reads the product-days just written: without statistics the planner took 4
+    million new ones for 25 a day and joined every store-day to a whole day (the first roll of
+    benchmarks/history.py never finished); the refresh analyzes the table it grew."""
+    counted, actual = rows(
+        db,
+        "SELECT c.reltuples, (SELECT count(*) FROM analytics_product_daily) FROM pg_class c WHERE c.oid = %s::regclass",
+        (ROLLED,),
+    )[0]
+    assert actual > 0 and counted == actual  # TRUNCATEd by the fixture, then rolled and analyzed
+
+
+def test_analyze_if_grown_analyzes_a_table_grown_by_a_tenth_or_never_analyzed(db):
+    async def run():
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+
+            async def counted(table):
+                cur = await conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,))
+                return (await cur.fetchone())[0]
+
+            await conn.execute("CREATE TEMP TABLE grown AS SELECT generate_series(1, 1000) AS n")
+            await conn.execute("ANALYZE grown")
+            await conn.execute("INSERT INTO grown SELECT generate_series(1, 99)")
+            small = await analyze_if_grown(conn, "grown", 99), await counted("grown")
+            await conn.execute("INSERT INTO grown SELECT generate_series(1, 100)")
+            big = await analyze_if_grown(conn, "grown", 100), await counted("grown")
+            await conn.execute("CREATE TEMP TABLE fresh AS SELECT 1 AS n WITH NO DATA")
+            await conn.execute("INSERT INTO fresh VALUES (1), (2)")
+            new = await analyze_if_grown(conn, "fresh", 2), await counted("fresh")
+            nothing = await analyze_if_grown(conn, "fresh", 0)
+            return small, big, new, nothing
+
+    small, big, new, nothing = asyncio.run(run())
+    assert small == (False, 1000)  # 99 rows are not a tenth of 1,000: left to autovacuum
+    assert big == (True, 1199)
+    assert new == (True, 2)
+    assert nothing is False
