@@ -81,6 +81,7 @@ class ImagePlanner:
         self.loading: dict[int, list[StoreProduct]] = {}  # products waiting for their store's query
         self.loaders: set[asyncio.Task[None]] = set()
         self.claimed: set[str] = set()  # paths queued, written or found in this crawl
+        self.logo_paths: dict[tuple[str | None, str], str] = {}  # (brand name, logo URL) -> its path
         self.closing = False  # the pipeline is closing: nothing more is queued
         # `scrapy check` opens no database for requests alone (crawl_store.py): only items ask
         self.load_early = not crawler.settings.getbool("CONTRACT_MODE")
@@ -100,9 +101,15 @@ class ImagePlanner:
             return
         logo = item.brand_logo_url
         if logo:
-            self._enqueue(
-                ImageJob(item.dispensary_id, item.provider, None, logo, brand_logo_path(item.brand_name_raw, logo))
-            )
+            # one brand's logo comes with each of its products: its path (a slug and a hash) is made
+            # once per crawl, and the job only while the path is not claimed (a failed logo is
+            # released, and asked for again by the brand's next product)
+            brand = (item.brand_name_raw, logo)
+            path = self.logo_paths.get(brand)
+            if path is None:
+                path = self.logo_paths[brand] = brand_logo_path(item.brand_name_raw, logo)
+            if path not in self.claimed:
+                self._enqueue(ImageJob(item.dispensary_id, item.provider, None, logo, path))
         if not item.image_url:
             return
         if item.provider_product_id in known.with_image:

@@ -645,3 +645,39 @@ def test_a_crawl_stores_every_image_once_and_the_next_crawl_downloads_none(db, s
     assert second.returncode == 0, second.stderr[-3000:]
     assert image_requests(sandbox) == downloads  # not one image fetched again
     assert "images_skipped_has_image" in second.stderr
+
+
+def test_a_brand_logo_that_failed_is_asked_for_again_by_the_brands_next_product(db, sandbox, store, tmp_path):
+    """A brand's logo path is made once per crawl (every product of the brand carries the logo),
+    but a logo whose download failed is released: the brand's next product asks for it again,
+    and once it is stored no product asks again."""
+    d, base = store["id"], store["base"]
+    logo = f"{base}/images/products/bud-bros-logo.png"
+    harness = Harness(db, tmp_path / "images")
+    answer = harness.engine.download_async
+
+    async def down_once(request):
+        if not harness.engine.urls:
+            harness.engine.urls.append(request.url)
+            raise ConnectionRefusedError("connection refused")
+        return await answer(request)
+
+    harness.engine.download_async = down_once  # type: ignore[method-assign]
+
+    async def run() -> None:
+        for i in range(3):
+            item = product(d, f"{i:024x}", None)
+            item.brand_logo_url = logo
+            harness.images.process_item(harness.writer.process_item(item))
+            await asyncio.gather(*harness.images.planner.loaders)
+            while harness.images.workers:  # this product's logo settled before the next one comes
+                await asyncio.gather(*harness.images.workers)
+        await asyncio.gather(harness.writer.close_spider(), harness.images.close_spider())
+        await harness.crawler.spider.store.close()
+
+    asyncio.run(run())
+    assert harness.engine.urls == [logo, logo]  # failed, asked again by the 2nd product, not by the 3rd
+    assert harness.stat("images_failed/connectionrefusederror") == 1 and harness.stat("images_stored") == 1
+    assert [p.relative_to(tmp_path / "images").as_posix() for p in (tmp_path / "images").rglob("*.webp")] == [
+        brand_logo_path("Bud Bros", logo)
+    ]
