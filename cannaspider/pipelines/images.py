@@ -58,7 +58,6 @@ class ProductImagesPipeline:
         self.workers: set[asyncio.Task[None]] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
         self.holding = False  # spider_idle kept the crawl open for this pipeline's work
-        self.closing = False  # the downloader is closed: nothing more is queued
         self.planner = ImagePlanner(crawler, self.db, self.queue, self._start_workers, self._wake_if_settled)
         self.fetcher = ImageFetcher(crawler, store, self.paths, self.planner.release)
 
@@ -90,7 +89,7 @@ class ProductImagesPipeline:
             worker.add_done_callback(self._worker_done)
 
     async def _work(self) -> None:
-        while self.queue and not self.closing and self._engine_running():
+        while self.queue and not self.planner.closing and self._engine_running():
             job = self.queue.popleft()
             try:
                 self.waiting_for_download += 1
@@ -137,8 +136,7 @@ class ProductImagesPipeline:
             end_if_idle(self.crawler)
 
     async def close_spider(self) -> None:
-        self.closing = True
-        self.planner.close()
+        self.planner.close()  # nothing more is queued, nor taken by a worker
         loading = self.planner.loading
         # a crawl cut short: these stay NULL and the next crawl backfills them (a store query still
         # out with no product waiting for it leaves nothing undone)
