@@ -25,35 +25,42 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def process_cpu_s(pid: int, with_reaped: bool = True) -> float:
-    """utime + stime of a process (fields 14-15 of /proc/pid/stat), and of its reaped children."""
+def own_cpu_s(pid: int) -> float:
+    """utime + stime of a process (fields 14-15 of /proc/pid/stat)."""
     fields = _stat(pid)
-    ticks = int(fields[11]) + int(fields[12])
-    if with_reaped:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / TICK
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def reaped_cpu_s(pid: int) -> float:
+    """cutime + cstime: the CPU of the children a process has reaped (fields 16-17)."""
+    fields = _stat(pid)
+    return (int(fields[13]) + int(fields[14])) / TICK
+
+
+def parent_pid(pid: int) -> int:
+    return int(_stat(pid)[1])
 
 
 def postmaster_pid(url: str) -> int | None:
     with psycopg.connect(url, autocommit=True) as conn:
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()
     try:
-        return int(_stat(backend[0])[1]) if backend else None  # a backend's parent is the postmaster
+        return parent_pid(backend[0]) if backend else None  # a backend's parent is the postmaster
     except OSError:
         return None
 
 
-def server_cpu_s(postmaster: int) -> float | None:
+def database_cpu_s(postmaster: int) -> float | None:
+    """The whole server's CPU so far: the postmaster's, its live children's, its reaped ones'."""
     try:
-        total = process_cpu_s(postmaster)
+        total = own_cpu_s(postmaster) + reaped_cpu_s(postmaster)
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
-                    fields = _stat(int(entry.name))
+                    if parent_pid(int(entry.name)) == postmaster:
+                        total += own_cpu_s(int(entry.name))
                 except OSError:  # ended meanwhile: its CPU is in the postmaster's reaped figure
                     continue
-                if int(fields[1]) == postmaster:
-                    total += (int(fields[11]) + int(fields[12])) / TICK
         return total
     except OSError:
         return None
@@ -92,11 +99,11 @@ class CpuMeter:
 
     def read(self) -> dict[str, float | None]:
         try:
-            sandbox: float | None = process_cpu_s(self.sandbox_pid)
+            sandbox: float | None = own_cpu_s(self.sandbox_pid) + reaped_cpu_s(self.sandbox_pid)
         except OSError:
             sandbox = None
         return {
-            "database": server_cpu_s(self.postmaster) if self.postmaster else None,
+            "database": database_cpu_s(self.postmaster) if self.postmaster else None,
             "sandbox": sandbox,
         }
 

@@ -48,6 +48,7 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != 
 
 import psycopg  # noqa: E402
 
+from benchmarks.cpu import own_cpu_s, parent_pid, reaped_cpu_s  # noqa: E402
 from cannaspider import settings as project_settings  # noqa: E402
 from cannaspider.analytics.refresh import LOCK, VIEWS, RefreshResult, refresh_view  # noqa: E402
 from cannaspider.db import database_url, migrations  # noqa: E402
@@ -227,11 +228,9 @@ def server_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of a server process on this machine and of its parent's ended
     children (the postmaster's: the backends it reaped); None: not readable here."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        parent = Path(f"/proc/{fields[1]}/stat").read_text().rsplit(")", 1)[1].split()
+        return own_cpu_s(pid) + reaped_cpu_s(parent_pid(pid))
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12]) + int(parent[13]) + int(parent[14])) / os.sysconf("SC_CLK_TCK")
 
 
 async def refresh(

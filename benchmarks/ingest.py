@@ -203,8 +203,7 @@ def crawl(env: dict, pipelines: dict | None, dispensary_ids: list[int], extra: t
         stats[key] = float(value)
     m = re.search(rf"'{re.escape(CRAWL_CPU_STAT)}': ([0-9.]+)", result.stderr)
     stats["cpu/crawl"] = float(m.group(1)) if m else None
-    for part in ("database", "sandbox"):
-        stats["cpu/" + part] = cpu.get(part)
+    stats.update({"cpu/" + part: spent for part, spent in cpu.items()})
     return stats
 
 
@@ -247,7 +246,7 @@ def measure(env: dict, url: str, ids: list[int], v: Variant, shared: tuple[str, 
         "images_per_s": sum(r["cannaspider/images_stored"] for r in runs) / seconds,
     }
     for part in CPU_PARTS:
-        spent = [r["cpu/" + part] for r in runs]
+        spent = [r.get("cpu/" + part) for r in runs]
         result["cpu/" + part] = sum(spent) if None not in spent else None
     for key in runs[0]:
         if key.startswith("cannaspider/db_write_ms/"):
