@@ -79,14 +79,6 @@ class AtomicFSFilesStore(FSFilesStore):
         except OSError:
             return {}
 
-    def has_file(self, path: str) -> bool:
-        """The file is stored: answered at once (a local stat), where the remote stores need a round trip."""
-        try:
-            os.stat(os.path.join(self.basedir, path))
-        except OSError:
-            return False
-        return True
-
 
 STORES: dict[str, type[Any]] = {
     "": AtomicFSFilesStore,

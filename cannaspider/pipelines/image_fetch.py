@@ -43,7 +43,6 @@ from twisted.internet.defer import Deferred
 from cannaspider.db.errors import first_line
 from cannaspider.images import vips
 from cannaspider.images.convert import UnusableImage
-from cannaspider.images.filestore import AtomicFSFilesStore
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
 
@@ -82,9 +81,6 @@ class ImageFetcher:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
         self.store = store
-        # a local folder answers "is it stored?" at once: asked when an image is planned, so an image
-        # it holds (every image of a daily crawl's new products) takes no worker and no task
-        self.local = store if isinstance(store, AtomicFSFilesStore) else None
         self.paths = paths
         self.release = release
         self.quality = settings.getint("IMAGES_WEBP_QUALITY")
@@ -108,20 +104,10 @@ class ImageFetcher:
         assert isinstance(self.crawler.spider, Spider)
         self.spiderinfo = MediaPipeline.SpiderInfo(self.crawler.spider)
 
-    def found_at_once(self, job: ImageJob) -> bool:
-        """The job's file is in a local store (the path recorded, nothing to fetch); False when it
-        is not, or when the store is remote and can only tell by a round trip (download() asks)."""
-        if self.local is None or not self.local.has_file(job.path):
-            return False
-        self.stats.inc_value("cannaspider/images_already_stored")
-        self._written(job)
-        return True
-
     async def download(self, job: ImageJob) -> Response | None:
         """The job's response, or None when nothing is left to do: its file found in the store
-        (the path recorded), its request filtered, or its download failed (counted and logged).
-        A local store was asked when the job was planned (found_at_once): not again here."""
-        if self.local is None and await self._stored_already(job.path):
+        (the path recorded), its request filtered, or its download failed (counted and logged)."""
+        if await self._stored_already(job.path):
             self.stats.inc_value("cannaspider/images_already_stored")
             self._written(job)
             return None

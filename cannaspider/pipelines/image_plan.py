@@ -60,16 +60,14 @@ SELECT d.state, coalesce(nullif(d.slug, ''), d.name),
 
 
 class ImagePlanner:
-    """Plans the jobs of the products that have an image or a brand logo: a job whose file
-    `found(job)` says is stored already (and records) goes no further; the others are appended to
-    `jobs`, `queued()` called after each. `settled()` is called when a store's query is done."""
+    """Plans the jobs of the products that have an image or a brand logo, appending them to `jobs`
+    and calling `queued()` after each; `settled()` is called when a store's query is done."""
 
     def __init__(
         self,
         crawler: Crawler,
         db: CrawlStore,
         jobs: deque[ImageJob],
-        found: Callable[[ImageJob], bool],
         queued: Callable[[], None],
         settled: Callable[[], None],
     ):
@@ -77,7 +75,6 @@ class ImagePlanner:
         self.stats: StatsCollector = crawler.stats
         self.db = db
         self.jobs = jobs
-        self.found = found
         self.queued = queued
         self.settled = settled
         self.stores: dict[int, StoreImages] = {}
@@ -174,8 +171,6 @@ class ImagePlanner:
         if job.path in self.claimed or self.closing:
             return False
         self.claimed.add(job.path)
-        if self.found(job):  # a local store holds it already: recorded, no job
-            return True
         self.jobs.append(job)
         self.queued()
         return True

@@ -58,10 +58,8 @@ class ProductImagesPipeline:
         self.workers: set[asyncio.Task[None]] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
         self.holding = False  # spider_idle kept the crawl open for this pipeline's work
-        self.fetcher = ImageFetcher(crawler, store, self.paths, self._release)
-        self.planner = ImagePlanner(
-            crawler, self.db, self.queue, self.fetcher.found_at_once, self._start_workers, self._wake_if_settled
-        )
+        self.planner = ImagePlanner(crawler, self.db, self.queue, self._start_workers, self._wake_if_settled)
+        self.fetcher = ImageFetcher(crawler, store, self.paths, self.planner.release)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProductImagesPipeline:
@@ -104,9 +102,6 @@ class ProductImagesPipeline:
                     await self.fetcher.save(job, response)
             except Exception as exc:  # a bug must cost one image, never the crawl
                 logger.exception("images: %s: unexpected %s", job.url, type(exc).__name__)
-
-    def _release(self, path: str) -> None:
-        self.planner.release(path)
 
     # -- the end of the crawl ------------------------------------------------------------
     def _engine_running(self) -> bool:

@@ -18,10 +18,8 @@ from scrapy import Request
 from scrapy.exceptions import DontCloseSpider
 from scrapy.settings import BaseSettings
 from scrapy.utils.test import get_crawler
-from twisted.internet import defer
 
 from cannaspider.images.convert import UnusableImage, to_webp
-from cannaspider.images.filestore import AtomicFSFilesStore
 from cannaspider.images.paths import brand_logo_path, product_image_path, slugify, url_hash
 from cannaspider.items import Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.images import ProductImagesPipeline
@@ -398,19 +396,6 @@ def test_a_crawl_held_open_for_images_ends_once_they_settle_not_on_the_next_hear
     assert engine.closed == ["finished"] and harness.stat("images_stored") == 1
 
 
-def worker_jobs(harness: Harness) -> list[str]:
-    """The URLs of the jobs the pipeline's workers take (each is handed to the fetcher's download)."""
-    taken: list[str] = []
-    download = harness.images.fetcher.download
-
-    async def counted(job):
-        taken.append(job.url)
-        return await download(job)
-
-    harness.images.fetcher.download = counted  # type: ignore[method-assign]
-    return taken
-
-
 def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_again(db, sandbox, store, tmp_path, sql):
     d, base = store["id"], store["base"]
     url = f"{base}/images/products/backfill.png"
@@ -420,11 +405,9 @@ def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_agai
     # in the store, so the path is recorded again without a download
     sql("UPDATE store_products SET local_image_path = NULL")
     again = Harness(db, tmp_path / "images")
-    taken = worker_jobs(again)
     asyncio.run(again.crawl([product(d, PID, url)]))
     assert again.engine.urls == [] and again.stat("images_already_stored") == 1
     assert local_paths(db, d)[PID] == path
-    assert taken == []  # a local folder answered when the image was planned: no job for a worker
     # the file is gone too: downloaded again
     sql("UPDATE store_products SET local_image_path = NULL")
     (tmp_path / "images" / path).unlink()
@@ -698,41 +681,3 @@ def test_a_brand_logo_that_failed_is_asked_for_again_by_the_brands_next_product(
     assert [p.relative_to(tmp_path / "images").as_posix() for p in (tmp_path / "images").rglob("*.webp")] == [
         brand_logo_path("Bud Bros", logo)
     ]
-
-
-class RemoteLikeStore:
-    """A store that answers as s3://, gs:// and ftp:// do (a Deferred for every call), over a
-    local folder: the pipeline cannot ask it at plan time, only its worker can."""
-
-    def __init__(self, folder: Path) -> None:
-        self.local = AtomicFSFilesStore(folder)
-        self.stats: list[str] = []
-
-    def stat_file(self, path, info):
-        self.stats.append(path)
-        return defer.succeed(self.local.stat_file(path, info))
-
-    def persist_file(self, path, buf, info, meta=None, headers=None):
-        return self.local.persist_file(path, buf, info, meta, headers)
-
-
-def test_a_remote_store_is_asked_by_the_worker_before_it_downloads(db, sandbox, store, tmp_path, sql):
-    d, base = store["id"], store["base"]
-    url = f"{base}/images/products/remote.png"
-    first = Harness(db, tmp_path / "images")
-    remote = RemoteLikeStore(tmp_path / "images")
-    first.images = ProductImagesPipeline(first.crawler, remote)
-    first.images.open_spider()
-    asyncio.run(first.crawl([product(d, PID, url)]))
-    path = local_paths(db, d)[PID]
-    assert first.engine.urls == [url] and remote.stats == [path] and (tmp_path / "images" / path).exists()
-    sql("UPDATE store_products SET local_image_path = NULL")
-    again = Harness(db, tmp_path / "images")
-    remote = RemoteLikeStore(tmp_path / "images")
-    again.images = ProductImagesPipeline(again.crawler, remote)
-    again.images.open_spider()
-    taken = worker_jobs(again)
-    asyncio.run(again.crawl([product(d, PID, url)]))
-    # the worker asked the store, found the file and recorded its path: nothing downloaded
-    assert taken == [url] and remote.stats == [path] and again.engine.urls == []
-    assert again.stat("images_already_stored") == 1 and local_paths(db, d)[PID] == path
