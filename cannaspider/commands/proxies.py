@@ -27,8 +27,8 @@ from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
-from cannaspider.stealth.pool import FLUSH_HEALTH, HealthBatch, health_params
 from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
+from cannaspider.stealth.proxy_health import FLUSH_HEALTH, HealthBatch, health_params
 from cannaspider.stealth.routing import PIN_META
 
 ACTIONS = ("add", "import", "list", "check", "enable", "disable")

@@ -1,7 +1,7 @@
 """Every Dutchie request through a proxy of the pool, with the browser identity of its store's
 stealth session; blocks rotate both and retry the page (see docs/stealth.md).
 
-Builds on scrapy-rotating-proxies (its pool states, backoff and ban policy: stealth/pool.py,
+Builds on scrapy-rotating-proxies (its pool states, backoff and ban policy: stealth/proxy_states.py,
 stealth/policy.py) with its defects fixed:
 - proxies are known by their row id, not their URL string, and `meta["proxy"]` carries the
   chosen proxy's credentials on every attempt, so HttpProxyMiddleware (750) rebuilds

@@ -1,12 +1,11 @@
 """The crawl's proxy pool: the `proxies` table re-read every STEALTH_PROXY_REFRESH_S, each proxy's
-rotation state (scrapy-rotating-proxies' Proxies: good / unchecked / dead with an exponential,
-jittered backoff), and its health written back in batches every STEALTH_HEALTH_FLUSH_S and at
-close (one UPDATE per proxy per batch, never one per request).
+rotation state (scrapy-rotating-proxies' Proxies keyed by row id, stealth/proxy_states.py), the
+choice of a proxy for a request, and its health written back in batches every
+STEALTH_HEALTH_FLUSH_S and at close (the batches and their UPDATE: stealth/proxy_health.py).
 
-Proxies are keyed by their row id (see stealth/proxies.py). `failure_count` counts consecutive
-failure *events* (a success resets it); at STEALTH_PROXY_MAX_FAILURES the proxy is deactivated
-(`is_active = false`, `deactivated_at` set: `scrapy schedule` re-probes it, stealth/probe.py) in
-memory at once and in the table with the next batch.
+`failure_count` counts consecutive failure *events* (a success resets it); at
+STEALTH_PROXY_MAX_FAILURES the proxy is deactivated in memory at once and in the table with the
+next batch (`scrapy schedule` re-probes it, stealth/probe.py).
 
 Failures are taken in the order they complete. One that completes within STEALTH_FAILURE_WINDOW_S
 of the start of the proxy's current event, or whose request was sent before that event began
@@ -27,104 +26,22 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 
 import psycopg
-from rotating_proxies.expire import Proxies, ProxyState, exp_backoff_full_jitter
 from scrapy import signals
 from scrapy.crawler import Crawler
 
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.stealth.proxies import ACTIVE_PROXIES, ProxyRecord, record_of
+from cannaspider.stealth.proxy_health import FLUSH_HEALTH, HealthBatch, health_params, merge_unwritten
+from cannaspider.stealth.proxy_states import IdStates, backoff
 
 logger = logging.getLogger(__name__)
 
-FLUSH_HEALTH = """
-UPDATE proxies SET
-    success_count = COALESCE(success_count, 0) + %(successes)s,
-    avg_response_time_ms = CASE WHEN %(successes)s > 0
-        THEN round((COALESCE(avg_response_time_ms, 0)::numeric * COALESCE(success_count, 0) + %(total_ms)s)
-                   / (COALESCE(success_count, 0) + %(successes)s))::integer
-        ELSE avg_response_time_ms END,
-    last_used_at = GREATEST(last_used_at, %(last_used_at)s),
-    failure_count = CASE WHEN %(reset)s THEN %(failures)s ELSE COALESCE(failure_count, 0) + %(failures)s END,
-    last_failure_at = COALESCE(%(last_failure_at)s, last_failure_at),
-    last_error = COALESCE(%(last_error)s, last_error),
-    is_active = is_active AND NOT {deactivates},
-    -- deactivated by its failures (not by an operator): re-probed from then on (stealth/probe.py)
-    deactivated_at = CASE WHEN is_active AND {deactivates} THEN now() ELSE deactivated_at END,
-    next_probe_at = CASE WHEN is_active AND {deactivates}
-                         THEN now() + %(reprobe_after_s)s * interval '1 second' ELSE next_probe_at END,
-    probe_failures = CASE WHEN is_active AND {deactivates} THEN 0 ELSE probe_failures END
-WHERE id = %(id)s
-""".format(
-    deactivates="""(CASE WHEN %(reset)s THEN %(failures)s
-                     ELSE COALESCE(failure_count, 0) + %(failures)s END) >= %(max_failures)s"""
-)
-
-
-@dataclass
-class HealthBatch:
-    """What happened to one proxy since the last flush."""
-
-    successes: int = 0
-    total_ms: float = 0.0
-    failures: int = 0  # failure events since the last success in this batch (or since the batch began)
-    reset: bool = False  # a success happened: failure_count restarts from `failures`
-    last_used_at: datetime | None = None
-    last_failure_at: datetime | None = None
-    last_error: str | None = None
-
-
-def health_params(proxy_id: int, h: HealthBatch, max_failures: int, reprobe_after_s: float) -> dict[str, object]:
-    """FLUSH_HEALTH's parameters for one proxy's batch."""
-    return {
-        "id": proxy_id,
-        "successes": h.successes,
-        "total_ms": h.total_ms,
-        "last_used_at": h.last_used_at,
-        "reset": h.reset,
-        "failures": h.failures,
-        "last_failure_at": h.last_failure_at,
-        "last_error": h.last_error,
-        "max_failures": max_failures,
-        "reprobe_after_s": reprobe_after_s,
-    }
-
-
-class IdStates(Proxies):  # type: ignore[misc]  # rotating_proxies is untyped
-    """rotating_proxies' state machine keyed by proxy row id instead of a URL string."""
-
-    def __init__(self, backoff: Callable[[int], float]) -> None:
-        self.proxies: dict[int, ProxyState] = {}
-        self.proxies_by_hostport: dict[str, int] = {}  # unused: we never look proxies up by address
-        self.unchecked: set[int] = set()
-        self.good: set[int] = set()
-        self.dead: set[int] = set()
-        self.backoff = backoff
-
-    def sync(self, ids: set[int]) -> None:
-        """Take in new rows, forget rows that were disabled or deleted."""
-        for gone in set(self.proxies) - ids:
-            del self.proxies[gone]
-            self.unchecked.discard(gone)
-            self.good.discard(gone)
-            self.dead.discard(gone)
-        for new in ids - set(self.proxies):
-            self.proxies[new] = ProxyState()
-            self.unchecked.add(new)
-
-
 # one pool per crawler, shared by the components that use it (nothing is set on the Crawler)
 _POOLS: weakref.WeakKeyDictionary[Crawler, ProxyPool] = weakref.WeakKeyDictionary()
-
-
-def _no_backoff(attempt: int) -> float:
-    return 0.0
 
 
 class ProxyPool:
@@ -137,7 +54,7 @@ class ProxyPool:
         self.window_s = s.getfloat("STEALTH_FAILURE_WINDOW_S")
         self.reprobe_after_s = s.getfloat("PROXY_REPROBE_AFTER_S")
         base, cap = s.getfloat("STEALTH_PROXY_BACKOFF_S"), s.getfloat("STEALTH_PROXY_BACKOFF_CAP_S")
-        self.states = IdStates(partial(exp_backoff_full_jitter, base=base, cap=cap) if base > 0 else _no_backoff)
+        self.states = IdStates(backoff(base, cap))
         self.records: dict[int, ProxyRecord] = {}
         self.consecutive: dict[int, int] = {}  # failure events in a row
         self.event_started: dict[int, float] = {}  # monotonic start of the proxy's current failure event
@@ -228,23 +145,8 @@ class ProxyPool:
             # an outage, or close() cancelling the sync loop in mid-write (CancelledError is no
             # Exception): the transaction was rolled back, so the batch is kept for the next try
             # (merged with what came since) — the close's own flush writes it
-            for pid, h in batch.items():
-                self._merge_back(pid, h)
+            merge_unwritten(self.pending, batch)
             raise
-
-    def _merge_back(self, pid: int, old: HealthBatch) -> None:
-        new = self.pending.get(pid)
-        if new is None:
-            self.pending[pid] = old
-            return
-        new.successes += old.successes
-        new.total_ms += old.total_ms
-        if not new.reset:
-            new.failures += old.failures
-            new.reset = old.reset
-        new.last_used_at = new.last_used_at or old.last_used_at
-        new.last_failure_at = new.last_failure_at or old.last_failure_at
-        new.last_error = new.last_error or old.last_error
 
     async def close(self) -> None:
         self._closed = True
