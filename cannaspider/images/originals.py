@@ -1,7 +1,8 @@
-"""The stored files `/img` reads from a remote store (s3://, gs://, ftp://: cannaspider/images/stores.py),
-each read from the store once: kept in a bounded local cache folder (IMG_CACHE_DIR/originals), one
-read however many variants of it are asked for at once, and for IMG_STORE_RETRY_S after the store
-did not answer, no read is even tried (docs/images.md, "Where they are stored")."""
+"""The stored files `/img` reads from a remote store (s3://, gs://: cannaspider/images/cloud_stores.py;
+ftp://: cannaspider/images/ftp_store.py), each read from the store once: kept in a bounded local
+cache folder (IMG_CACHE_DIR/originals), one read however many variants of it are asked for at once,
+and for IMG_STORE_RETRY_S after the store did not answer, no read is even tried (docs/images.md,
+"Where they are stored")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from cannaspider.images.cache import DiskCache
-from cannaspider.images.stores import StoreReader, StoreUnavailable
+from cannaspider.images.store_reader import StoreReader, StoreUnavailable
 
 
 class ImageNotFound(LookupError):

@@ -33,7 +33,8 @@ from cannaspider.images.originals import ImageNotFound, RemoteOriginals, settled
 from cannaspider.images.params import MEDIA_TYPES, parse_variant
 from cannaspider.images.paths import is_stored_path_shape
 from cannaspider.images.render import BadParameter, StoredImageError, Variant, render
-from cannaspider.images.stores import LocalReader, StoreConfigError, StoreReader, StoreUnavailable, open_store
+from cannaspider.images.store_reader import StoreConfigError, StoreReader, StoreUnavailable
+from cannaspider.images.stores import LocalReader, open_store
 
 logger = logging.getLogger("cannaspider.web.images")  # /img's lines, wherever the code lives
 

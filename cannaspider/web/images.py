@@ -10,7 +10,7 @@ parameter is a 400 saying which; a path that is not one the pipeline writes, lea
 (`..`, absolute, encoded, a symlink out) or names no file is a 404, before any file is opened.
 
 The stored file is read from IMAGES_STORE, whatever store the pipeline wrote it to: a folder in
-place, or s3://, gs:// or ftp:// through cannaspider/images/stores.py, the originals fetched from a
+place, or s3://, gs:// or ftp:// through the reader cannaspider/images/stores.py opens, the originals fetched from a
 remote store kept in a bounded local cache folder (cannaspider/images/originals.py). A remote store
 that does not answer is a 503 (Retry-After; for IMG_STORE_RETRY_S seconds further reads are not even
 tried), one that refuses us a 502; both say which store, never with its credentials. What is

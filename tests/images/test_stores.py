@@ -11,20 +11,12 @@ import pytest
 from botocore.stub import Stubber
 from scrapy.settings import Settings
 
-from cannaspider.images import stores
+from cannaspider.images import cloud_stores
+from cannaspider.images.cloud_stores import GCSReader, S3Reader, bucket_and_prefix
+from cannaspider.images.ftp_store import FTPReader
 from cannaspider.images.paths import brand_logo_path, product_image_path
-from cannaspider.images.stores import (
-    FTPReader,
-    GCSReader,
-    LocalReader,
-    S3Reader,
-    StoreConfigError,
-    StoreUnavailable,
-    bucket_and_prefix,
-    object_key,
-    open_store,
-    store_scheme,
-)
+from cannaspider.images.store_reader import StoreConfigError, StoreUnavailable, object_key
+from cannaspider.images.stores import LocalReader, open_store, store_scheme
 from cannaspider.web.images import image_router
 
 PID = "6913e3cd444eac3935e928b9"
@@ -98,7 +90,7 @@ def test_no_key_is_built_for_a_path_out_of_the_store():
 
 
 def test_gcs_without_its_library_is_a_clear_configuration_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(stores, "find_spec", lambda name: None)  # a node without google-cloud-storage
+    monkeypatch.setattr(cloud_stores, "find_spec", lambda name: None)  # a node without google-cloud-storage
     with pytest.raises(StoreConfigError, match="gs://: /img needs google-cloud-storage"):
         open_store("gs://bucket/images/", Settings())
     router = image_router(Settings({"IMAGES_STORE": "gs://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
