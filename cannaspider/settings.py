@@ -54,7 +54,8 @@ CONCURRENT_ITEMS = 64
 LOG_LEVEL = "INFO"
 EXTENSIONS = {
     "cannaspider.extensions.gc_tuning.GCTuning": 0,
-    # the database side of the crawl (pool, write ledger, crawl-run liveness): db/crawl_store.py
+    # the database side of the crawl (pool; the write ledger and crawl-run liveness it holds:
+    # db/write_ledger.py, db/crawl_runs.py): db/crawl_store.py
     "cannaspider.db.crawl_store.CrawlStore": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
@@ -83,7 +84,7 @@ DB_WRITE_BATCH_SIZE = 1000  # products per write statement (their store_products
 # and how long it lets batches fill with other stores' rows before flushing them early.
 CRAWL_COMPLETION_WAIT_S = 120.0
 CRAWL_COMPLETION_BATCH_GRACE_S = 5.0
-# Liveness of crawl_runs (db/crawl_store.py): a crawl stamps its open runs every HEARTBEAT_S; the
+# Liveness of crawl_runs (db/crawl_runs.py): a crawl stamps its open runs every HEARTBEAT_S; the
 # next crawl marks failed a 'running' run without a stamp for STALE_AFTER_S (a few beats), or whose
 # process on this host is gone. A stopped crawl closes its open runs as 'incomplete' itself.
 CRAWL_RUN_HEARTBEAT_S = 30.0

@@ -31,7 +31,7 @@ from scrapy.extensions.feedexport import FeedExporter
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT
+from cannaspider.crawl_outcome import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import DatabaseSetupError, redact
 from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks.drain import TaskDrain

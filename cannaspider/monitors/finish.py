@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from spidermon import monitors
 
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT
+from cannaspider.crawl_outcome import FATAL_ERROR_STAT
 from cannaspider.monitors.base import HealthMonitor
 
 

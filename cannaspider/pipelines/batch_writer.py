@@ -99,7 +99,7 @@ class BatchWriterPipeline:
         self.keys: list[tuple[Any, ...]] = []  # (dispensary_id, crawl_run_id) of each buffered row
         self.lock = asyncio.Lock()
         self.inflight: asyncio.Future[None] | None = None
-        self.store.flushers.append(self.flush)
+        self.store.ledger.flushers.append(self.flush)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -214,7 +214,7 @@ class BatchWriterPipeline:
             except Exception as exc:
                 # refused whatever the rows hold (or a bug): these stores' crawls cannot count as complete
                 lost_keys = [key for _, chunk_keys in chunks for key in chunk_keys]
-                self.store.failed_runs.update(lost_keys)
+                self.store.ledger.failed_runs.update(lost_keys)
                 self.after_refused(lost_keys)
                 self.crawler.stats.inc_value("cannaspider/products_refused", len(lost_keys))
                 if isinstance(exc, psycopg.Error):

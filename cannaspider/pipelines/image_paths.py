@@ -88,5 +88,5 @@ class ImagePathWriter:
     async def close(self) -> None:
         if self.inflight is not None:
             await asyncio.gather(self.inflight, return_exceptions=True)
-        await self.store.flush_all()  # the product rows first: an UPDATE needs its row
+        await self.store.ledger.flush_all()  # the product rows first: an UPDATE needs its row
         await self.flush(final=True)

@@ -35,11 +35,11 @@ class NormalizeProductPipeline:
             return normalize(item)
         except NormalizationError as exc:
             self.crawler.stats.inc_value("cannaspider/products_rejected")
-            self.store.account((item.dispensary_id, item.crawl_run_id), rejected=True)
+            self.store.ledger.account((item.dispensary_id, item.crawl_run_id), rejected=True)
             raise DropItem(f"dispensary {item.dispensary_id}: product skipped: {exc}") from exc
         except Exception as exc:  # a payload shape we did not foresee must not stop the page
             self.crawler.stats.inc_value("cannaspider/products_rejected")
-            self.store.account((item.dispensary_id, item.crawl_run_id), rejected=True)
+            self.store.ledger.account((item.dispensary_id, item.crawl_run_id), rejected=True)
             raise DropItem(
                 f"dispensary {item.dispensary_id}: product skipped: unexpected {exc.__class__.__name__}: {exc}"
             ) from exc

@@ -200,7 +200,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
 
     def __init__(self, crawler: Crawler):
         super().__init__(crawler)
-        self.store.products_writer = True  # a store's close waits for its rows (units/store_close.py)
+        self.store.ledger.products_writer = True  # a store's close waits for its rows (units/store_close.py)
 
     def row(self, p: StoreProduct) -> tuple[Any, ...]:
         self.seq += 1
@@ -245,7 +245,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
         )
 
     def after_buffered(self, item: StoreProduct) -> None:
-        self.store.account((item.dispensary_id, item.crawl_run_id))
+        self.store.ledger.account((item.dispensary_id, item.crawl_run_id))
 
     async def write(self, conn: psycopg.AsyncConnection, batch: Jsonb) -> dict[tuple[Any, ...], int]:
         # new rows per store and crawl; rows settled are counted from the batch's keys (after_write)
@@ -255,17 +255,17 @@ class ProductWriterPipeline(BatchWriterPipeline):
     def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False) -> None:
         # settled, if not stored: the store's completion need not wait out its timeout for them
         for run_key, n in Counter(keys).items():
-            self.store.written(run_key, n, 0)
+            self.store.ledger.written(run_key, n, 0)
             if bad_rows:
-                self.store.ledgers[run_key].refused += n
+                self.store.ledger.runs[run_key].refused += n
         self.crawler.stats.inc_value("cannaspider/items_not_stored", len(keys))  # they went on to the feed
 
     def after_unencodable(self, key: tuple[Any, ...], item: StoreProduct, exc: Exception) -> None:
         super().after_unencodable(key, item, exc)
         # dropped (it could not go to a feed either); accounted and settled so completion goes on
-        self.store.account(key)
-        self.store.written(key, 1, 0)
-        self.store.ledgers[key].refused += 1
+        self.store.ledger.account(key)
+        self.store.ledger.written(key, 1, 0)
+        self.store.ledger.runs[key].refused += 1
 
     def after_lost_at_close(self, rows: int) -> None:
         self.crawler.stats.inc_value("cannaspider/items_not_stored", rows)
@@ -279,6 +279,6 @@ class ProductWriterPipeline(BatchWriterPipeline):
 
     def after_write(self, keys: list[tuple[Any, ...]], inserted: dict[tuple[Any, ...], int]) -> None:
         for run_key, n in Counter(keys).items():
-            self.store.written(run_key, n, inserted.get(run_key, 0))
+            self.store.ledger.written(run_key, n, inserted.get(run_key, 0))
         self.crawler.stats.inc_value("cannaspider/products_written", len(keys))
         self.crawler.stats.inc_value("cannaspider/snapshots_written", len(keys))

@@ -23,8 +23,8 @@ import psycopg
 import scrapy
 
 from cannaspider.analytics.refresh import RefreshResult, refresh_all
+from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
 from cannaspider.db.connection import database_url
-from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.arguments import SpiderParams

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from scrapy.crawler import Crawler
 
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT
+from cannaspider.crawl_outcome import FATAL_ERROR_STAT
 from cannaspider.stealth.outage import PoolOutage
 from cannaspider.stealth.pool import ProxyPool
 from cannaspider.tasks.drain import TaskDrain

@@ -14,7 +14,8 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 
-from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
+from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
+from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
@@ -48,7 +49,7 @@ class UnitClosing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
         if self.drain is None:
             return
-        await self.store.runs_closed.wait()
+        await self.store.runs.closed.wait()
         await self.drain.close()
 
     def check(self, unit: Unit) -> None:

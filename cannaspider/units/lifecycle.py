@@ -35,8 +35,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
 
+from cannaspider.crawl_outcome import FATAL_ERROR_STAT
 from cannaspider.db.connection import database_url
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT, CrawlStore
+from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task

@@ -27,7 +27,8 @@ import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
 
-from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT, CrawlStore
+from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
+from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.db.store_close import CLOSE_COMPLETE, CLOSE_INCOMPLETE, OOS_AFTER_MISSES
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
@@ -161,11 +162,11 @@ class StoreClose:
         crawl is busy; when it goes idle (spider_idle, see spider_idle()) or after a grace period,
         the buffers are flushed early."""
         if self._crawl_is_draining():
-            await self.store.flush_all()
-        if await self.store.wait_written(key, self.batch_grace):
+            await self.store.ledger.flush_all()
+        if await self.store.ledger.wait_written(key, self.batch_grace):
             return True
-        await self.store.flush_all()
-        return await self.store.wait_written(key, self.wait_timeout)
+        await self.store.ledger.flush_all()
+        return await self.store.ledger.wait_written(key, self.wait_timeout)
 
     @staticmethod
     def _result(item: StoreOutcome, figures: dict[str, Any]) -> TaskResult:
@@ -182,7 +183,7 @@ class StoreClose:
         # Nothing left to download: no batch will fill up any more, so stores waiting for their
         # rows get them written now. (spider_idle handlers cannot be coroutines: schedule it.)
         if self.closing:
-            flush = asyncio.ensure_future(self.store.flush_all())
+            flush = asyncio.ensure_future(self.store.ledger.flush_all())
             self._flushes.add(flush)
             flush.add_done_callback(self._flushed)
 
@@ -197,25 +198,25 @@ class StoreClose:
     async def _apply(self, item: StoreOutcome) -> None:
         key = (item.dispensary_id, item.crawl_run_id)
         complete, error = item.complete, item.error
-        if not self.store.products_writer:
+        if not self.store.ledger.products_writer:
             # pipelines switched off (`-s ITEM_PIPELINES={}`, the ingest benchmark's ceiling): no row
             # was written, so nothing may be concluded from the store's rows, and none will come to
             # wait CRAWL_COMPLETION_WAIT_S for
             complete, error = False, "no product writer in ITEM_PIPELINES: the store's products were not written"
-        elif not await self.store.wait_accounted(key, item.products_yielded, self.wait_timeout):
+        elif not await self.store.ledger.wait_accounted(key, item.products_yielded, self.wait_timeout):
             complete = False
-            error = f"only {self.store.ledgers[key].accounted} of {item.products_yielded} products were written"
+            error = f"only {self.store.ledger.runs[key].accounted} of {item.products_yielded} products were written"
         try:
-            if self.store.products_writer and not await self._wait_committed(key):
+            if self.store.ledger.products_writer and not await self._wait_committed(key):
                 complete, error = False, "the store's products were not all committed in time"
         except psycopg.Error as exc:
             complete, error = False, f"writing products failed: {first_line(exc)}"
         except DatabaseSetupError as exc:
             complete, error = False, f"writing products failed: {exc}"
-        if key in self.store.failed_runs:
+        if key in self.store.ledger.failed_runs:
             complete, error = False, "a batch of this store's rows was refused by the database"
-            self.store.failed_runs.discard(key)
-        ledger = self.store.ledgers.pop(key, None)
+            self.store.ledger.failed_runs.discard(key)
+        ledger = self.store.ledger.runs.pop(key, None)
         figures = {
             "d": item.dispensary_id,
             "seen": orjson.dumps(item.seen_product_ids).decode(),

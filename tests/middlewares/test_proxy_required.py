@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from scrapy.exceptions import CloseSpider
 
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT
+from cannaspider.crawl_outcome import FATAL_ERROR_STAT
 from cannaspider.middlewares.proxy_required import NO_PROXY_MESSAGE, ProxyRequiredMiddleware
 from cannaspider.spiders.products import ProductSpider
 from tests.helpers import project_crawler

@@ -507,7 +507,7 @@ def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox,
         item = product(d, PID, f"{base}/images/products/slow.png")
         assert harness.images.process_item(harness.writer.process_item(item)) is item
         await harness.writer.flush()  # what a store's completion waits for: committed, image or not
-        assert harness.writer.store.ledgers[(d, None)].written == 1
+        assert harness.writer.store.ledger.runs[(d, None)].written == 1
         await asyncio.sleep(0.05)
         with pytest.raises(DontCloseSpider):  # the downloader must stay open for the queued image
             harness.images.spider_idle()

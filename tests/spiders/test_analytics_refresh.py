@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from cannaspider.analytics.refresh import VIEWS
-from cannaspider.db.crawl_store import UNITS_INCOMPLETE_STAT
+from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
 from cannaspider.spiders import analytics_refresh
 from cannaspider.spiders.analytics_refresh import AnalyticsRefreshSpider
 from cannaspider.tasks import queue

@@ -12,7 +12,7 @@ import pytest
 import scrapy
 from scrapy.exceptions import CloseSpider
 
-from cannaspider.db.crawl_store import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT
+from cannaspider.crawl_outcome import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT
 from cannaspider.tasks import queue
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNITS_CLOSED_STAT, Outcome, Unit, UnitLifecycle, Wait

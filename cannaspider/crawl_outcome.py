@@ -1,0 +1,15 @@
+"""The stats a crawl's exit code is judged by.
+
+Scrapy's `crawl` exits 0 whatever happened inside the crawl; ours (commands/crawl.py) reads these
+two stats once the crawl is over. The components that find a crawl unable to work, or a unit of
+work that did not complete, write them; they live apart from every one of those components so
+that none has to import another to report.
+"""
+
+from __future__ import annotations
+
+# the crawl's one-line fatal error, read by the crawl command (commands/crawl.py) for its exit
+FATAL_ERROR_STAT = "cannaspider/fatal_error"
+# units of work (store crawls, keywords, refreshes) that ended without completing: the crawl
+# command exits EXIT_INCOMPLETE (drained tasks are counted by their drain: TaskDrain.claimed)
+UNITS_INCOMPLETE_STAT = "cannaspider/units_incomplete"
