@@ -92,7 +92,7 @@ CRAWL_RUN_STALE_AFTER_S = 120.0
 CANNASPIDER_MIGRATIONS_DIR = None  # None: migrations/ beside scrapy.cfg
 # A complete crawl that sees fewer than this share of the store's in-stock products is an incident
 # (an emptied or collapsed menu), not evidence: it counts no misses and its crawl_runs row is
-# marked suspect (units/store_close.py). 0 turns the guard off, for a store that closed.
+# marked suspect (db/store_close.py, run by units/store_transaction.py). 0 turns the guard off, for a store that closed.
 OOS_GUARD_MIN_SHARE = 0.5
 # A complete crawl's close writes one product_events row per change it saw (listed, price_changed,
 # special_started/ended, out_of_stock, back_in_stock: docs/analytics.md "Events"). Off only to

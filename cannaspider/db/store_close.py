@@ -1,4 +1,4 @@
-"""The SQL of a store's close (units/store_close.py runs it): the seed's out-of-stock rules, the
+"""The SQL of a store's close (units/store_transaction.py runs it): the seed's out-of-stock rules, the
 OOS guard and the product events of a complete crawl, in one statement; an incomplete crawl's
 figures. Both leave a run that is no longer 'running' as it is (closed already: its lease expired
 and the queue failed it, or the crawl stopped): a close runs once.

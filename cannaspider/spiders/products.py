@@ -9,8 +9,8 @@ cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_r
 
 Each store's crawl is one unit of the lifecycle (units/lifecycle.py), a queue task's or a target's
 of `-a`: the lifecycle closes it once none of its pages or products is outstanding, and its close
-(units/store_close.py) applies the misses/OOS and completes the task in one transaction, or closes
-the run incomplete and fails the task.
+(units/store_close.py) applies the misses/OOS and completes the task in one transaction
+(units/store_transaction.py), or closes the run incomplete and fails the task.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from cannaspider.spiders.base import DutchieSpider
 from cannaspider.tasks.queue import Task
 from cannaspider.units.lifecycle import Closing, Unit, UnitLifecycle
 from cannaspider.units.role import Role, Schedule, StoreTarget
-from cannaspider.units.store_close import StoreClose, StoreOutcome
+from cannaspider.units.store_close import StoreClose
+from cannaspider.units.store_outcome import StoreOutcome
 
 
 @dataclass

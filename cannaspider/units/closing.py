@@ -2,7 +2,7 @@
 outstanding (check), with the outcome the spider gives (`unit_outcome`: a TaskResult or an error,
 with which its task completes or fails; None when the spider's own close recorded it, as a product
 crawl's store close does in the transaction that applies the store's misses/OOS:
-units/store_close.py). Pending closes hold the engine open (spider_idle), an idle crawl ends as
+units/store_transaction.py). Pending closes hold the engine open (spider_idle), an idle crawl ends as
 soon as the last one settles, and a stop awaits them before the drain is released."""
 
 from __future__ import annotations

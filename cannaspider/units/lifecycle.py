@@ -16,7 +16,7 @@ holds the Unit and its outcome, units/tracking.py the counting, units/closing.py
 - closes each unit exactly once, when nothing is outstanding: it asks the spider for the unit's
   outcome (`unit_outcome`: a TaskResult or an error, with which it completes or fails the task; or
   None when the spider's own close recorded it, as a product crawl's store close does in the
-  transaction that applies the store's misses/OOS: units/store_close.py);
+  transaction that applies the store's misses/OOS: units/store_transaction.py);
 - holds the engine open while closes are pending (spider_idle), ends an idle crawl as soon as the
   last one settles (the engine itself would look again only on its next heartbeat), and awaits
   them when the spider closes.

@@ -1,17 +1,17 @@
 """Closing a store's crawl (one unit of a product crawl: units/lifecycle.py closes it once, when
 none of its requests or items is outstanding, through the spider's unit_outcome).
 
-Only a complete crawl (every page arrived and parsed) applies the seed's out-of-stock rules:
-misses reset for products in the feed, +1 for the others (up to 3), 'oos' at 3, unless the OOS
-guard finds the crawl suspect (db/store_close.py, CLOSE_COMPLETE); it also sets
-dispensaries.last_crawl_at. An incomplete crawl keeps what it stored, marks nothing missing, and
-records why. Either way the crawl_runs row gets its figures.
+Only a complete crawl (every page arrived and parsed, and every row it yielded committed) may
+apply the seed's out-of-stock rules: a product that is merely not written yet would count as
+missing. So the close first waits until the store's rows are committed (the writer batches them
+with other stores' rows, and flushes early when the crawl goes idle); a crawl whose rows did not
+all arrive in time, or were refused by the database, is incomplete: it keeps what it stored,
+marks nothing missing, and records why. Then one transaction records the close and completes
+the crawl's task (units/store_transaction.py: misses/OOS, the OOS guard, the lease check).
 
-The close first waits until the store's rows are committed (the writer batches them with other
-stores' rows). A crawl that does a queue task completes the task in the very transaction that
-applies misses/OOS, after checking the task's lease: a crawl whose lease expired (its task went
-back to the queue, maybe to another worker) rolls back and marks nothing. An incomplete crawl
-fails its task, which retries after a backoff (docs/operations.md).
+An incomplete crawl fails its task, which retries after a backoff (docs/operations.md); a close
+that fails never raises, it fails the task too, whose lease otherwise expires and puts it back
+in the queue. What the close recorded is reported last (units/store_report.py).
 """
 
 from __future__ import annotations
@@ -19,44 +19,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
 
-from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError, first_line
-from cannaspider.db.store_close import CLOSE_COMPLETE, CLOSE_INCOMPLETE, OOS_AFTER_MISSES
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
-from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
-from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
+from cannaspider.tasks.queue import LeaseLost
+from cannaspider.units.store_outcome import StoreOutcome
+from cannaspider.units.store_report import report_close
+from cannaspider.units.store_transaction import close_figures, record_close
 
 logger = logging.getLogger(__name__)
-
-
-class RunClosed(Exception):
-    """The store's run was closed already (failed by the queue, closed by a stop): its close
-    records nothing (the statement changed nothing; the transaction rolls back the task's part)."""
-
-
-@dataclass
-class StoreOutcome:
-    """What a store's crawl learned, for its close."""
-
-    dispensary_id: int
-    crawl_run_id: int | None
-    complete: bool
-    products_yielded: int
-    pages_fetched: int
-    seen_product_ids: list[str] = field(default_factory=list, repr=False)
-    errors: int = 0
-    error: str | None = None
-    task: Task | None = field(default=None, repr=False)  # the queue's task this crawl did, if any
 
 
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, StoreClose] = weakref.WeakKeyDictionary()
@@ -168,17 +146,6 @@ class StoreClose:
         await self.store.ledger.flush_all()
         return await self.store.ledger.wait_written(key, self.wait_timeout)
 
-    @staticmethod
-    def _result(item: StoreOutcome, figures: dict[str, Any]) -> TaskResult:
-        return TaskResult(
-            pages=item.pages_fetched,
-            products=figures["seen_n"],
-            new=figures["new"],
-            missed=figures["missed"],
-            oos=figures["oos"],
-            crawl_run_id=item.crawl_run_id,
-        )
-
     def spider_idle(self) -> None:
         # Nothing left to download: no batch will fill up any more, so stores waiting for their
         # rows get them written now. (spider_idle handlers cannot be coroutines: schedule it.)
@@ -217,100 +184,17 @@ class StoreClose:
             complete, error = False, "a batch of this store's rows was refused by the database"
             self.store.ledger.failed_runs.discard(key)
         ledger = self.store.ledger.runs.pop(key, None)
-        figures = {
-            "d": item.dispensary_id,
-            "seen": orjson.dumps(item.seen_product_ids).decode(),
-            "limit": OOS_AFTER_MISSES,
-            "run": item.crawl_run_id,
-            "pages": item.pages_fetched,
-            "seen_n": len(item.seen_product_ids),
-            "new": ledger.inserted if ledger else 0,
-            "errors": item.errors + (ledger.refused if ledger else 0),  # rows refused for their values count too
-            "missed": 0,
-            "oos": 0,
-            "error": error,
-            "min_share": self.oos_guard_min_share,
-            "events": self.events,
-        }
-        suspect = confirmed = False
-        events = 0
+        figures = close_figures(item, ledger, error, self.oos_guard_min_share, self.events)
         drain = self._drain(item)
         pool = await self.store.open()
-        async with pool.connection() as conn:
-            if complete:
-                try:
-                    async with conn.transaction():
-                        if drain is not None and item.task is not None:
-                            # the lease first: a crawl whose task is no longer ours records nothing
-                            await queue.check_lease(conn, drain.lease(item.task))
-                        row = await (await conn.execute(CLOSE_COMPLETE, figures)).fetchone()
-                        assert row is not None  # the statement always returns its one row of figures
-                        figures["missed"], figures["oos"] = row[0], row[1]
-                        suspect, seen_in_stock, in_stock, streak, confirmed, events = row[5:11]
-                        if not row[4]:
-                            raise RunClosed(f"crawl run {item.crawl_run_id} is no longer running")
-                        if drain is not None and item.task is not None:
-                            await drain.complete(item.task, self._result(item, figures), conn=conn)
-                except (LeaseLost, RunClosed) as exc:
-                    lost = "task was lost" if isinstance(exc, LeaseLost) else "run was closed already"
-                    complete, error = False, f"the crawl's {lost} ({exc}): nothing recorded"
-                    figures["error"], figures["missed"], figures["oos"] = error, 0, 0
-                    suspect = confirmed = False
-                    events = 0
-                    await conn.execute(CLOSE_INCOMPLETE, figures)
-                    drain = None  # not ours to fail either
-            elif item.crawl_run_id is not None:
-                await conn.execute(CLOSE_INCOMPLETE, figures)
+        verdict = await record_close(pool, item, figures, complete, error, drain)
         # a stopped crawl's task goes back to the queue uncounted (the lifecycle releases it)
-        if not complete and drain is not None and item.task is not None and not self._stopped():
-            await self._fail_task(item, f"crawl incomplete: {error}")
-        stats = self.crawler.stats
-        stats.inc_value("cannaspider/stores_complete" if complete else "cannaspider/stores_incomplete")
-        if not complete:
-            stats.inc_value(UNITS_INCOMPLETE_STAT)
-        if events:
-            stats.inc_value("cannaspider/product_events", events)
-        if suspect:
-            stats.inc_value("cannaspider/stores_suspect")
-            if confirmed:
-                stats.inc_value("cannaspider/stores_collapse_confirmed")
-                logger.warning(
-                    "dispensary %s: crawl complete but SUSPECT: it saw %d of the %d products in stock before it "
-                    "(below OOS_GUARD_MIN_SHARE = %g), suspect crawl %d in a row: the collapse is confirmed, "
-                    "%d products missing from these crawls marked oos",
-                    item.dispensary_id,
-                    seen_in_stock,
-                    in_stock,
-                    self.oos_guard_min_share,
-                    streak,
-                    figures["oos"],
-                )
-            else:
-                logger.warning(
-                    "dispensary %s: crawl complete but SUSPECT: it saw %d of the %d products in stock before it "
-                    "(below OOS_GUARD_MIN_SHARE = %g): counted none missing (suspect crawl %d of the %d in a row "
-                    "that confirm a collapse); if the store really emptied its menu, crawl it again with "
-                    "-s OOS_GUARD_MIN_SHARE=0",
-                    item.dispensary_id,
-                    seen_in_stock,
-                    in_stock,
-                    self.oos_guard_min_share,
-                    streak,
-                    OOS_AFTER_MISSES,
-                )
-        elif complete:
-            logger.info(
-                "dispensary %s: crawl complete: %d products, %d new, %d missed, %d marked oos",
-                item.dispensary_id,
-                figures["seen_n"],
-                figures["new"],
-                figures["missed"],
-                figures["oos"],
-            )
-        else:
-            logger.warning(
-                "dispensary %s: crawl INCOMPLETE (%s): stored %d products, marked none missing",
-                item.dispensary_id,
-                error,
-                figures["seen_n"],
-            )
+        if (
+            not verdict.complete
+            and not verdict.lost
+            and drain is not None
+            and item.task is not None
+            and not self._stopped()
+        ):
+            await self._fail_task(item, f"crawl incomplete: {verdict.error}")
+        report_close(self.crawler.stats, item, verdict, self.oos_guard_min_share)

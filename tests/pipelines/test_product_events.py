@@ -14,7 +14,7 @@ from cannaspider.db.store_close import CLOSE_COMPLETE
 from cannaspider.items import RawProduct
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
-from cannaspider.units.store_close import StoreOutcome
+from cannaspider.units.store_outcome import StoreOutcome
 from tests.units.test_store_close import Pipelines, product
 
 Menu = dict[int, dict]  # product index → overrides of its raw fields

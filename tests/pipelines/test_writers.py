@@ -18,7 +18,8 @@ from cannaspider.items import DispensaryRecord, Potency, RawProduct, StoreProduc
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
-from cannaspider.units.store_close import StoreClose, StoreOutcome
+from cannaspider.units.store_close import StoreClose
+from cannaspider.units.store_outcome import StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import project_crawler
 

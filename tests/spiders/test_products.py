@@ -27,7 +27,7 @@ from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
 from cannaspider.units.lifecycle import Unit
-from cannaspider.units.store_close import StoreOutcome
+from cannaspider.units.store_outcome import StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import add_store, products_of, project_crawler, runs_of
 

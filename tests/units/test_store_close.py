@@ -17,7 +17,8 @@ from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
-from cannaspider.units.store_close import StoreClose, StoreOutcome
+from cannaspider.units.store_close import StoreClose
+from cannaspider.units.store_outcome import StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import project_crawler
 
