@@ -8,8 +8,16 @@ that none has to import another to report.
 
 from __future__ import annotations
 
+from scrapy.statscollectors import StatsCollector
+
 # the crawl's one-line fatal error, read by the crawl command (commands/crawl.py) for its exit
 FATAL_ERROR_STAT = "cannaspider/fatal_error"
 # units of work (store crawls, keywords, refreshes) that ended without completing: the crawl
 # command exits EXIT_INCOMPLETE (drained tasks are counted by their drain: TaskDrain.claimed)
 UNITS_INCOMPLETE_STAT = "cannaspider/units_incomplete"
+
+
+def record_fatal_error(stats: StatsCollector, message: str) -> None:
+    """The crawl's fatal error: the first one recorded wins (later ones follow from it)."""
+    if stats.get_value(FATAL_ERROR_STAT) is None:
+        stats.set_value(FATAL_ERROR_STAT, message)

@@ -21,7 +21,7 @@ from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
 
-from cannaspider.crawl_outcome import FATAL_ERROR_STAT
+from cannaspider.crawl_outcome import record_fatal_error
 from cannaspider.db import migrations
 from cannaspider.db.connection import database_url, open_async_pool
 from cannaspider.db.crawl_runs import CrawlRuns
@@ -70,8 +70,7 @@ class CrawlStore:
     def fail(self, message: str) -> None:
         """Record the crawl's fatal error (the first one wins), logged as one line."""
         logger.error("%s", message)
-        if self.crawler.stats.get_value(FATAL_ERROR_STAT) is None:
-            self.crawler.stats.set_value(FATAL_ERROR_STAT, message)
+        record_fatal_error(self.crawler.stats, message)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def spider_opened(self, spider: Spider) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from scrapy.crawler import Crawler
 
-from cannaspider.crawl_outcome import FATAL_ERROR_STAT
+from cannaspider.crawl_outcome import record_fatal_error
 from cannaspider.stealth.outage import PoolOutage
 from cannaspider.stealth.pool import ProxyPool
 from cannaspider.tasks.drain import TaskDrain
@@ -61,5 +61,4 @@ class StealthStop:
         self.reason = why
         message = f"ALERT: {why}: stopping the crawl (crawls in progress end incomplete)"
         logger.critical(message)
-        if self.stats.get_value(FATAL_ERROR_STAT) is None:
-            self.stats.set_value(FATAL_ERROR_STAT, message)
+        record_fatal_error(self.stats, message)

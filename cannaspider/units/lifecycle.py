@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
 
-from cannaspider.crawl_outcome import FATAL_ERROR_STAT
+from cannaspider.crawl_outcome import record_fatal_error
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
@@ -162,8 +162,7 @@ class UnitLifecycle:
                     if await wait.ready():
                         return
         assert self.crawler.stats is not None
-        if self.crawler.stats.get_value(FATAL_ERROR_STAT) is None:
-            self.crawler.stats.set_value(FATAL_ERROR_STAT, reason)
+        record_fatal_error(self.crawler.stats, reason)
         raise CloseSpider(close_reason)
 
     async def run(
