@@ -23,7 +23,6 @@ import psycopg
 import scrapy
 
 from cannaspider.analytics.refresh import RefreshResult, refresh_all
-from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
 from cannaspider.db.connection import database_url
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.queue import TaskResult
@@ -71,9 +70,7 @@ class AnalyticsRefreshSpider(scrapy.Spider):
             expected = isinstance(exc, (psycopg.Error, LookupError))  # the database's: one line is enough
             reason = first_line(exc) if expected else describe(exc)
             self.logger.error("analytics refresh failed: %s", reason, exc_info=None if expected else exc)
-            if unit.task is not None:  # a failed task is a unit incomplete too (the lifecycle counts a target's)
-                assert self.crawler is not None and self.crawler.stats is not None
-                self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
+            # counted for the exit by the lifecycle (a target's) or by the drain (a task's), as every role's
             return reason, False
         return TaskResult(extra={"views": [r.as_json() for r in results]}), False
 
