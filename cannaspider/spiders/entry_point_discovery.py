@@ -32,7 +32,17 @@ from cannaspider.items import EntryPointResolution
 from cannaspider.spiders.base import DutchieSpider
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
-from cannaspider.units.role import Role, StoreTarget
+from cannaspider.units.role import Chain, Role, StoreTarget
+
+# a completed resolution's chain: a product_discovery task for its store, once the store is resolved
+# (has its platform id) and enabled
+PRODUCT_TASK_PER_RESOLVED_STORE = """
+INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
+SELECT %(child)s, t.platform, t.dispensary_id, %(priority)s, t.id
+  FROM worker_tasks t JOIN dispensaries d ON d.id = t.dispensary_id
+ WHERE t.id = ANY(%(ids)s) AND d.platform_dispensary_id IS NOT NULL AND d.crawl_enabled
+ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+"""
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -52,7 +62,7 @@ class EntryPointDiscoverySpider(DutchieSpider):
         "Entry Point Discovery",
         "Resolve a store's platform id from its menu URL",
         StoreTarget,
-        chains_to="product_discovery",  # once the store is resolved (tasks/queue/chaining.py CHAIN_SQL)
+        chain=Chain("product_discovery", PRODUCT_TASK_PER_RESOLVED_STORE),
     )
 
     @classmethod
@@ -229,5 +239,5 @@ class EntryPointDiscoverySpider(DutchieSpider):
         extra = {"resolved": resolved, "method": item.method if item else None}
         if item is not None and not resolved:
             extra["reason"] = item.error
-        # chaining (tasks/queue/chaining.py CHAIN_SQL): a resolved store gets its product_discovery
+        # chaining (PRODUCT_TASK_PER_RESOLVED_STORE, above): a resolved store gets its product_discovery
         return TaskResult(extra=extra), False

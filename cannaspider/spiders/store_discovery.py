@@ -24,7 +24,20 @@ from cannaspider.items import DispensaryRecord
 from cannaspider.spiders.base import DutchieSpider, SpiderArgumentError, SpiderParams
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
-from cannaspider.units.role import Role, Schedule, StateTarget
+from cannaspider.units.role import Chain, Role, Schedule, StateTarget
+
+# a completed discovery's chain: an entry_point_discovery task for each *new* store (those its
+# result lists, or, for a task that recorded none, the state's stores created since it was queued)
+ENTRY_POINT_TASK_PER_NEW_STORE = """
+INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
+SELECT DISTINCT ON (d.id) %(child)s, t.platform, d.id, %(priority)s, t.id
+  FROM worker_tasks t
+  JOIN dispensaries d ON CASE WHEN t.result ? 'new_dispensary_ids'
+                              THEN d.id IN (SELECT jsonb_array_elements_text(t.result -> 'new_dispensary_ids')::bigint)
+                              ELSE d.state = t.payload ->> 'state' AND d.created_at >= t.created_at END
+ WHERE t.id = ANY(%(ids)s) AND d.crawl_enabled
+ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+"""
 
 
 class StoreDiscoverySpider(DutchieSpider):
@@ -35,7 +48,7 @@ class StoreDiscoverySpider(DutchieSpider):
         "Discover new dispensary locations in a state",
         StateTarget,
         schedule=Schedule("daily", "SCHEDULE_DISCOVERY_EVERY_S", "states"),
-        chains_to="entry_point_discovery",  # each new store (tasks/queue/chaining.py CHAIN_SQL)
+        chain=Chain("entry_point_discovery", ENTRY_POINT_TASK_PER_NEW_STORE),
     )
 
     arguments = frozenset({"state", "city"})

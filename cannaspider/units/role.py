@@ -2,10 +2,11 @@
 
 A spider names its role with a class attribute `role = Role(...)`: its title and description,
 its target as one pydantic model (a `Target`), how often the schedule creates it and what its
-completion chains to. The registry (cannaspider/tasks/roles.py), `/api/worker-registry/roles`,
-the OpenAPI schema of `POST /api/tasks`, `scrapy enqueue`, the schedule and the chaining all read
-these declarations; the `Target` models (and the field types below, which `-a` arguments reuse)
-are the only validators of a task's target.
+completion chains to (a `Chain`: the child role, and the statement that queues its tasks). The
+registry (cannaspider/tasks/roles.py), `/api/worker-registry/roles`, the OpenAPI schema of
+`POST /api/tasks`, `scrapy enqueue`, the schedule and the chaining all read these declarations;
+the `Target` models (and the field types below, which `-a` arguments reuse) are the only
+validators of a task's target.
 
 A task's target lives in two places: a store in `worker_tasks.dispensary_id` (the queue's
 one-running-task-per-store rule and the foreign key need the column), anything else in `payload`
@@ -107,14 +108,29 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Chain:
+    """The follow-up tasks a role's completion creates (tasks/queue/chaining.py runs `sql` in the
+    transaction that completes the tasks): tasks of the role `to`, inserted by `sql` from the
+    completed tasks' ids `%(ids)s`, with `%(child)s` (the role `to`) and `%(priority)s` (the
+    chained priority) as parameters; an identical child already queued is left as it is."""
+
+    to: str
+    sql: str
+
+
+@dataclass(frozen=True)
 class Role:
     name: str
     title: str
     description: str
     target_model: type[Target]
     schedule: Schedule | None = None  # None: on demand (or chained) only
-    # the role of the follow-up tasks its completion creates (at CHAINED_PRIORITY; tasks/queue/chaining.py CHAIN_SQL)
-    chains_to: str | None = None
+    chain: Chain | None = None  # None: its completion creates no task
+
+    @property
+    def chains_to(self) -> str | None:
+        """The role of the follow-up tasks its completion creates."""
+        return self.chain.to if self.chain is not None else None
 
     @property
     def needs(self) -> str:

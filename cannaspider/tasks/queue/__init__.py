@@ -7,7 +7,7 @@ One concern per module; this package gathers their public names, so callers writ
 - `enqueuing`: enqueue, deduplicated against the identical active task;
 - `leases`: claim, heartbeat, check_lease, release, requeue_expired (the lease state machine);
 - `outcomes`: complete and fail (with the retry backoff);
-- `chaining`: the follow-up tasks a completion creates (CHAIN_SQL);
+- `chaining`: the follow-up tasks a completion creates (each role's `Chain`);
 - `admin`: get, list, cancel, retry.
 
 Every function takes an open psycopg AsyncConnection and runs its statements in a transaction
@@ -17,7 +17,6 @@ with the crawl that did it).
 
 from cannaspider.backoff import Backoff
 from cannaspider.tasks.queue.admin import cancel, get, list_tasks, retry
-from cannaspider.tasks.queue.chaining import CHAIN_SQL
 from cannaspider.tasks.queue.enqueuing import NOTIFY_CHANNEL, enqueue
 from cannaspider.tasks.queue.leases import check_lease, claim, heartbeat, release, requeue_expired
 from cannaspider.tasks.queue.model import (
@@ -37,7 +36,6 @@ from cannaspider.tasks.queue.outcomes import complete, complete_many, fail, fail
 
 __all__ = [
     "ACTIVE",
-    "CHAIN_SQL",
     "DEFAULT_MAX_ATTEMPTS",
     "NOTIFY_CHANNEL",
     "STATUSES",
