@@ -44,6 +44,7 @@ from pathlib import Path
 import aiohttp
 import psutil
 from PIL import Image, ImageDraw, ImageFilter
+from scrapy.settings import BaseSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,8 +76,6 @@ const thumb = (f) => sharp(f).resize({ width: 200 }).webp({ quality: 80 }).toBuf
 
 
 def project_settings(**overrides):
-    from scrapy.settings import BaseSettings  # noqa: PLC0415
-
     settings = BaseSettings()
     settings.setmodule("cannaspider.settings", priority="project")
     settings.update(overrides, priority="cmdline")
@@ -150,10 +149,10 @@ def sharp_rate(files: list[Path], threads: int, folder: Path) -> tuple[float | N
 
 
 def serve(store: str, cache: str, port: int, threads: int) -> None:
-    import uvicorn  # noqa: PLC0415
-    from fastapi import FastAPI  # noqa: PLC0415
+    import uvicorn  # noqa: PLC0415 - the web stack, in the server's child process only
+    from fastapi import FastAPI  # noqa: PLC0415 - as uvicorn
 
-    from cannaspider.web.images import ImageProxy, image_router  # noqa: PLC0415
+    from cannaspider.web.images import ImageProxy, image_router  # noqa: PLC0415 - as uvicorn
 
     settings = project_settings(IMAGES_STORE=store, IMG_CACHE_DIR=cache, IMG_RENDER_THREADS=threads)
     app = FastAPI()

@@ -16,7 +16,8 @@ Settings are read from the checked spider's crawler, so what a command sets reac
 ContractMode (an add-on, ADDONS in settings.py) sets CONTRACT_MODE while `scrapy check` runs, for
 the components that behave differently under a check (no database at open, no refusal for want of
 an active proxy, no proxy health written, no early image queries): they read the setting, never
-the environment (tests/test_contracts.py checks that no other module asks for SCRAPY_CHECK).
+the environment (tests/test_contracts.py checks that SCRAPY_CHECK is read only by env.py's
+scrapy_check(), which only this add-on calls).
 Spiders need nothing: the check builds them without arguments, which they accept (no target).
 """
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from scrapy.utils.reactor import is_reactor_installed
+from twisted.internet.defer import Deferred
 
 
 def on_reactor_shutdown(close: Callable[[], Awaitable[Any]]) -> None:
@@ -23,7 +24,6 @@ def on_reactor_shutdown(close: Callable[[], Awaitable[Any]]) -> None:
     if not is_reactor_installed():
         return
     from twisted.internet import reactor as installed  # noqa: PLC0415 - installed by now: importing it installs none
-    from twisted.internet.defer import Deferred  # noqa: PLC0415
 
     reactor: Any = installed  # twisted's module attribute is typed as the default reactor's module
     if not reactor.running:

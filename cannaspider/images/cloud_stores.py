@@ -37,8 +37,8 @@ class S3Reader:
     def __init__(self, uri: str, settings: BaseSettings, *, timeout: float, pool: int):
         if find_spec("botocore") is None:
             raise StoreConfigError("IMAGES_STORE is s3://: /img needs botocore (as Scrapy's S3 store does)")
-        import botocore.session  # noqa: PLC0415 (optional dependency, as in Scrapy)
-        from botocore.config import Config  # noqa: PLC0415
+        import botocore.session  # noqa: PLC0415 - the s3 extra: only for an s3:// store
+        from botocore.config import Config  # noqa: PLC0415 - the s3 extra, as above
 
         self.bucket, self.prefix = bucket_and_prefix(uri)
         self.identity = f"s3://{self.bucket}/{self.prefix}"
@@ -66,8 +66,8 @@ class S3Reader:
         return object_key(self.prefix, path)
 
     def read(self, path: str) -> bytes | None:
-        from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError  # noqa: PLC0415
-        from botocore.exceptions import ConnectionError as Unreachable  # noqa: PLC0415
+        from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError  # noqa: PLC0415 - the s3 extra
+        from botocore.exceptions import ConnectionError as Unreachable  # noqa: PLC0415 - the s3 extra
 
         key = self.key(path)
         try:
@@ -102,7 +102,7 @@ class GCSReader:
             raise StoreConfigError(
                 "IMAGES_STORE is gs://: /img needs google-cloud-storage (as Scrapy's GCS store does)"
             )
-        from google.cloud.storage.retry import DEFAULT_RETRY  # noqa: PLC0415 (optional dependency)
+        from google.cloud.storage.retry import DEFAULT_RETRY  # noqa: PLC0415 - the gcs extra: only for a gs:// store
 
         self.bucket_name, self.prefix = bucket_and_prefix(uri)
         self.identity = f"gs://{self.bucket_name}/{self.prefix}"
@@ -121,13 +121,13 @@ class GCSReader:
     def bucket(self) -> Any:
         with self._lock:
             if self._bucket is None:
-                from google.cloud import storage  # noqa: PLC0415 (optional dependency, as in Scrapy)
+                from google.cloud import storage  # noqa: PLC0415 - the gcs extra, at the first read
 
                 self._bucket = storage.Client(project=self.project).bucket(self.bucket_name)
             return self._bucket
 
     def read(self, path: str) -> bytes | None:
-        from google.api_core.exceptions import NotFound  # noqa: PLC0415
+        from google.api_core.exceptions import NotFound  # noqa: PLC0415 - the gcs extra's
 
         key = self.key(path)
         with self.answers():
@@ -142,7 +142,7 @@ class GCSReader:
     def bucket_exists(self) -> bool:
         """Whether the bucket is there: GCS answers a read from a bucket that does not exist with
         the 404 of a missing object. Asked at the first 404; once seen, the bucket is known."""
-        from google.api_core.exceptions import Forbidden  # noqa: PLC0415
+        from google.api_core.exceptions import Forbidden  # noqa: PLC0415 - the gcs extra's
 
         if not self._bucket_seen:
             try:
@@ -154,10 +154,10 @@ class GCSReader:
     @contextmanager
     def answers(self) -> Iterator[None]:
         """The library's failures as StoreUnavailable: down or busy 503, refused 502."""
-        import requests  # noqa: PLC0415 (google-cloud-storage's transport)
-        from google.api_core import exceptions as api  # noqa: PLC0415
-        from google.auth import exceptions as auth  # noqa: PLC0415
-        from google.cloud.storage.exceptions import DataCorruption  # noqa: PLC0415
+        import requests  # noqa: PLC0415 - google-cloud-storage's transport, installed with the gcs extra
+        from google.api_core import exceptions as api  # noqa: PLC0415 - the gcs extra's
+        from google.auth import exceptions as auth  # noqa: PLC0415 - the gcs extra's
+        from google.cloud.storage.exceptions import DataCorruption  # noqa: PLC0415 - the gcs extra's
 
         try:
             yield

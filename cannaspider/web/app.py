@@ -26,6 +26,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from scrapy.settings import BaseSettings
+from scrapy.utils.project import get_project_settings
 
 from cannaspider import env
 from cannaspider.db.errors import first_line
@@ -76,8 +77,6 @@ def create_app(
             await pool.close()
 
     if settings is None:
-        from scrapy.utils.project import get_project_settings  # noqa: PLC0415
-
         settings = get_project_settings()
     app = FastAPI(
         title="cannaspider",

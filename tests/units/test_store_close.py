@@ -1,5 +1,6 @@
-"""A store's close (units/store_close.py) on the real database: the seed's miss rules and the OOS guard that keeps an
-emptied or collapsed menu from being read as evidence (README, "Crawl correctness"); a queue task
+"""A store's close on the real database: the seed's miss rules and the OOS guard that keeps an emptied
+or collapsed menu from being read as evidence (README, "Crawl correctness"), which are
+cannaspider/db/store_close.py's SQL, run by cannaspider/units/store_transaction.py; a queue task
 completed in the transaction that applies the misses, and a lost lease that rolls it back."""
 
 from __future__ import annotations

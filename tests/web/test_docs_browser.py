@@ -11,7 +11,7 @@ from tests.web.test_dashboard import browser, recording_page, shot  # noqa: F401
 
 
 @pytest.fixture
-def docs_page(browser, tmp_path):  # noqa: F811
+def docs_page(browser, tmp_path):  # noqa: F811 - the imported browser fixture, as pytest passes it
     with recording_page(browser, tmp_path, viewport={"width": 1280, "height": 900}) as (pg, requests):
         yield pg
     outside = [u for u in requests if not u.removeprefix("blob:").startswith("http://127.0.0.1:")]
