@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import pillow_convert  # noqa: E402
+from cannaspider import settings  # noqa: E402
 from cannaspider.images import convert  # noqa: E402
 from sandbox.websites import product_png  # noqa: E402
 
@@ -44,9 +45,10 @@ def photos(count: int, side: int = 1000) -> list[bytes]:
 
 
 def rate(fn: Converter, bodies: list[bytes], threads: int) -> float:
+    webp = {"quality": settings.IMAGES_WEBP_QUALITY, "max_pixels": settings.IMAGES_MAX_PIXELS}  # the pipeline's
     with ThreadPoolExecutor(threads) as pool:
         start = time.perf_counter()
-        list(pool.map(lambda b: fn(b, quality=90), bodies))
+        list(pool.map(lambda b: fn(b, **webp), bodies))
         return len(bodies) / (time.perf_counter() - start)
 
 

@@ -246,7 +246,9 @@ async def refresh(
         try:
             for view in VIEWS:
                 before = server_cpu_s(pid)
-                results.append(await refresh_view(conn, view, parts=parts, url=url))
+                results.append(
+                    await refresh_view(conn, view, project_settings.ANALYTICS_REFRESH_WORK_MEM, parts=parts, url=url)
+                )
                 await asyncio.sleep(0.3)  # the parts' backends exit and are reaped
                 after = server_cpu_s(pid)
                 cpu.append(after - before if before is not None and after is not None else None)

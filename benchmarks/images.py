@@ -232,9 +232,12 @@ def main() -> None:
         paths, jpegs = make_sources(store, args.sources, args.side)
         files = [store / p for p in paths]
         sharp, sharp_about = sharp_rate(files, args.threads, Path(tmp) / "sharp")
-        bare = rate(lambda f: render(f, THUMB, 16_000_000, 50_000_000), files, args.threads)
-        before = rate(lambda b: pillow_convert.to_webp(b, quality=90), jpegs, args.threads)
-        after = rate(lambda b: convert.to_webp(b, quality=90), jpegs, args.threads)
+        settings = project_settings()
+        max_pixels, source_max_pixels = settings.getint("IMG_MAX_PIXELS"), settings.getint("IMAGES_MAX_PIXELS")
+        webp = {"quality": settings.getint("IMAGES_WEBP_QUALITY"), "max_pixels": source_max_pixels}
+        bare = rate(lambda f: render(f, THUMB, max_pixels, source_max_pixels), files, args.threads)
+        before = rate(lambda b: pillow_convert.to_webp(b, **webp), jpegs, args.threads)
+        after = rate(lambda b: convert.to_webp(b, **webp), jpegs, args.threads)
 
         server, port = start_server(store, cache, args.threads)
         base = f"http://127.0.0.1:{port}/img/"

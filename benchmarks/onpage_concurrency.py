@@ -43,6 +43,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.ingest import bench_database  # noqa: E402
 from cannaspider.firecrawl import classify, onpage, profile  # noqa: E402
 from cannaspider.firecrawl.batch import PageOutcome  # noqa: E402
+from cannaspider.firecrawl.job import OnpageConfig  # noqa: E402
+from cannaspider.project_settings import project_settings  # noqa: E402
 from sandbox.catalog import CatalogConfig  # noqa: E402
 from sandbox.server import Sandbox  # noqa: E402
 from sandbox.websites import ARTICLES, COMPETITOR_PAGES  # noqa: E402
@@ -142,14 +144,17 @@ def baseline(page: PageOutcome) -> None:
 
 
 def with_corpus(pages: list[PageOutcome]) -> None:
-    verdicts = {p.url: classify.classify(p) for p in pages}
+    config = OnpageConfig.from_settings(project_settings())
+    verdicts = {p.url: classify.classify(p, min_words=config.min_words, limits=config.corpus) for p in pages}
     corpora = {
         u: profile.ProfilePage(u, v.corpus.lang, v.corpus.title, v.corpus.text, [h.text for h in v.corpus.headings])
         for u, v in verdicts.items()
         if v.corpus is not None
     }
     competitors = [{"url": p.url, "crawlStatus": "ok"} for p in pages]
-    profile.compute("en-US", competitors, corpora)
+    profile.compute(
+        "en-US", competitors, corpora, min_pages=config.profile_min_pages, max_terms=config.profile_max_terms
+    )
 
 
 def parse_cost(repeats: int) -> None:

@@ -19,12 +19,12 @@ import io
 
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
-from cannaspider.images.convert import DEFAULT_MAX_PIXELS, UnusableImage, describe
+from cannaspider.images.convert import UnusableImage, describe
 
 ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "AVIF")
 
 
-def to_webp(body: bytes, *, quality: int = 90, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[bytes, tuple[int, int]]:
+def to_webp(body: bytes, *, quality: int, max_pixels: int) -> tuple[bytes, tuple[int, int]]:
     """The webp bytes and (width, height) of the upright image."""
     if not body:
         raise UnusableImage("empty", "empty body")

@@ -28,6 +28,7 @@ import time  # noqa: E402
 
 import psycopg  # noqa: E402
 
+from cannaspider import settings  # noqa: E402
 from cannaspider.db import database_url, migrations  # noqa: E402
 from cannaspider.tasks import queue  # noqa: E402
 from cannaspider.tasks.drain import DrainConfig, TaskDrain  # noqa: E402
@@ -82,7 +83,7 @@ async def one_at_a_time_worker(url: str, _batch: int) -> int:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await conn.execute("SET synchronous_commit TO off")  # as TaskDrain's connection: only batching differs
         while True:
-            claimed = await queue.claim(conn, ROLE, worker, 1)  # one transaction
+            claimed = await queue.claim(conn, ROLE, worker, 1, lease_s=settings.TASK_LEASE_S)  # one transaction
             if not claimed:
                 return n
             await queue.complete(conn, claimed[0].lease, queue.TaskResult(pages=1, products=1))  # another

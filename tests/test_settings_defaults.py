@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import operator
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,3 +152,111 @@ def test_settings_module_defines_the_project_settings():
 
     assert defined_settings() >= {"TASK_SLOTS", "HEALTH_VALIDATION_SAMPLE_EVERY", "CONTRACT_STORES"}
     assert defined_settings() <= {name for name in vars(module) if name.isupper()}
+
+
+# --- defaults restated as parameter defaults ---------------------------------------------------
+# A function that production always calls with a setting's value (open_store's timeout, claim's
+# lease_s) restated the value as its parameter's default: a caller that forgets the argument
+# runs silently with a copy, and the copy drifts. Such a parameter is required instead.
+# web/app.py create_app(pool_max_size=4) restates DB_POOL_MAX_SIZE, and `scrapy serve` does not
+# pass it (so `-s DB_POOL_MAX_SIZE` does not reach the service): being fixed with web/app.py.
+KNOWN_RESTATED = {"cannaspider/web/app.py: create_app(pool_max_size=4) restates DB_POOL_MAX_SIZE"}
+OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Pow: operator.pow}
+
+
+def _constant(node: ast.expr | None) -> object:
+    """The value of a literal expression (`600.0`, `50_000_000`, `6 * 3600.0`, `"1GB"`), else None."""
+    if isinstance(node, ast.Constant):
+        return None if isinstance(node.value, bool) else node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _constant(node.operand)
+        return -value if isinstance(value, int | float) else None
+    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
+        left, right = _constant(node.left), _constant(node.right)
+        if isinstance(left, int | float) and isinstance(right, int | float):
+            return OPERATORS[type(node.op)](left, right)
+    return None
+
+
+def _module_constants(tree: ast.Module) -> dict[str, object]:
+    """NAME -> value of a module's top-level literal assignments (settings.py's values, without
+    the environment's overrides, or a module's DEFAULT_TIMEOUT_S = 10.0)."""
+    values: dict[str, object] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        target = node.target if isinstance(node, ast.AnnAssign) else target
+        if isinstance(target, ast.Name) and target.id.isupper():
+            value = _constant(node.value)  # type: ignore[union-attr]
+            if value is not None:
+                values[target.id] = value
+    return values
+
+
+def _defaults(tree: ast.Module) -> Iterator[tuple[str, str, ast.expr]]:
+    """(owner, name, default) of every parameter default and class-level field default."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            for arg, default in zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True):
+                yield node.name, arg.arg, default
+            for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+                if kw_default is not None:
+                    yield node.name, arg.arg, kw_default
+        elif isinstance(node, ast.ClassDef):
+            for field in node.body:
+                if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) and field.value is not None:
+                    yield node.name, field.target.id, field.value
+
+
+def _restated_defaults(module: str, tree: ast.Module, settings: dict[str, object]) -> Iterator[str]:
+    """A default equal to the value of a setting its name is the tail of (lease_s = 600.0:
+    TASK_LEASE_S; max_pixels = DEFAULT_MAX_PIXELS, 50_000_000: IMAGES_MAX_PIXELS)."""
+    constants = _module_constants(tree)
+    for owner, name, default in _defaults(tree):
+        value = constants.get(default.id) if isinstance(default, ast.Name) else _constant(default)
+        if value is None or value == 0:  # a 0 is a count's start (StoreCrawl.errors), not HEALTH_MAX_ERRORS
+            continue
+        tail = name.upper()
+        for setting, setting_value in settings.items():
+            if (setting == tail or setting.endswith("_" + tail)) and setting_value == value:
+                yield f"{module}: {owner}({name}={ast.unparse(default)}) restates {setting}"
+
+
+def _project_defaults() -> dict[str, object]:
+    return _module_constants(ast.parse(SETTINGS_MODULE.read_text(encoding="utf-8")))
+
+
+def test_the_scan_sees_restated_parameter_defaults():
+    tree = ast.parse(
+        "DEFAULT_MAX_PIXELS = 50_000_000\n"
+        "def claim(conn, limit=1, lease_s=600.0): ...\n"
+        "def to_webp(body, *, quality=90, max_pixels=DEFAULT_MAX_PIXELS, min_words=2): ...\n"
+        "class Limits:\n"
+        "    max_items: int = 500\n"
+        "    retry_s: float = 6 * 3600.0\n"
+        "def version(executable, timeout=20.0): ...\n"
+        "class Crawl:\n"
+        "    errors: int = 0\n"
+    )
+    settings = _project_defaults()
+    assert settings["TASK_LEASE_S"] == 600.0 and settings["PROXY_PROBE_TIMEOUT_S"] == 20.0
+    settings["X_RETRY_S"] = 6 * 3600.0
+    found = list(_restated_defaults("m.py", tree, settings))
+    assert found == [
+        "m.py: claim(lease_s=600.0) restates TASK_LEASE_S",
+        "m.py: to_webp(quality=90) restates IMAGES_WEBP_QUALITY",
+        "m.py: to_webp(max_pixels=DEFAULT_MAX_PIXELS) restates IMAGES_MAX_PIXELS",
+        "m.py: Limits(max_items=500) restates ONPAGE_CORPUS_MAX_ITEMS",
+        "m.py: Limits(retry_s=6 * 3600.0) restates X_RETRY_S",
+    ]  # not limit=1, min_words=2 (ONPAGE_MIN_WORDS is 1), a timeout no setting's name ends with, a count's 0
+
+
+def test_no_parameter_default_restates_a_setting():
+    settings = _project_defaults()
+    restated = {line for module, tree in _modules() for line in _restated_defaults(module, tree, settings)}
+    unexpected = sorted(restated - KNOWN_RESTATED)
+    assert unexpected == [], (
+        "make these parameters required and pass the setting's value (defaults belong in "
+        "cannaspider/settings.py only):\n" + "\n".join(unexpected)
+    )

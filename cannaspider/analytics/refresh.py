@@ -47,7 +47,6 @@ INCREMENTAL = (ROLLED, market.STEP)
 # analyzes it before the next step reads it: autovacuum's own default threshold
 ANALYZE_SHARE = 0.1
 LOCK = (1952543597, 0)  # pg_advisory_lock key of the refresh (the scheduler's is 1952543596)
-DEFAULT_WORK_MEM = "1GB"  # a day of snapshots sorts in memory (one refresh at a time; docs/analytics.md)
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ class RefreshResult:
 async def refresh_view(
     conn: psycopg.AsyncConnection,
     view: str,
-    work_mem: str = DEFAULT_WORK_MEM,
+    work_mem: str,
     parts: int = 1,
     url: str | None = None,
 ) -> RefreshResult:
@@ -133,7 +132,7 @@ async def _record(conn: psycopg.AsyncConnection, result: RefreshResult) -> Refre
 
 
 async def refresh_all(
-    conn: psycopg.AsyncConnection, work_mem: str = DEFAULT_WORK_MEM, parts: int = 1, url: str | None = None
+    conn: psycopg.AsyncConnection, work_mem: str, parts: int = 1, url: str | None = None
 ) -> list[RefreshResult]:
     """Refresh every view in order, one refresh process at a time; `conn` in autocommit (`parts`,
     `url`: refresh_view's)."""

@@ -59,9 +59,7 @@ def _cities(min_population: int) -> tuple[dict[str, Any], ...]:
     )
 
 
-def search_points(
-    state: str, distance_mi: float, *, city: str | None = None, min_population: int = 15000
-) -> list[SearchPoint]:
+def search_points(state: str, distance_mi: float, *, city: str | None = None, min_population: int) -> list[SearchPoint]:
     code = state_code(state)
     places = [c for c in _cities(min_population) if c["admin1code"] == code]
     if city:

@@ -75,8 +75,8 @@ async def run_batch(
     client: FirecrawlClient,
     urls: list[str],
     *,
-    poll_interval_s: float = 3.0,
-    budget_s: float = 300.0,
+    poll_interval_s: float,
+    budget_s: float,
     label: str = "",
 ) -> BatchOutcome:
     """Raises FirecrawlError when Firecrawl itself fails (start, a poll or the errors call)."""

@@ -75,10 +75,9 @@ class Verdict:
 ERROR_STATUS = {"SCRAPE_TIMEOUT": TIMEOUT}  # anything else Firecrawl reports is a fetch_error
 
 
-def classify(page: PageOutcome, *, min_words: int = 1, limits: corpus.CorpusLimits | None = None) -> Verdict:
+def classify(page: PageOutcome, *, min_words: int, limits: corpus.CorpusLimits) -> Verdict:
     """The page's verdict; an `ok` page's corpus with it. Its HTML is parsed once, on at most
     `limits.max_html_chars` characters (a 20 MB page is cut, docs/onpage.md)."""
-    limits = limits or corpus.CorpusLimits()
     if page.invalid:
         return Verdict(FETCH_ERROR, None, "Firecrawl refused the URL as invalid")
     if page.doc is None:

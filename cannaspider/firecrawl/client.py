@@ -34,8 +34,8 @@ class FirecrawlClient:
         base_url: str,
         api_key: str | None,
         *,
-        page_timeout_ms: int = 30000,
-        request_timeout_s: float = 60.0,
+        page_timeout_ms: int,
+        request_timeout_s: float,
     ):
         self.download = download
         self.base_url = base_url.rstrip("/")

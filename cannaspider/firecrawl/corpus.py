@@ -33,10 +33,10 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass(frozen=True)
 class CorpusLimits:
-    max_html_chars: int = 5_000_000  # ONPAGE_MAX_HTML_CHARS: a page is parsed on this much of its HTML
-    max_text_chars: int = 200_000  # ONPAGE_CORPUS_MAX_CHARS: main text kept (and JSON-LD, serialized)
-    max_items: int = 500  # ONPAGE_CORPUS_MAX_ITEMS: headings, alt texts, anchors, JSON-LD objects
-    max_item_chars: int = 500  # one heading, alt text or anchor text
+    max_html_chars: int  # ONPAGE_MAX_HTML_CHARS: a page is parsed on this much of its HTML
+    max_text_chars: int  # ONPAGE_CORPUS_MAX_CHARS: main text kept (and JSON-LD, serialized)
+    max_items: int  # ONPAGE_CORPUS_MAX_ITEMS: headings, alt texts, anchors, JSON-LD objects
+    max_item_chars: int  # ONPAGE_CORPUS_MAX_ITEM_CHARS: one heading, alt text or anchor text
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> CorpusLimits:
@@ -132,10 +132,9 @@ def extract(
     firecrawl_language: object = None,
     html_chars: int = 0,
     html_truncated: bool = False,
-    limits: CorpusLimits | None = None,
+    limits: CorpusLimits,
 ) -> PageCorpus:
     """The corpus of a parsed page (`fields`: the on-page parser's reading of the same tree)."""
-    limits = limits or CorpusLimits()
     text, truncated = _cut(str(storable(main_text(sel, url))), limits.max_text_chars)
     alts, cut_alts = _items([a for a in (onpage.clean(v) for v in sel.xpath("//body//img/@alt").getall()) if a], limits)
     base = onpage.base_url(sel, url)

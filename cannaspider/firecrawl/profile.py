@@ -66,8 +66,8 @@ def compute(
     competitors: list[dict[str, Any]],
     pages: dict[str, ProfilePage],
     *,
-    min_pages: int = 2,
-    max_terms: int = 200,
+    min_pages: int,
+    max_terms: int,
 ) -> dict[str, Any]:
     """The profile. `competitors`: the locale's competitor objects as merged (url, position,
     crawlStatus…); `pages`: the corpora of those that have one, by URL."""

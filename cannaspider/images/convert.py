@@ -16,7 +16,6 @@ import pyvips
 
 from cannaspider.images.vips import KEEP_ICC, loader_of, reason
 
-DEFAULT_MAX_PIXELS = 50_000_000  # 7000 × 7000: above any product photo, far below a bomb
 WEBP_EFFORT = 4  # libwebp's method 4
 
 
@@ -29,7 +28,7 @@ class UnusableImage(ValueError):
         self.code = code
 
 
-def to_webp(body: bytes, *, quality: int = 90, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[bytes, tuple[int, int]]:
+def to_webp(body: bytes, *, quality: int, max_pixels: int) -> tuple[bytes, tuple[int, int]]:
     """The webp bytes and (width, height) of the upright image."""
     if not body:
         raise UnusableImage("empty", "empty body")

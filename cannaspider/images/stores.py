@@ -33,15 +33,13 @@ from cannaspider.images.ftp_store import FTPReader
 from cannaspider.images.paths import is_stored_path_shape
 from cannaspider.images.store_reader import StoreConfigError, StoreReader
 
-DEFAULT_TIMEOUT_S = 10.0
-
 
 def store_scheme(uri: str) -> str:
     """As Scrapy's FilesPipeline._get_store picks the store: an absolute path is a folder."""
     return "file" if Path(uri).is_absolute() else urlparse(uri).scheme
 
 
-def open_store(uri: str, settings: BaseSettings, *, timeout: float = DEFAULT_TIMEOUT_S, pool: int = 8) -> StoreReader:
+def open_store(uri: str, settings: BaseSettings, *, timeout: float, pool: int) -> StoreReader:
     """The reader for IMAGES_STORE `uri`; StoreConfigError when /img cannot read that store."""
     scheme = store_scheme(uri)
     if scheme in ("", "file"):

@@ -149,7 +149,7 @@ class TaskDrain:
             await self._wake.wait(seconds)
 
     async def _claim(self, limit: int, conn: psycopg.AsyncConnection) -> list[Task]:
-        return await queue.claim(conn, self.role, self.worker, limit, self.config.lease_s)
+        return await queue.claim(conn, self.role, self.worker, limit, lease_s=self.config.lease_s)
 
     async def _wait(self) -> None:
         """Until a slot frees up, a task is announced, stop(), or the poll interval passes."""

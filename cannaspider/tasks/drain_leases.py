@@ -38,7 +38,9 @@ class LeaseKeeper:
         tasks = list(self.held.values())
         if not tasks:
             return set()
-        alive: set[int] = await self.db.run(lambda c: queue.heartbeat(c, [t.lease for t in tasks], self.lease_s))
+        alive: set[int] = await self.db.run(
+            lambda c: queue.heartbeat(c, [t.lease for t in tasks], lease_s=self.lease_s)
+        )
         for task in tasks:
             if task.id not in alive and task.id in self.held:
                 logger.warning("task %s (%s): lease lost: its result will not be recorded", task.id, self.role)

@@ -10,6 +10,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 
+from cannaspider import settings as defaults
 from cannaspider.analytics.refresh import INCREMENTAL, ROLLED, VIEWS, analyze_if_grown, refresh_all
 
 D1, D2, D4 = date(2026, 11, 1), date(2026, 11, 2), date(2026, 11, 4)
@@ -74,7 +75,7 @@ def script(conn: psycopg.Connection) -> dict[str, int]:
 def refresh(db: str, parts: int = 1) -> list:
     async def run():
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
-            return await refresh_all(conn, parts=parts, url=db)
+            return await refresh_all(conn, defaults.ANALYTICS_REFRESH_WORK_MEM, parts=parts, url=db)
 
     return asyncio.run(run())
 

@@ -98,6 +98,14 @@ def onpage_config(api_url: str | None, api_key: str | None = None, **overrides) 
     return replace(OnpageConfig.from_settings(settings), api_url=api_url, api_key=api_key, **overrides)
 
 
+def firecrawl_client(download, api_url: str, api_key: str | None = None) -> FirecrawlClient:
+    """A client with the spider's timeouts (FIRECRAWL_PAGE_TIMEOUT_MS, FIRECRAWL_REQUEST_TIMEOUT_S)."""
+    cfg = onpage_config(api_url, api_key)
+    return FirecrawlClient(
+        download, api_url, api_key, page_timeout_ms=cfg.page_timeout_ms, request_timeout_s=cfg.request_timeout_s
+    )
+
+
 def run_jobs(db_url: str, api_url: str | None, keyword_ids: list[int], download=aiohttp_download, **config):
     """Run keyword jobs at once; ({id: result or OnpageJobError}, items, stats)."""
     cfg = onpage_config(api_url, **{"poll_interval_s": 0.2, **config})

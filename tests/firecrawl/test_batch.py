@@ -9,8 +9,7 @@ import json
 from scrapy.http import TextResponse
 
 from cannaspider.firecrawl.batch import run_batch
-from cannaspider.firecrawl.client import FirecrawlClient
-from tests.firecrawl.conftest import fixture
+from tests.firecrawl.conftest import firecrawl_client, fixture, onpage_config
 
 BASE = "http://127.0.0.1:3002"
 A, B, SLOW = (f"http://127.0.0.1:{p}" for p in ("8765/page-a.html", "8765/page-b.html", "8766/slow.html"))
@@ -43,8 +42,9 @@ def test_repeated_documents_shrinking_total_and_errors():
             "GET /v2/crawl/ID/errors": [fixture("13_errors_timeout_proxy_basic.json")],
         }
     )
-    client = FirecrawlClient(download, BASE, None)
-    outcome = asyncio.run(run_batch(client, [SLOW, B, A], poll_interval_s=0.01))
+    client = firecrawl_client(download, BASE)
+    budget_s = onpage_config(BASE).budget_s  # FIRECRAWL_BATCH_BUDGET_S
+    outcome = asyncio.run(run_batch(client, [SLOW, B, A], poll_interval_s=0.01, budget_s=budget_s))
     assert outcome.polls == 4 and not outcome.gave_up
     assert outcome.pages[A].doc["metadata"]["title"] == "Competitor A - Best Widgets 2025"
     assert outcome.pages[B].doc["metadata"]["title"] == "Competitor B - Widget Guide"
@@ -62,9 +62,7 @@ def test_budget_gives_up_and_cancels():
             "DELETE /v2/batch/scrape/ID": [fixture("19_delete_cancel.json")],
         }
     )
-    outcome = asyncio.run(
-        run_batch(FirecrawlClient(download, BASE, None), [A, B, SLOW], poll_interval_s=0.05, budget_s=0.2)
-    )
+    outcome = asyncio.run(run_batch(firecrawl_client(download, BASE), [A, B, SLOW], poll_interval_s=0.05, budget_s=0.2))
     assert outcome.gave_up and outcome.pages[SLOW].budget_exhausted and not outcome.pages[A].budget_exhausted
     assert 3 <= outcome.polls <= 7  # about budget / interval, never a busy loop
     assert sent[-1] == ("DELETE", f"{BASE}/v2/batch/scrape/ID")

@@ -10,10 +10,17 @@ from parsel import Selector
 
 from cannaspider.firecrawl.api import PageError
 from cannaspider.firecrawl.batch import PageOutcome
-from cannaspider.firecrawl.classify import classify, detect_challenge
-from tests.firecrawl.conftest import fixture
+from cannaspider.firecrawl.classify import Verdict, detect_challenge
+from cannaspider.firecrawl.classify import classify as classify_with
+from tests.firecrawl.conftest import fixture, onpage_config
 
 CLOUDFLARE_BLOCK = (Path(__file__).resolve().parents[2] / "sandbox/cloudflare_403.html").read_text()
+CONFIG = onpage_config(None)
+
+
+def classify(page: PageOutcome, **kwargs) -> Verdict:
+    """As the job classifies: the project's ONPAGE_MIN_WORDS and corpus limits, unless given."""
+    return classify_with(page, **{"min_words": CONFIG.min_words, "limits": CONFIG.corpus, **kwargs})
 
 
 def docs(capture: str) -> dict[str, dict]:
@@ -115,9 +122,6 @@ def test_a_lone_surrogate_in_the_rendered_html_is_replaced_not_a_crash():
     """Firecrawl's JSON can carry a lone surrogate escape (\\ud800) that lxml cannot encode: the
     page used to raise out of classify and fail its whole locale."""
     import json
-
-    from cannaspider.firecrawl.batch import PageOutcome
-    from cannaspider.firecrawl.classify import classify
 
     doc = json.loads(
         '{"rawHtml": "<html lang=\\"en\\"><body><main><h1>Hemp \\ud800 oil</h1><p>Hemp oil guide.</p></main>'

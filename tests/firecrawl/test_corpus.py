@@ -5,16 +5,19 @@ objects, and the bounds (a 20 MB page is cut, not a crash)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from cannaspider.firecrawl import classify, corpus, onpage, stopwords, terms
 from cannaspider.firecrawl.batch import PageOutcome
 from sandbox.websites import COMPETITOR_PAGES
-from tests.firecrawl.conftest import fixture
+from tests.firecrawl.conftest import fixture, onpage_config
+
+CONFIG = onpage_config(None)
 
 
 def corpus_of(html: str, url: str = "https://example.com/page", **kwargs):
     sel = onpage.selector(html)
-    return corpus.extract(sel, url, onpage.parse(html, url, sel), **kwargs)
+    return corpus.extract(sel, url, onpage.parse(html, url, sel), **{"limits": CONFIG.corpus, **kwargs})
 
 
 def rendered(capture: str, url_end: str) -> dict:
@@ -110,7 +113,7 @@ def test_limits_cut_text_and_lists_and_say_so():
     paragraphs = "".join(f"<p>Paragraph {i} about hemp oil and its many uses in daily life.</p>" for i in range(300))
     images = "".join(f'<img src="/{i}.png" alt="image {i}">' for i in range(50))
     html = f'<html lang="en"><body><main><h1>Hemp</h1>{paragraphs}{images}</main></body></html>'
-    limits = corpus.CorpusLimits(max_text_chars=1000, max_items=10, max_item_chars=5)
+    limits = replace(CONFIG.corpus, max_text_chars=1000, max_items=10, max_item_chars=5)
     c = corpus_of(html, limits=limits)
     assert c.truncated and 900 <= len(c.text) <= 1000 and not c.text.endswith(" ")
     assert c.alt_texts == ["image"] * 10  # 50 distinct alts, 10 kept, each cut at 5 characters
@@ -123,8 +126,10 @@ def test_a_20_mb_page_is_cut_and_classified_not_a_crash():
     html += filler * (20_000_000 // len(filler) + 1) + "</main></body></html>"
     assert len(html) >= 20_000_000
     doc = {"rawHtml": html, "metadata": {"statusCode": 200, "sourceURL": "https://huge.example/"}}
-    limits = corpus.CorpusLimits(max_html_chars=2_000_000)
-    verdict = classify.classify(PageOutcome("https://huge.example/", doc=doc), limits=limits)
+    limits = replace(CONFIG.corpus, max_html_chars=2_000_000)
+    verdict = classify.classify(
+        PageOutcome("https://huge.example/", doc=doc), min_words=CONFIG.min_words, limits=limits
+    )
     assert verdict.status == "ok" and verdict.corpus is not None
     assert verdict.corpus.truncated and verdict.corpus.html_chars == len(html)
     assert 0 < len(verdict.corpus.text) <= limits.max_text_chars
@@ -134,8 +139,9 @@ def test_a_20_mb_page_is_cut_and_classified_not_a_crash():
 def test_only_ok_pages_get_a_corpus():
     blocked = {"rawHtml": COMPETITOR_PAGES["blocked.html"][1], "metadata": {"statusCode": 403}}
     empty = {"rawHtml": COMPETITOR_PAGES["no-text.html"][1], "metadata": {"statusCode": 200}}
-    assert classify.classify(PageOutcome("https://a.example/", doc=blocked)).corpus is None
-    assert classify.classify(PageOutcome("https://b.example/", doc=empty)).corpus is None
+    config = {"min_words": CONFIG.min_words, "limits": CONFIG.corpus}
+    assert classify.classify(PageOutcome("https://a.example/", doc=blocked), **config).corpus is None
+    assert classify.classify(PageOutcome("https://b.example/", doc=empty), **config).corpus is None
 
 
 OFFLINE = """
@@ -144,12 +150,16 @@ def no_network(*args, **kwargs):
     raise AssertionError("network used")
 socket.socket.connect = socket.socket.connect_ex = socket.create_connection = socket.getaddrinfo = no_network
 from cannaspider.firecrawl import corpus, onpage, profile, stopwords  # trafilatura, stop-words imported here
+from cannaspider.firecrawl.job import OnpageConfig
+from cannaspider.project_settings import project_settings
 from sandbox.websites import COMPETITOR_PAGES
+cfg = OnpageConfig.from_settings(project_settings())
 html = COMPETITOR_PAGES["fr-guide.html"][1]
 sel = onpage.selector(html)
-c = corpus.extract(sel, "https://fr.example/", onpage.parse(html, "https://fr.example/", sel))
+c = corpus.extract(sel, "https://fr.example/", onpage.parse(html, "https://fr.example/", sel), limits=cfg.corpus)
 page = profile.ProfilePage(c.url, c.lang, c.title, c.text, [h.text for h in c.headings])
-p = profile.compute("fr-FR", [{"url": c.url, "crawlStatus": "ok"}], {c.url: page})
+bounds = {"min_pages": cfg.profile_min_pages, "max_terms": cfg.profile_max_terms}
+p = profile.compute("fr-FR", [{"url": c.url, "crawlStatus": "ok"}], {c.url: page}, **bounds)
 assert c.lang == "fr" and "chanvre" in {t["term"] for t in p["terms"]}, p
 assert stopwords.stop_words_for("en") and stopwords.stop_words_for("fr")
 print("offline ok")

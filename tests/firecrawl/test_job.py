@@ -202,15 +202,14 @@ def test_locales_are_batches_of_their_own(db, firecrawl):
 
 def test_a_database_failure_fails_the_job_with_one_line(firecrawl):
     from cannaspider.db.errors import DatabaseSetupError
-    from cannaspider.firecrawl.client import FirecrawlClient
     from cannaspider.firecrawl.job import OnpageJobs
-    from tests.firecrawl.conftest import aiohttp_download, onpage_config
+    from tests.firecrawl.conftest import aiohttp_download, firecrawl_client, onpage_config
 
     async def no_database():
         raise DatabaseSetupError("cannot connect to PostgreSQL at postgresql://u:***@h/db: refused")
 
     config = onpage_config(firecrawl.url)
-    jobs = OnpageJobs(config, FirecrawlClient(aiohttp_download, firecrawl.url, None), no_database, print)
+    jobs = OnpageJobs(config, firecrawl_client(aiohttp_download, firecrawl.url), no_database, print)
     with pytest.raises(OnpageJobError) as exc:
         asyncio.run(jobs.crawl_keyword(1))
     assert str(exc.value) == "DatabaseSetupError: cannot connect to PostgreSQL at postgresql://u:***@h/db: refused"

@@ -5,8 +5,11 @@ the texts, not by calling the code."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from cannaspider.firecrawl.profile import RETRY_THROUGH_PROXY, ProfilePage, compute
+from cannaspider import settings
+from cannaspider.firecrawl import profile as profiles
+from cannaspider.firecrawl.profile import RETRY_THROUGH_PROXY, ProfilePage
 
 # English stop words among these texts: "the", "and", "of" (the others are not in the list)
 PAGES = [
@@ -37,6 +40,13 @@ def idf(df: int) -> float:
 def weight(df: int, counts: dict[int, int]) -> float:
     """counts: page → n(t, d) in its title + main text."""
     return round(idf(df) * sum(n / L[d] for d, n in counts.items()) / N, 6)
+
+
+def compute(locale: str, competitors: list[dict[str, Any]], pages: dict[str, ProfilePage]) -> dict[str, Any]:
+    """As the job computes it: the project's PROFILE_MIN_PAGES and PROFILE_MAX_TERMS."""
+    return profiles.compute(
+        locale, competitors, pages, min_pages=settings.PROFILE_MIN_PAGES, max_terms=settings.PROFILE_MAX_TERMS
+    )
 
 
 def profile() -> dict:

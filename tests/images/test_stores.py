@@ -11,17 +11,24 @@ import pytest
 from botocore.stub import Stubber
 from scrapy.settings import Settings
 
-from cannaspider.images import cloud_stores
+from cannaspider import settings as defaults
+from cannaspider.images import cloud_stores, stores
 from cannaspider.images.cloud_stores import GCSReader, S3Reader, bucket_and_prefix
 from cannaspider.images.ftp_store import FTPReader
 from cannaspider.images.paths import brand_logo_path, product_image_path
-from cannaspider.images.store_reader import StoreConfigError, StoreUnavailable, object_key
-from cannaspider.images.stores import LocalReader, open_store, store_scheme
+from cannaspider.images.store_reader import StoreConfigError, StoreReader, StoreUnavailable, object_key
+from cannaspider.images.stores import LocalReader, store_scheme
 from cannaspider.web.images import image_router
 
 PID = "6913e3cd444eac3935e928b9"
 PATH = product_image_path("AZ", "Deeply Rooted", "Bud Bros", PID, "https://images.dutchie.com/a.jpg")
 SECRET = "s3cret-value-for-tests"
+
+
+def open_store(uri: str, settings: Settings) -> StoreReader:
+    """As /img opens its store: the project's IMG_STORE_TIMEOUT_S and IMG_STORE_THREADS."""
+    return stores.open_store(uri, settings, timeout=defaults.IMG_STORE_TIMEOUT_S, pool=defaults.IMG_STORE_THREADS)
+
 
 OUTSIDE = [
     "../secret.webp",

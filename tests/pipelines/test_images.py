@@ -19,7 +19,9 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.settings import BaseSettings
 from scrapy.utils.test import get_crawler
 
-from cannaspider.images.convert import UnusableImage, to_webp
+from cannaspider import settings as defaults
+from cannaspider.images import convert
+from cannaspider.images.convert import UnusableImage
 from cannaspider.images.paths import brand_logo_path, product_image_path, slugify, url_hash
 from cannaspider.items import Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.images import ProductImagesPipeline
@@ -31,6 +33,13 @@ from tests.helpers import add_store, fetch
 from tests.images.bombs import webp_declaring
 
 PID = "6913e3cd444eac3935e928b9"
+
+
+def to_webp(body: bytes, **kwargs) -> tuple[bytes, tuple[int, int]]:
+    """As the pipeline converts: the project's IMAGES_WEBP_QUALITY and IMAGES_MAX_PIXELS, unless given."""
+    return convert.to_webp(
+        body, **{"quality": defaults.IMAGES_WEBP_QUALITY, "max_pixels": defaults.IMAGES_MAX_PIXELS, **kwargs}
+    )
 
 
 # --- layout and slugs ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import inspect
 import orjson
 import psycopg
 
+from cannaspider import settings as defaults
 from cannaspider.db.store_close import CLOSE_COMPLETE
 from cannaspider.items import RawProduct
 from cannaspider.tasks import queue
@@ -164,7 +165,7 @@ def test_a_crawl_whose_lease_was_lost_writes_no_event_and_the_next_reports_the_c
     async def lose_the_lease():
         await asyncio.sleep(1.3)  # the lease (1 s) expires: another worker takes the task
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
-            assert len(await queue.claim(conn, "product_resync", "other-worker", 1, 600)) == 1
+            assert len(await queue.claim(conn, "product_resync", "other-worker", 1, lease_s=defaults.TASK_LEASE_S)) == 1
 
     async def scenario():
         pipelines = Pipelines(db)

@@ -12,6 +12,7 @@ import time
 
 import psycopg
 
+from cannaspider import settings as defaults
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import DrainConfig, TaskDrain
 from cannaspider.tasks.queue import TaskResult
@@ -213,7 +214,7 @@ def test_kill_9_leaves_the_task_to_expire_then_it_runs_again_with_the_attempt_co
     proc.kill()
     proc.wait(10)
     time.sleep(1.2)  # the lease runs out
-    again = q(queue.claim, "product_resync", "survivor", 10)
+    again = q(queue.claim, "product_resync", "survivor", 10, lease_s=defaults.TASK_LEASE_S)
     assert sorted(t.dispensary_id for t in again) == stores and {t.attempts for t in again} == {2}
     assert sql("SELECT status FROM crawl_runs WHERE id = %s", (run,))[0][0] == "failed"
     assert sql("SELECT count(*) FROM store_products WHERE consecutive_misses > 0")[0][0] == 0

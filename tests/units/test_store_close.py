@@ -12,6 +12,7 @@ import logging
 import psycopg
 import pytest
 
+from cannaspider import settings as defaults
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
@@ -252,7 +253,7 @@ def test_a_lost_lease_rolls_back_the_close_and_marks_nothing(db, dispensary, sql
     async def lose_the_lease():
         await asyncio.sleep(1.3)  # the lease (1 s) expires: another worker takes the task
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
-            [taken] = await queue.claim(conn, "product_resync", "other-worker", 1, 600)
+            [taken] = await queue.claim(conn, "product_resync", "other-worker", 1, lease_s=defaults.TASK_LEASE_S)
             assert taken.attempts == 2
 
     first, second = scenario(db, dispensary, second_crawl_before=lose_the_lease)

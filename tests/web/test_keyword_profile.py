@@ -8,6 +8,7 @@ import json
 import psycopg
 import pytest
 
+from cannaspider import settings
 from cannaspider.firecrawl.profile import ProfilePage, compute
 from tests.httpclient import http
 
@@ -24,7 +25,13 @@ COMPETITORS = [
 
 @pytest.fixture
 def keyword(db) -> tuple[int, dict]:
-    computed = compute("fr-FR", COMPETITORS, {p.url: p for p in PAGES})
+    computed = compute(
+        "fr-FR",
+        COMPETITORS,
+        {p.url: p for p in PAGES},
+        min_pages=settings.PROFILE_MIN_PAGES,
+        max_terms=settings.PROFILE_MAX_TERMS,
+    )
     with psycopg.connect(db, autocommit=True) as conn:
         k = conn.execute(
             "INSERT INTO keywords (keyword, serp) VALUES ('huile cbd', %s::jsonb) RETURNING id",

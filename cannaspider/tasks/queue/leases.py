@@ -46,7 +46,7 @@ def interval_s(seconds: float) -> str:
 
 
 async def claim(
-    conn: psycopg.AsyncConnection[Any], role: str, worker: str, limit: int = 1, lease_s: float = 600.0
+    conn: psycopg.AsyncConnection[Any], role: str, worker: str, limit: int = 1, *, lease_s: float
 ) -> list[Task]:
     """Up to `limit` tasks of `role` (claim_task(): priority DESC, created_at ASC, SKIP LOCKED,
     never a second running task of a store, run_after respected). Expired leases of the role go
@@ -63,7 +63,7 @@ async def claim(
     return [task_from_row(r) for r in rows]
 
 
-async def heartbeat(conn: psycopg.AsyncConnection[Any], leases: Sequence[Lease], lease_s: float = 600.0) -> set[int]:
+async def heartbeat(conn: psycopg.AsyncConnection[Any], leases: Sequence[Lease], *, lease_s: float) -> set[int]:
     """Renew the leases; returns the ids still held (the others were lost)."""
     if not leases:
         return set()

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from cannaspider import settings as defaults
 from cannaspider.tasks.queue import TaskResult, enqueuing, leases, outcomes
 from cannaspider.tasks.queue.model import COLUMNS
 from cannaspider.tasks.roles import TaskInputError
@@ -36,7 +37,7 @@ def test_an_identical_task_is_reused_and_made_more_urgent(q, sql):
 def test_a_running_task_is_reused_too_but_a_finished_one_is_not(q, sql):
     d = add_store(sql)
     task = q(enqueuing.enqueue, "product_resync", dispensary_id=d).task
-    [claimed] = q(leases.claim, "product_resync", "w1")
+    [claimed] = q(leases.claim, "product_resync", "w1", lease_s=defaults.TASK_LEASE_S)
     assert q(enqueuing.enqueue, "product_resync", dispensary_id=d).task.id == task.id
     q(outcomes.complete, claimed.lease, TaskResult())
     after = q(enqueuing.enqueue, "product_resync", dispensary_id=d)

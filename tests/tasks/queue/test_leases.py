@@ -9,6 +9,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
+from cannaspider import settings as defaults
 from cannaspider.tasks.queue import LeaseLost, TaskResult, admin, enqueuing, leases, outcomes
 from tests.tasks.conftest import add_store, add_stores, row, start_run
 
@@ -29,7 +30,8 @@ def test_an_expired_lease_goes_back_with_its_attempt_counted_and_the_dead_crawl_
     q(enqueuing.enqueue, "product_resync", dispensary_id=d)
     [dead] = q(leases.claim, "product_resync", "dead-worker", lease_s=0)
     run = start_run(sql, d, task_id=dead.id)
-    [again] = q(leases.claim, "product_resync", "w2")  # the lease expired: requeued, then claimed
+    # the lease expired: requeued, then claimed
+    [again] = q(leases.claim, "product_resync", "w2", lease_s=defaults.TASK_LEASE_S)
     assert again.id == dead.id and again.attempts == 2 and "lease expired (worker dead-worker)" in again.error
     assert sql("SELECT status, error FROM crawl_runs WHERE id = %s", (run,))[0] == (
         "failed",
@@ -60,7 +62,7 @@ def test_requeue_expired_covers_every_role(q, sql):
 def test_release_gives_tasks_back_without_counting_the_attempt(q, sql):
     d = add_store(sql)
     q(enqueuing.enqueue, "product_resync", dispensary_id=d)
-    [task] = q(leases.claim, "product_resync", "w1")
+    [task] = q(leases.claim, "product_resync", "w1", lease_s=defaults.TASK_LEASE_S)
     run = start_run(sql, d, task_id=task.id)
     assert q(leases.release, [task.lease]) == {task.id}
     assert row(sql, task.id, "status, attempts, claimed_by") == ("pending", 0, None)
@@ -79,7 +81,7 @@ def test_a_concurrent_claim_of_another_task_of_the_same_store_is_skipped_not_an_
         first = holder.execute("SELECT id FROM claim_task('product_resync', 'w1', 1)").fetchall()
         assert first == [(2,)]  # claimed, not yet committed
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            other = pool.submit(q, leases.claim, "product_resync", "w2", 5)
+            other = pool.submit(q, leases.claim, "product_resync", "w2", 5, lease_s=defaults.TASK_LEASE_S)
             # w2 picks task 1 (task 2 is locked), and its update waits on w1's uncommitted claim
             time.sleep(0.5)
             holder.commit()

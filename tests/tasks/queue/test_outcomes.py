@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cannaspider import settings as defaults
 from cannaspider.tasks.queue import Backoff, TaskResult, enqueuing, leases, outcomes
 from tests.tasks.conftest import add_store, add_stores, row, start_run
 
@@ -10,7 +11,7 @@ def test_a_task_completed_after_an_expired_lease_keeps_no_stale_error(q, sql):
     d = add_store(sql)
     q(enqueuing.enqueue, "product_resync", dispensary_id=d)
     [dead] = q(leases.claim, "product_resync", "dead-worker", lease_s=0)
-    [again] = q(leases.claim, "product_resync", "w2")
+    [again] = q(leases.claim, "product_resync", "w2", lease_s=defaults.TASK_LEASE_S)
     assert "lease expired" in again.error
     q(outcomes.complete, again.lease, TaskResult(products=5))
     assert row(sql, dead.id, "status, error") == ("completed", None)
@@ -19,7 +20,7 @@ def test_a_task_completed_after_an_expired_lease_keeps_no_stale_error(q, sql):
 def test_complete_records_the_result_and_links_the_crawl_run(q, sql):
     d = add_store(sql)
     q(enqueuing.enqueue, "product_resync", dispensary_id=d)
-    [task] = q(leases.claim, "product_resync", "w1")
+    [task] = q(leases.claim, "product_resync", "w1", lease_s=defaults.TASK_LEASE_S)
     run = start_run(sql, d)
     q(outcomes.complete, task.lease, TaskResult(pages=3, products=250, new=4, missed=2, oos=1, crawl_run_id=run))
     status, result, crawl_run_id, completed_at = row(sql, task.id, "status, result, crawl_run_id, completed_at")
@@ -35,7 +36,7 @@ def test_failure_backs_off_exponentially_with_jitter_then_stays_failed(q, sql):
     delays = []
     for attempt in (1, 2, 3):
         sql("UPDATE worker_tasks SET run_after = now() WHERE id = %s", (task.id,))  # skip the wait
-        [claimed] = q(leases.claim, "product_resync", "w1")
+        [claimed] = q(leases.claim, "product_resync", "w1", lease_s=defaults.TASK_LEASE_S)
         run = start_run(sql, d, task_id=None)
         after = q(outcomes.fail, claimed.lease, f"GraphQL error\nwith detail {attempt}", run, backoff)
         assert after.attempts == attempt and after.crawl_run_id == run
@@ -47,14 +48,14 @@ def test_failure_backs_off_exponentially_with_jitter_then_stays_failed(q, sql):
     status, attempts, error, crawl_run_id = row(sql, task.id)
     assert (status, attempts, error) == ("failed", 3, "attempt 3/3: GraphQL error")
     assert sql("SELECT task_id FROM crawl_runs WHERE id = %s", (crawl_run_id,))[0][0] == task.id
-    assert q(leases.claim, "product_resync", "w1") == []
+    assert q(leases.claim, "product_resync", "w1", lease_s=defaults.TASK_LEASE_S) == []
 
 
 def test_jitter_spreads_tasks_that_fail_together(q, sql):
     stores = add_stores(sql, 20)
     for d in stores:
         q(enqueuing.enqueue, "product_resync", dispensary_id=d)
-    claimed = q(leases.claim, "product_resync", "w1", 20)
+    claimed = q(leases.claim, "product_resync", "w1", 20, lease_s=defaults.TASK_LEASE_S)
     q(
         outcomes.fail_many,
         [(t.lease, "blocked", None) for t in claimed],
