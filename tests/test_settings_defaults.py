@@ -158,9 +158,7 @@ def test_settings_module_defines_the_project_settings():
 # A function that production always calls with a setting's value (open_store's timeout, claim's
 # lease_s) restated the value as its parameter's default: a caller that forgets the argument
 # runs silently with a copy, and the copy drifts. Such a parameter is required instead.
-# web/app.py create_app(pool_max_size=4) restates DB_POOL_MAX_SIZE, and `scrapy serve` does not
-# pass it (so `-s DB_POOL_MAX_SIZE` does not reach the service): being fixed with web/app.py.
-KNOWN_RESTATED = {"cannaspider/web/app.py: create_app(pool_max_size=4) restates DB_POOL_MAX_SIZE"}
+KNOWN_RESTATED: set[str] = set()  # none left
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Pow: operator.pow}
 
 

@@ -38,6 +38,12 @@ class Command(CannaspiderCommand):
             return
         if token is None:
             print("serve: CANNASPIDER_API_TOKEN is not set: writes (POST /api/tasks) are refused", flush=True)
-        app = create_app(database_url(settings), token, reports_dir=reports_dir(settings), settings=settings)
+        app = create_app(
+            database_url(settings),
+            token,
+            pool_max_size=settings.getint("DB_POOL_MAX_SIZE"),
+            reports_dir=reports_dir(settings),
+            settings=settings,
+        )
         # uvicorn's access log shows method, path and status: never a header, so never the token
         uvicorn.run(app, host=host, port=port, log_level="info")

@@ -54,7 +54,7 @@ def create_app(
     database_url: str,
     api_token: str | None,
     *,
-    pool_max_size: int = 4,
+    pool_max_size: int,
     reports_dir: Path | None = None,
     settings: BaseSettings | None = None,
 ) -> FastAPI:

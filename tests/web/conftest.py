@@ -9,6 +9,7 @@ import time
 import pytest
 import uvicorn
 
+from cannaspider import settings as defaults
 from cannaspider.web.app import create_app
 
 TOKEN = "t0ken-for-tests-only"
@@ -25,7 +26,11 @@ class Service:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            create_app(database_url, token), host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+            create_app(database_url, token, pool_max_size=defaults.DB_POOL_MAX_SIZE),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cannaspider import settings as defaults
 from tests.httpclient import http
 from tests.monitors.conftest import run_health
 from tests.web.conftest import Service
@@ -63,7 +64,9 @@ def service(db, seeded):
     from cannaspider.web.app import create_app
 
     svc = Service(db, None)
-    svc.server.config.app = create_app(db, None, reports_dir=seeded)  # before it starts: with the reports
+    svc.server.config.app = create_app(
+        db, None, pool_max_size=defaults.DB_POOL_MAX_SIZE, reports_dir=seeded
+    )  # before it starts: with the reports
     with svc:
         yield svc
 

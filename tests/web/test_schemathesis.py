@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from cannaspider import settings as defaults
 from cannaspider.web.app import create_app
 from tests.conftest import TABLES
 from tests.web.conftest import TOKEN, Service
@@ -20,7 +21,9 @@ EXAMPLES = 12  # per operation, mode (valid and invalid input) and token
 
 # the schema the service describes, loaded from the app itself to list its operations at collection;
 # the requests go to a running service over loopback
-SCHEMA = schemathesis.openapi.from_dict(create_app("postgresql://unused", TOKEN).openapi())
+SCHEMA = schemathesis.openapi.from_dict(
+    create_app("postgresql://unused", TOKEN, pool_max_size=defaults.DB_POOL_MAX_SIZE).openapi()
+)
 SCHEMA.config.generation.update(allow_x00=True, deterministic=True, max_examples=EXAMPLES)
 OPERATIONS = {result.ok().label: result.ok() for result in SCHEMA.get_all_operations()}
 
