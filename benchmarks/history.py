@@ -317,9 +317,14 @@ def main() -> None:
             load_s = time.perf_counter() - t
             heap, index, rows = snapshot_bytes(conn)
             rng = random.Random(7)
-            picks = conn.execute(
-                "SELECT dispensary_id, provider_product_id FROM store_products TABLESAMPLE BERNOULLI (5) LIMIT 5000"
-            ).fetchall()
+            picks = (
+                conn.execute(
+                    "SELECT dispensary_id, provider_product_id FROM store_products TABLESAMPLE BERNOULLI (5) LIMIT 5000"
+                ).fetchall()
+                or conn.execute(  # a small history: a 5 % sample of a few rows may be none
+                    "SELECT dispensary_id, provider_product_id FROM store_products LIMIT 5000"
+                ).fetchall()
+            )
             products = [picks[rng.randrange(len(picks))] for _ in range(args.samples)]
             stores = [(rng.randint(1, args.stores),) for _ in range(args.samples)]
             history = timings(conn, HISTORY, products)

@@ -224,6 +224,7 @@ def main() -> None:
     parser.add_argument("--cold-variants", type=int, default=1000, help="further first renders, for memory")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="render threads, everywhere")
+    parser.add_argument("--no-sharp", action="store_true", help="skip sharp (its npm install needs the registry)")
     args = parser.parse_args()
     vips.configure(project_settings())
 
@@ -231,7 +232,9 @@ def main() -> None:
         store, cache = Path(tmp) / "store", Path(tmp) / "cache"
         paths, jpegs = make_sources(store, args.sources, args.side)
         files = [store / p for p in paths]
-        sharp, sharp_about = sharp_rate(files, args.threads, Path(tmp) / "sharp")
+        sharp, sharp_about = (
+            (None, "--no-sharp") if args.no_sharp else sharp_rate(files, args.threads, Path(tmp) / "sharp")
+        )
         settings = project_settings()
         max_pixels, source_max_pixels = settings.getint("IMG_MAX_PIXELS"), settings.getint("IMAGES_MAX_PIXELS")
         webp = {"quality": settings.getint("IMAGES_WEBP_QUALITY"), "max_pixels": source_max_pixels}

@@ -38,6 +38,7 @@ import psycopg  # noqa: E402
 import uvicorn  # noqa: E402
 
 from benchmarks import history  # noqa: E402
+from cannaspider import settings  # noqa: E402
 from cannaspider.db import database_url  # noqa: E402
 from cannaspider.web import market_queries as q  # noqa: E402
 from cannaspider.web.app import create_app  # noqa: E402
@@ -142,7 +143,14 @@ def main() -> None:
         brands_state = [f"/api/brands?state={rng.choice(states)}" for _ in range(args.samples)]
 
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(create_app(url, None), host="127.0.0.1", port=port, log_level="warning"))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(url, None, pool_max_size=settings.DB_POOL_MAX_SIZE),
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+            )
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         while not server.started:

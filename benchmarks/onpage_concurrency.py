@@ -194,7 +194,7 @@ def main() -> None:
     parse_cost(args.parse_repeats)
     if args.parse_only:
         return
-    db_url = bench_database()
+    db_url = bench_database("cannaspider_bench_onpage")
     with Sandbox(CatalogConfig(), proxy=False) as sandbox:
         urls = sandbox.urls
         post(urls.base + "/_sandbox/slow", {"seconds": args.slow})

@@ -28,14 +28,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import bench_database, crawl, seed, start_sandbox  # noqa: E402
+from cannaspider import settings  # noqa: E402
 from sandbox.forward_proxy import ForwardProxy  # noqa: E402
 
 AUTH = ("bench", "b3nch@pw")
+# `-s` replaces the project's whole dict, so each keeps the project's other middlewares (without
+# UnitTrackingMiddleware no store's crawl ever closed, and "off" failed at every run)
 OFF_ARGS = [
     "-s",
-    "DOWNLOADER_MIDDLEWARES=" + json.dumps({"cannaspider.middlewares.stealth.StealthProxyMiddleware": None}),
+    "DOWNLOADER_MIDDLEWARES="
+    + json.dumps({**settings.DOWNLOADER_MIDDLEWARES, "cannaspider.middlewares.stealth.StealthProxyMiddleware": None}),
     "-s",
-    "SPIDER_MIDDLEWARES=" + json.dumps({"cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": None}),
+    "SPIDER_MIDDLEWARES="
+    + json.dumps(
+        {**settings.SPIDER_MIDDLEWARES, "cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": None}
+    ),
 ]
 
 
@@ -61,7 +68,7 @@ def main() -> None:
     parser.add_argument("--upstream", action="store_true", help="also measure scrapy-impersonate's own handler")
     args = parser.parse_args()
 
-    url = bench_database()
+    url = bench_database("cannaspider_bench_stealth")
     sandbox, urls = start_sandbox(args.stores, args.products)
     proxy = ForwardProxy(*AUTH, name="bench").start()
     try:

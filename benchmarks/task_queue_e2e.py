@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=None, help="TASK_SLOTS (default: --concurrency)")
     args = parser.parse_args()
 
-    url = bench_database()
+    url = bench_database("cannaspider_bench_queue_e2e")
     sandbox, urls = start_sandbox(args.stores, args.products)
     try:
         ids = seed(url, urls["base"])
