@@ -57,7 +57,7 @@ def fresh_degradation_log(monkeypatch):
     caches (a string repaired in a cache is warned about once)."""
     log = degraded.DegradationLog()
     monkeypatch.setattr(degraded, "DEGRADATIONS", log)
-    for cached in (fields.label, fields.strain_type, options.option_name_size):
+    for cached in (fields.label, fields.strain_type, options.option_name_size, options.raw_option_size):
         cached.cache_clear()
     return log
 
@@ -477,7 +477,8 @@ def test_values_postgresql_cannot_hold_degrade_and_the_row_stays_storable(patch,
     [
         (
             {"recPrices": [MONEY_MAX, "9999999999.99", 10**9]},
-            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9], "unit_price": 1e9},
+            # the prices are kept as sent; $1e9 a unit is no unit price (docs/analytics.md, "Unit prices")
+            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9], **NO_UNIT_PRICE},
         ),
         (
             {"THCContent": {"unit": "MILLIGRAMS", "range": [POTENCY_MAX, -POTENCY_MAX]}},
@@ -639,6 +640,8 @@ def test_every_field_lands_under_its_own_name():
             "POSMetaData": {"children": [{"option": "1gC", "quantityAvailable": 6}]},
             "specialData": {"saleSpecials": [{"specialName": "Deal"}]},
             "enterpriseProductId": " 5f1e2d3c4b5a69788796a5b4 ",
+            "Status": "Active",
+            "brand": {**BASE["brand"], "description": " Small-batch flower from Tucson. "},
         }
     )
     assert dataclasses.asdict(p) | {"options": None, "thc": None, "cbd": None} == {
@@ -686,6 +689,8 @@ def test_every_field_lands_under_its_own_name():
         "unit_price": 5.0,
         "unit_price_special": 4.5,
         "unit_price_basis": "unit",
+        "status": "Active",
+        "brand_description": "Small-batch flower from Tucson.",
     }
     assert [o.option for o in p.options] == BASE["Options"] and p.thc.unit == "percent" and p.cbd.value is None
 
