@@ -26,6 +26,7 @@ import unicodedata
 from functools import lru_cache
 
 from cannaspider.items import Potency, ProductOption
+from cannaspider.storable.degraded import Tally
 from cannaspider.storable.limits import NAME_KEY, SIZE_KEY
 
 NOT_ALNUM = re.compile(r"[^0-9a-z]+")
@@ -35,17 +36,8 @@ UNIT_PRICE_PLACES = 4  # numeric(16, 4) (migrations/017_unit_prices.sql)
 # The plausible unit prices per basis, in dollars (docs/analytics.md, "Unit prices", argues them):
 # outside, a price or a size is wrong ($0, a placeholder $99,999, a size misread), not a bargain.
 # (Far below what numeric(16, 4) holds: an absurd one would have lost its whole batch.)
-PLAUSIBLE = {"g": (0.50, 200.0), "100mg_thc": (1.0, 200.0), "unit": (0.25, 2000.0)}
-
-
-class Implausible:
-    """Unit prices left out as implausible in this process; the normalize pipeline reads the difference."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-
-IMPLAUSIBLE = Implausible()
+PLAUSIBLE = {"g": (0.25, 200.0), "100mg_thc": (1.0, 250.0), "unit": (0.10, 2500.0)}
+IMPLAUSIBLE = Tally()  # unit prices left out as implausible by this process
 
 
 def normalize_name(text: str | None) -> str | None:

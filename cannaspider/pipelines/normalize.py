@@ -16,11 +16,12 @@ from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.dutchie.identity import IMPLAUSIBLE
 from cannaspider.dutchie.normalizer import NormalizationError, normalize
 from cannaspider.items import RawProduct
+from cannaspider.storable.degraded import Tally
 from cannaspider.storable.limits import TRUNCATED
 from cannaspider.storable.urls import REFUSED_URLS
 
 # (process-wide counter, stat): each read before and after a product, the difference counted
-COUNTED = (
+COUNTED: tuple[tuple[Tally, str], ...] = (
     (REFUSED_URLS, "cannaspider/image_urls_refused"),
     (TRUNCATED, "cannaspider/text_truncated"),
     (IMPLAUSIBLE, "cannaspider/unit_prices_implausible"),

@@ -15,7 +15,7 @@ Worst case of a canonical product's key, 'b<brand id>|<category>|<name key>|<siz
 
 from __future__ import annotations
 
-from cannaspider.storable.degraded import degrade
+from cannaspider.storable.degraded import Tally, degrade
 
 NAME = 500  # a product's name as sent and cleaned (real ones: under 150)
 NAME_KEY = 400  # a normalized name (a brand's, a product's): NFKC can lengthen a name
@@ -24,16 +24,7 @@ LABEL = 100  # category, subcategory, strain type, status, an option's name
 ID = 100  # brandId, enterpriseProductId (a UUID: 36)
 SIZE_KEY = 200  # ASCII: '1g,3.5g,7g'
 DESCRIPTION = 5000  # a brand's description (not indexed: bounded so one brand cannot bloat every row)
-
-
-class Truncations:
-    """Texts cut to their limit in this process; the normalize pipeline reads the difference."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-
-TRUNCATED = Truncations()
+TRUNCATED = Tally()  # texts cut to their limit by this process
 
 
 def bounded(value: str, limit: int, what: str) -> str:

@@ -15,7 +15,7 @@ from cannaspider.dutchie import fields, options
 from cannaspider.dutchie.fields import potency
 from cannaspider.dutchie.normalizer import NormalizationError, normalize
 from cannaspider.items import RawProduct
-from cannaspider.storable import degraded, urls
+from cannaspider.storable import degraded, limits, urls
 from cannaspider.storable.numeric import money
 from sandbox.catalog import _product
 
@@ -727,3 +727,44 @@ def test_an_http_url_among_refused_ones_is_kept_whatever_the_case_of_its_scheme(
     p = norm(raw)
     assert p.image_url == "HTTPS://images.dutchie.com/b.png" and p.images == ["HTTPS://images.dutchie.com/b.png"]
     assert p.brand_logo_url == "Http://images.dutchie.com/logo.png"
+
+
+# --- texts bounded to their column's limit (storable/limits.py, docs/architecture.md "Text limits") --
+def test_texts_longer_than_their_limit_are_cut_logged_and_counted(caplog):
+    rng = random.Random(5)
+    long = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(10_000))  # 10 kB, no repeats
+    before = limits.TRUNCATED.count
+    p = norm(
+        {
+            **BASE,
+            "Name": "X" + long,
+            "brandName": "B" + long,
+            "brandId": "i" * 150,
+            "enterpriseProductId": "e" * 150,
+            "type": "T" + long,
+            "subcategory": "S" + long,
+            "strainType": "Z" + long,
+            "Status": "A" + long,
+            "Options": ["O" + long, "1g"],
+            "rawOptions": ["R" + long, "1g"],
+            "brand": {**BASE["brand"], "description": "D" + long},
+        }
+    )
+    assert_storable(p)
+    assert (len(p.name_raw), len(p.name or "")) == (limits.NAME, limits.NAME)
+    assert len(p.brand_name_raw or "") == limits.BRAND_NAME
+    assert (p.brand_id, p.enterprise_product_id) == ("i" * limits.ID, "e" * limits.ID)
+    for text in (p.category, p.subcategory, p.strain_type, p.status, p.options[0].option, p.options[0].raw_option):
+        assert text is not None and len(text) == limits.LABEL
+    assert len(p.brand_description or "") == limits.DESCRIPTION
+    assert limits.TRUNCATED.count - before == 11
+    # the keys built from them fit a btree index entry (~2,700 bytes) whatever the script
+    assert len(p.name_key or "") <= limits.NAME_KEY and len(p.brand_name_key or "") <= limits.NAME_KEY
+    assert any("degraded" in r.getMessage() and "Name=" in r.getMessage() for r in caplog.records)
+
+
+def test_texts_at_their_limit_are_kept_whole():
+    before = limits.TRUNCATED.count
+    p = norm({**BASE, "Name": "N" * limits.NAME, "brandName": "B" * limits.BRAND_NAME, "Status": "S" * limits.LABEL})
+    assert (p.name, p.brand_name_raw, p.status) == ("N" * limits.NAME, "B" * limits.BRAND_NAME, "S" * limits.LABEL)
+    assert limits.TRUNCATED.count == before
