@@ -199,12 +199,11 @@ def brand_field(value: object, brand: object, key: str, what: str, limit: int) -
     return None
 
 
-def brand_description(brand: object) -> str | None:
-    """brand.description as sent (storable, bounded); None when absent or blank."""
-    text = brand.get("description") if type(brand) is dict else None
-    if type(text) is not str or not text or text.isspace():
-        return None
-    return bounded(storable(text.strip(), "brand.description"), DESCRIPTION, "brand.description")
+@lru_cache(maxsize=1024)
+def brand_description(text: str) -> str | None:
+    """brand.description as sent (storable, bounded), None when blank: one text per brand, cached."""
+    text = text.strip()
+    return bounded(storable(text, "brand.description"), DESCRIPTION, "brand.description") if text else None
 
 
 def brand_logo(brand: object) -> str | None:

@@ -101,12 +101,13 @@ def normalize(item: RawProduct) -> StoreProduct:
     special_data = get("specialData")
     specials = parse_specials(special_data) if special_data else []
     rec_special = lowest(rec_sp)
+    brand = get("brand")
     brand_name = get("brandName")
     if type(brand_name) is not str or not brand_name.isascii() or "\x00" in brand_name or len(brand_name) > BRAND_NAME:
-        brand_name = brand_field(brand_name, get("brand"), "name", "brandName", BRAND_NAME)
+        brand_name = brand_field(brand_name, brand, "name", "brandName", BRAND_NAME)
     brand_id = get("brandId")
     if type(brand_id) is not str or not brand_id or not brand_id.isascii() or "\x00" in brand_id or len(brand_id) > ID:
-        brand_id = brand_field(brand_id, get("brand"), "id", "brandId", ID)
+        brand_id = brand_field(brand_id, brand, "id", "brandId", ID)
     category, subcategory, strain = get("type"), get("subcategory"), get("strainType")
     cannabinoids = get("cannabinoidsV2")
     images = parse_images(raw)
@@ -121,6 +122,7 @@ def normalize(item: RawProduct) -> StoreProduct:
         enterprise_id = bounded(storable(enterprise_id.strip(), "enterpriseProductId"), ID, "enterpriseProductId")
     unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc)
     status = get("Status")
+    description = brand.get("description") if type(brand) is dict else None
     product = StoreProduct(
         # positional, in field order (keywords cost a dict and a parse per product)
         item.dispensary_id,  # dispensary_id
@@ -150,7 +152,7 @@ def normalize(item: RawProduct) -> StoreProduct:
         timestamp(get("createdAt"), "createdAt"),  # provider_created_at
         timestamp(get("updatedAt"), "updatedAt"),  # provider_updated_at
         "dutchie",  # provider
-        brand_logo(get("brand")),  # brand_logo_url
+        brand_logo(brand),  # brand_logo_url
         enterprise_id,  # enterprise_product_id
         brand_norm,  # brand_name_key
         product_name_key(name, brand_norm),  # name_key
@@ -159,7 +161,7 @@ def normalize(item: RawProduct) -> StoreProduct:
         unit_price_special,  # unit_price_special
         unit_basis,  # unit_price_basis
         label(status) if type(status) is str else None,  # status
-        brand_description(get("brand")),  # brand_description
+        brand_description(description) if type(description) is str and description else None,  # brand_description
     )
     if LOST:
         degraded.report(pid)

@@ -57,7 +57,13 @@ def fresh_degradation_log(monkeypatch):
     caches (a string repaired in a cache is warned about once)."""
     log = degraded.DegradationLog()
     monkeypatch.setattr(degraded, "DEGRADATIONS", log)
-    for cached in (fields.label, fields.strain_type, options.option_name_size, options.raw_option_size):
+    for cached in (
+        fields.label,
+        fields.strain_type,
+        fields.brand_description,
+        options.option_name_size,
+        options.raw_option_size,
+    ):
         cached.cache_clear()
     return log
 

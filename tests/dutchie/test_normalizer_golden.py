@@ -60,7 +60,13 @@ def outputs() -> list[str]:
     and the URLs refused; or of the error it raised."""
     saved = degraded.DEGRADATIONS
     recorder = degraded.DEGRADATIONS = Recorder()
-    for cached in (fields.label, fields.strain_type, options.option_name_size, options.raw_option_size):
+    for cached in (
+        fields.label,
+        fields.strain_type,
+        fields.brand_description,
+        options.option_name_size,
+        options.raw_option_size,
+    ):
         cached.cache_clear()  # a string repaired in a cache is reported once: start as a fresh process
     try:
         digests = []
