@@ -106,7 +106,8 @@ def sizes_key(sizes: set[tuple[str, float]]) -> str:
 def unit_prices(
     options: list[ProductOption], price: float | None, category: str | None, thc: Potency
 ) -> tuple[float | None, float | None, str | None]:
-    """(unit price, unit price on special, basis: 'g' | '100mg_thc' | 'unit'), or Nones without a price."""
+    """(unit price, unit price on special, basis: 'g' | '100mg_thc' | 'unit'); Nones without a price or
+    when the unit price is implausible (PLAUSIBLE), the special alone None when only it is."""
     if price is None:
         return None, None, None
     option = None

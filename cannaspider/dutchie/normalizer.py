@@ -32,13 +32,24 @@ from cannaspider.dutchie.fields import (
 )
 from cannaspider.dutchie.identity import brand_key_name, product_name_key, size_key, sizes_key, unit_prices
 from cannaspider.dutchie.ids import product_id
-from cannaspider.dutchie.options import lowest, parse_option_size, parse_options, prices
+from cannaspider.dutchie.options import (
+    lowest,
+    option_name_size,
+    parse_option_size,
+    parse_options,
+    prices,
+    raw_option_size,
+)
 from cannaspider.items import ProductOption, RawProduct, StoreProduct
 from cannaspider.storable import degraded
 from cannaspider.storable.degraded import LOST
 from cannaspider.storable.limits import BRAND_NAME, ID, NAME, bounded
 from cannaspider.storable.text import clean, repair, storable
 from cannaspider.storable.times import timestamp
+
+# The caches of strings made storable (a string repaired or cut in one is reported once per
+# process): what a fresh process starts without (tests clear them).
+STORABLE_CACHES = (label, strain_type, brand_description, option_name_size, raw_option_size)
 
 
 class NormalizationError(ValueError):

@@ -11,9 +11,8 @@ from math import inf, nan
 import orjson
 import pytest
 
-from cannaspider.dutchie import fields, options
 from cannaspider.dutchie.fields import potency
-from cannaspider.dutchie.normalizer import NormalizationError, normalize
+from cannaspider.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
 from cannaspider.items import RawProduct
 from cannaspider.storable import degraded, limits, urls
 from cannaspider.storable.numeric import money
@@ -57,13 +56,7 @@ def fresh_degradation_log(monkeypatch):
     caches (a string repaired in a cache is warned about once)."""
     log = degraded.DegradationLog()
     monkeypatch.setattr(degraded, "DEGRADATIONS", log)
-    for cached in (
-        fields.label,
-        fields.strain_type,
-        fields.brand_description,
-        options.option_name_size,
-        options.raw_option_size,
-    ):
+    for cached in STORABLE_CACHES:
         cached.cache_clear()
     return log
 
