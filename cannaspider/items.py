@@ -68,6 +68,7 @@ class ProductOption:
     quantity: int | None
     quantity_available: int | None
     kiosk_quantity_available: int | None
+    raw_option: str | None = None  # the rawOptions entry aligned with it: the size when `option` is a tier name
 
 
 @dataclass(slots=True)
@@ -117,3 +118,5 @@ class StoreProduct:
     unit_price: float | None = None  # price_rec per unit_price_basis
     unit_price_special: float | None = None  # the same option's special price per unit_price_basis
     unit_price_basis: str | None = None  # 'g' | '100mg_thc' | 'unit'
+    status: str | None = None  # Dutchie's Status of the product ('Active'), as sent
+    brand_description: str | None = None  # brand.description: stored on the brand (brands.description)

@@ -144,6 +144,9 @@ MENU_URL_STYLES = ("dispensary", "embedded-menu", "stores", "website", "website-
 # beyond what normalization resolves (an operator's alias does).
 LIBRARY_SIZE = 400
 ALIAS_SPELLINGS = {"Item 9 Labs": "Item Nine Labs", "Mohave Cannabis Co.": "Mohave Cannabis Company"}
+# rawOptions: the option's weight in grams (docs/dutchie.md, "Products"); a store that prices by tier
+# sends tier names as Options ("Tier 1") and the weights only there
+RAW_GRAMS = {"1/8oz": "3.5g", "1/4oz": "7g", "1/2oz": "14g", "1oz": "28g", "1gC": "1g"}
 
 
 @dataclass(frozen=True)
@@ -360,6 +363,13 @@ def _brand_as_sent(brand: str, r) -> tuple[str, bool]:
     return brand, with_id
 
 
+def _brand_description(seed: int, brand: str) -> str | None:
+    """brand.description: the brand's own text, the same in every store; null for a third of brands."""
+    if h(seed, "brand", brand, "description") % 3 == 0:
+        return None
+    return f"{brand} makes small-batch cannabis products, lab tested and packed by hand."
+
+
 @lru_cache(maxsize=200_000)
 def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dict:
     """One raw FilteredProducts product, with the quirks of the real payload (docs/dutchie.md, "Products")."""
@@ -378,8 +388,12 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
         name = f"{name} {subcategory.rstrip('s')}".strip()
     if r("html") % 29 == 0:
         name = f"{name} <b>NEW</b> &amp; Improved"
+    raw_options = None
     if category in ("Flower", "Pre-Rolls", "Concentrate"):
         options = list(FLOWER_OPTIONS[ident("opt") % len(FLOWER_OPTIONS)])
+        if h(seed, store_id, "tiers") % 4 == 0 and "N/A" not in options:  # a store whose menu uses tiers
+            raw_options = [RAW_GRAMS.get(o, o) for o in options]
+            options = [f"Tier {j + 1}" for j in range(len(options))]
     elif category == "Edible":
         options = [["100mg"], ["10pk"], ["N/A"]][ident("opt") % 3]
     else:
@@ -445,7 +459,7 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
         "brand": {
             "id": uuid_like(brand),
             "name": brand_sent,
-            "description": None,
+            "description": _brand_description(seed, brand),
             "imageUrl": f"{base}/images/brands/{slugify(brand)}.png",
         }
         if with_brand_id
@@ -459,7 +473,7 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
         "Image": image,
         "images": [{"url": image, "description": None}] if image else [],
         "Options": options,
-        "rawOptions": [o.replace("1/8oz", "3.5g") for o in options],
+        "rawOptions": raw_options or [o.replace("1/8oz", "3.5g") for o in options],
         "Prices": rec_prices,
         "recPrices": rec_prices,
         "medicalPrices": med_prices,

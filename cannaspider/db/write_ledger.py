@@ -26,6 +26,7 @@ class RunLedger:
     inserted: int = 0  # of which were new
     rejected: int = 0
     refused: int = 0  # of the written rows, those the database refused for their values (not stored)
+    refused_reason: str = ""  # the first refusal's reason: the incomplete crawl's error
     # set when a waiter's condition may have become true; account() only wakes the waiter once the
     # count it waits for is reached (it runs once per product: waking on each would cost more)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -47,6 +48,12 @@ class WriteLedger:
             ledger.rejected += n
         if ledger.accounted_target is not None and ledger.accounted >= ledger.accounted_target:
             ledger.changed.set()
+
+    def refuse(self, run_key: object, rows: int, reason: str) -> None:
+        """Settled rows of the run that were not stored: its crawl cannot be complete."""
+        ledger = self.runs[run_key]
+        ledger.refused += rows
+        ledger.refused_reason = ledger.refused_reason or reason
 
     def written(self, run_key: object, rows: int, inserted: int) -> None:
         ledger = self.runs[run_key]

@@ -11,6 +11,7 @@ from typing import Any
 
 from cannaspider.items import Potency
 from cannaspider.storable.degraded import degrade
+from cannaspider.storable.limits import DESCRIPTION, ID, LABEL, bounded
 from cannaspider.storable.numeric import INT_MAX, INT_MIN, POTENCY_MAX, SMALL_COUNTS, integer, money, number
 from cannaspider.storable.shapes import as_dict, as_list
 from cannaspider.storable.text import clean, clean_text, repair, storable
@@ -35,8 +36,9 @@ STRAIN_TYPES = {
 # that carried it.
 @lru_cache(maxsize=4096)
 def label(value: str) -> str | None:
-    # category, subcategory: a few dozen distinct strings across every store
-    return clean(value if value.isascii() and "\x00" not in value else repair(value, "label"))
+    # category, subcategory, Status: a few dozen distinct strings across every store
+    text = clean(value if value.isascii() and "\x00" not in value else repair(value, "label"))
+    return bounded(text, LABEL, "label") if text else None
 
 
 @lru_cache(maxsize=1024)
@@ -44,7 +46,7 @@ def strain_type(text: str) -> str | None:
     cleaned = clean(text if text.isascii() and "\x00" not in text else repair(text, "strainType"))
     if not cleaned or cleaned.upper() == "N/A":
         return None
-    return STRAIN_TYPES.get(cleaned.lower(), cleaned)
+    return STRAIN_TYPES.get(cleaned.lower()) or bounded(cleaned, LABEL, "strainType")
 
 
 def potency(content: object, scalar: object, what: str = "THC") -> Potency:
@@ -186,14 +188,22 @@ def _cannabinoid_name(name: str) -> str | None:
     return clean_text(name, "cannabinoid")
 
 
-def brand_field(value: object, brand: object, key: str, what: str) -> str | None:
-    """brandName/brandId when not plain text: made storable; else the brand object's own; else None."""
+def brand_field(value: object, brand: object, key: str, what: str, limit: int) -> str | None:
+    """brandName/brandId when not plain text or too long: made storable and bounded to `limit`
+    (storable/limits.py); else the brand object's own; else None."""
     for candidate in (value, brand.get(key) if type(brand) is dict else None):
         if type(candidate) is str and candidate:
-            return storable(candidate, what)
+            return bounded(storable(candidate, what), limit, what)
         if type(candidate) is int and key == "id":
-            return str(candidate)
+            return bounded(str(candidate), ID, what)
     return None
+
+
+@lru_cache(maxsize=1024)
+def brand_description(text: str) -> str | None:
+    """brand.description as sent (storable, bounded), None when blank: one text per brand, cached."""
+    text = text.strip()
+    return bounded(storable(text, "brand.description"), DESCRIPTION, "brand.description") if text else None
 
 
 def brand_logo(brand: object) -> str | None:

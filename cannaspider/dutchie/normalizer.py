@@ -19,6 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from cannaspider.dutchie.fields import (
+    brand_description,
     brand_field,
     brand_logo,
     label,
@@ -29,14 +30,26 @@ from cannaspider.dutchie.fields import (
     potency,
     strain_type,
 )
-from cannaspider.dutchie.identity import brand_key_name, product_name_key, size_key, unit_prices
+from cannaspider.dutchie.identity import brand_key_name, product_name_key, size_key, sizes_key, unit_prices
 from cannaspider.dutchie.ids import product_id
-from cannaspider.dutchie.options import lowest, parse_option_size, parse_options, prices
+from cannaspider.dutchie.options import (
+    lowest,
+    option_name_size,
+    parse_option_size,
+    parse_options,
+    prices,
+    raw_option_size,
+)
 from cannaspider.items import ProductOption, RawProduct, StoreProduct
 from cannaspider.storable import degraded
 from cannaspider.storable.degraded import LOST
+from cannaspider.storable.limits import BRAND_NAME, ID, NAME, bounded
 from cannaspider.storable.text import clean, repair, storable
 from cannaspider.storable.times import timestamp
+
+# The caches of strings made storable (a string repaired or cut in one is reported once per
+# process): what a fresh process starts without (tests clear them).
+STORABLE_CACHES = (label, strain_type, brand_description, option_name_size, raw_option_size)
 
 
 class NormalizationError(ValueError):
@@ -44,17 +57,25 @@ class NormalizationError(ValueError):
 
 
 @lru_cache(maxsize=4096)
-def _size_key_of(option_strings: tuple[str, ...]) -> str:
-    """identity.size_key() of the options sent as these strings (a few hundred distinct lists)."""
-    sizes = {(unit, value) for value, unit in map(parse_option_size, option_strings) if value is not None and unit}
-    return ",".join(f"{value:g}{unit}" for unit, value in sorted(sizes)) if sizes else ""
+def _size_key_of(option_strings: tuple[str, ...], raw_strings: tuple[str, ...]) -> str:
+    """identity.size_key() of the options sent as these strings, with these rawOptions (a few
+    hundred distinct lists); an option without a size takes its rawOptions entry's (options.py)."""
+    sizes = set()
+    n_raw = len(raw_strings)
+    for i, text in enumerate(option_strings):
+        value, unit = parse_option_size(text)
+        if value is None and i < n_raw:
+            value, unit = parse_option_size(raw_strings[i])
+        if value is not None and unit:
+            sizes.add((unit, value))
+    return sizes_key(sizes) if sizes else ""
 
 
-def options_size_key(options_raw: object, options: list[ProductOption]) -> str:
+def options_size_key(options_raw: object, raw_options: object, options: list[ProductOption]) -> str:
     if type(options_raw) is list:
         try:
-            return _size_key_of(tuple(options_raw))
-        except TypeError:  # an option that is a list or an object: not hashable
+            return _size_key_of(tuple(options_raw), tuple(raw_options) if type(raw_options) is list else ())
+        except TypeError:  # an option that is a list or an object (not hashable), or a number
             pass
     return size_key(options)
 
@@ -77,6 +98,8 @@ def normalize(item: RawProduct) -> StoreProduct:
     name = clean(name_raw)
     if not name:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
+    if len(name_raw) > NAME:  # (storable/limits.py: its keys must fit an index)
+        name_raw, name = bounded(name_raw, NAME, "Name"), name[:NAME]
 
     rec = prices(get("recPrices")) or prices(get("Prices"))
     med = prices(get("medicalPrices"))
@@ -89,12 +112,13 @@ def normalize(item: RawProduct) -> StoreProduct:
     special_data = get("specialData")
     specials = parse_specials(special_data) if special_data else []
     rec_special = lowest(rec_sp)
+    brand = get("brand")
     brand_name = get("brandName")
-    if type(brand_name) is not str or not brand_name.isascii() or "\x00" in brand_name:
-        brand_name = brand_field(brand_name, get("brand"), "name", "brandName")
+    if type(brand_name) is not str or not brand_name.isascii() or "\x00" in brand_name or len(brand_name) > BRAND_NAME:
+        brand_name = brand_field(brand_name, brand, "name", "brandName", BRAND_NAME)
     brand_id = get("brandId")
-    if type(brand_id) is not str or not brand_id or not brand_id.isascii() or "\x00" in brand_id:
-        brand_id = brand_field(brand_id, get("brand"), "id", "brandId")
+    if type(brand_id) is not str or not brand_id or not brand_id.isascii() or "\x00" in brand_id or len(brand_id) > ID:
+        brand_id = brand_field(brand_id, brand, "id", "brandId", ID)
     category, subcategory, strain = get("type"), get("subcategory"), get("strainType")
     cannabinoids = get("cannabinoidsV2")
     images = parse_images(raw)
@@ -106,8 +130,10 @@ def normalize(item: RawProduct) -> StoreProduct:
     if type(enterprise_id) is not str or not enterprise_id.strip():
         enterprise_id = None
     else:
-        enterprise_id = storable(enterprise_id.strip(), "enterpriseProductId")
+        enterprise_id = bounded(storable(enterprise_id.strip(), "enterpriseProductId"), ID, "enterpriseProductId")
     unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc)
+    status = get("Status")
+    description = brand.get("description") if type(brand) is dict else None
     product = StoreProduct(
         # positional, in field order (keywords cost a dict and a parse per product)
         item.dispensary_id,  # dispensary_id
@@ -137,14 +163,16 @@ def normalize(item: RawProduct) -> StoreProduct:
         timestamp(get("createdAt"), "createdAt"),  # provider_created_at
         timestamp(get("updatedAt"), "updatedAt"),  # provider_updated_at
         "dutchie",  # provider
-        brand_logo(get("brand")),  # brand_logo_url
+        brand_logo(brand),  # brand_logo_url
         enterprise_id,  # enterprise_product_id
         brand_norm,  # brand_name_key
         product_name_key(name, brand_norm),  # name_key
-        options_size_key(options_raw, options),  # size_key
+        options_size_key(options_raw, get("rawOptions"), options),  # size_key
         unit_price,  # unit_price
         unit_price_special,  # unit_price_special
         unit_basis,  # unit_price_basis
+        label(status) if type(status) is str else None,  # status
+        brand_description(description) if type(description) is str and description else None,  # brand_description
     )
     if LOST:
         degraded.report(pid)

@@ -1,4 +1,5 @@
-"""The options of a Dutchie product (docs/dutchie.md): option strings ("1/8oz", "1gC", "N/A"), the
+"""The options of a Dutchie product (docs/dutchie.md): option strings ("1/8oz", "1gC", "1 lb", "N/A"),
+the rawOptions aligned with them (the size, "3.5g", where an option is a tier name, "Tier 1"), the
 price arrays aligned with them ([] when empty), their stock from POSMetaData (usually null).
 """
 
@@ -11,24 +12,34 @@ from typing import Any, cast
 
 from cannaspider.items import ProductOption
 from cannaspider.storable.degraded import degrade
+from cannaspider.storable.limits import LABEL, bounded
 from cannaspider.storable.numeric import INT_MAX, LARGEST_DECIMAL, MONEY_MAX, integer, money
 from cannaspider.storable.shapes import as_dict, as_list
 from cannaspider.storable.text import repair
 
-OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|g|gc|mg|ml|pk|ct)?\b", re.I)
-GRAMS_PER_OZ = Decimal("28")
+OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|lbs?|g|gc|mg|ml|pk|ct)?\b", re.I)
+GRAMS_PER_OZ = Decimal("28")  # the trade's ounce: an eighth is sold as 3.5 g
+GRAMS_PER_LB = Decimal("453.592")  # the avoirdupois pound (docs/dutchie.md: "1 lb" is sold by it)
 
 
 @lru_cache(maxsize=4096)
 def option_name_size(option: str) -> tuple[str, float | None, str | None]:
     """An option's storable name and its size (made storable in the cache: see fields.label)."""
     text = option if option.isascii() and "\x00" not in option else repair(option, "Options")
-    return text, *parse_option_size(text)
+    return bounded(text, LABEL, "Options"), *parse_option_size(text)
+
+
+@lru_cache(maxsize=4096)
+def raw_option_size(raw_option: str) -> tuple[str, float | None, str | None]:
+    """option_name_size() of a rawOptions entry."""
+    text = raw_option if raw_option.isascii() and "\x00" not in raw_option else repair(raw_option, "rawOptions")
+    return bounded(text, LABEL, "rawOptions"), *parse_option_size(text)
 
 
 @lru_cache(maxsize=4096)
 def parse_option_size(option: str) -> tuple[float | None, str | None]:
-    """'1/8oz' → (3.5, 'g'); '.5g' → (0.5, 'g'); '1gC' → (1, 'g'); '100mg' → (100, 'mg'); 'N/A' → (None, None)."""
+    """'1/8oz' → (3.5, 'g'); '.5g' → (0.5, 'g'); '1gC' → (1, 'g'); '1/2 lb' → (226.8, 'g'); '100mg' → (100, 'mg');
+    'N/A' → (None, None)."""
     match = OPTION.match(option or "")
     if not match:
         return None, None
@@ -43,9 +54,11 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
         return None, None
     if unit == "oz":
         value *= GRAMS_PER_OZ
+    elif unit in ("lb", "lbs"):
+        value *= GRAMS_PER_LB
     if not value <= LARGEST_DECIMAL[3]:  # no real size; and beyond numeric(12, 3)
         return None, None
-    if unit == "oz":
+    if unit in ("oz", "lb", "lbs"):
         return float(value.quantize(Decimal("0.01"))), "g"
     if unit in ("g", "gc"):
         return float(value), "g"
@@ -91,9 +104,12 @@ def parse_options(
     rec_sp: list[float | None],
     med_sp: list[float | None],
 ) -> tuple[list[ProductOption], int | None]:
-    """The options, and the sum of their available quantities (None when no option has one)."""
+    """The options, and the sum of their available quantities (None when no option has one). An
+    option whose name has no size ('Tier 1') takes the size of its rawOptions entry ('3.5g')."""
     pos = raw.get("POSMetaData")
     stock = _stock(pos) if pos else None
+    raw_options = raw.get("rawOptions")
+    n_raw = len(raw_options) if type(raw_options) is list else 0
     n_rec, n_med, n_rec_sp, n_med_sp = len(rec), len(med), len(rec_sp), len(med_sp)
     options = []
     total = None
@@ -101,6 +117,11 @@ def parse_options(
         if type(opt) is not str:
             opt = str(opt)
         text, size, unit = option_name_size(opt)
+        raw_text = None
+        if i < n_raw and type(entry := raw_options[i]) is str:  # type: ignore[index]
+            raw_text, raw_size, raw_unit = raw_option_size(entry)
+            if size is None:
+                size, unit = raw_size, raw_unit
         st = stock.get(opt) if stock else None  # POSMetaData names the option as the payload does
         if st:
             quantity = integer(st.get("quantity"), "quantity")
@@ -122,6 +143,7 @@ def parse_options(
                 quantity,
                 available,
                 kiosk,
+                raw_text,
             )
         )
     if total is not None and total > INT_MAX:  # each option's count fits, their sum does not

@@ -15,8 +15,8 @@ When the database refuses a batch for what is in it (a value out of a column's r
 character: SQLSTATE classes 22, 23, 54), the batch is split in two and each half retried, down to
 single rows, so every good row of every store in it is written and only the bad rows are lost:
 each is logged once with its store and product, counted (`cannaspider/products_refused`), and
-settled for its store's completion (a refused row does not make the crawl incomplete: see
-product_writer.py). An outage (connection lost, pool timeout) keeps the rows for the next flush.
+settled for its store's completion (a refused row makes its store's crawl incomplete, with the
+reason: see product_writer.py). An outage (connection lost, pool timeout) keeps the rows for the next flush.
 Any other failure (an unexpected exception, a statement the server rejects whatever the data)
 settles the batch as refused and marks its stores' crawls incomplete: a store's completion never
 waits out its timeout for rows that will not come.
@@ -240,7 +240,7 @@ class BatchWriterPipeline:
             first_line(exc),
         )
         self.crawler.stats.inc_value("cannaspider/products_refused")
-        self.after_refused([key], bad_rows=True)
+        self.after_refused([key], bad_rows=True, reason=first_line(exc))
 
     def after_unencodable(self, key: tuple[Any, ...], item: Any, exc: Exception) -> None:
         """Hook: the item's row could not even be built or encoded; the item is dropped."""
@@ -260,9 +260,10 @@ class BatchWriterPipeline:
         """Which store and product an encoded row is, for the log line of a refused row."""
         return "a row"
 
-    def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False) -> None:
+    def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False, reason: str = "") -> None:
         """Hook: these rows (their run keys) are lost for good: rows the database refused for their
-        values (bad_rows), or a whole batch that could not be written (its crawls are marked)."""
+        values (bad_rows, with the database's `reason`), or a whole batch that could not be written
+        (its crawls are marked)."""
 
     def after_write(self, keys: list[tuple[Any, ...]], result: Any) -> None:
         """Hook, on the event loop: the written rows' run keys and what `write` returned."""

@@ -1,6 +1,8 @@
-"""RawProduct → StoreProduct. One bad product is a warning and is dropped; the page goes on. Image
-and logo URLs the normalizer refused for their scheme (only http(s) is fetched: docs/images.md)
-are the stat cannaspider/image_urls_refused."""
+"""RawProduct → StoreProduct. One bad product is a warning and is dropped; the page goes on. What
+the normalizer counts becomes stats: image and logo URLs refused for their scheme (only http(s) is
+fetched: docs/images.md) cannaspider/image_urls_refused; texts cut to their limit
+(storable/limits.py) cannaspider/text_truncated; unit prices left out as implausible
+(dutchie/identity.py, docs/analytics.md) cannaspider/unit_prices_implausible."""
 
 from __future__ import annotations
 
@@ -11,9 +13,19 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.dutchie.identity import IMPLAUSIBLE
 from cannaspider.dutchie.normalizer import NormalizationError, normalize
 from cannaspider.items import RawProduct
+from cannaspider.storable.degraded import Tally
+from cannaspider.storable.limits import TRUNCATED
 from cannaspider.storable.urls import REFUSED_URLS
+
+# (process-wide counter, stat): each read before and after a product, the difference counted
+COUNTED: tuple[tuple[Tally, str], ...] = (
+    (REFUSED_URLS, "cannaspider/image_urls_refused"),
+    (TRUNCATED, "cannaspider/text_truncated"),
+    (IMPLAUSIBLE, "cannaspider/unit_prices_implausible"),
+)
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +42,7 @@ class NormalizeProductPipeline:
     def process_item(self, item: Any) -> Any:
         if not isinstance(item, RawProduct):
             return item
-        refused = REFUSED_URLS.count
+        before = [counter.count for counter, _ in COUNTED]
         try:
             return normalize(item)
         except NormalizationError as exc:
@@ -44,5 +56,6 @@ class NormalizeProductPipeline:
                 f"dispensary {item.dispensary_id}: product skipped: unexpected {exc.__class__.__name__}: {exc}"
             ) from exc
         finally:
-            if REFUSED_URLS.count != refused:
-                self.crawler.stats.inc_value("cannaspider/image_urls_refused", REFUSED_URLS.count - refused)
+            for (counter, stat), count in zip(COUNTED, before, strict=True):
+                if counter.count != count:
+                    self.crawler.stats.inc_value(stat, counter.count - count)

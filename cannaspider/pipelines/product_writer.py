@@ -4,12 +4,14 @@ store_product_snapshots rows, from one JSON document that PostgreSQL unpacks onc
 point-in-time snapshot are committed together or not at all. A product in the feed is in stock
 with zero misses (it came back).
 
-A row the database refuses for its values (see batch_writer.py) is lost, and only that row: the
-product was in the store's feed, so it is in the crawl's seen ids and never counted missing, and
-the crawl stays complete (else a store with one permanently bad product would never be judged
-for out-of-stock again). The run records how many rows were refused (crawl_runs.errors), and the
-crawl's stats how many items went to the feed without being stored (`cannaspider/items_not_stored`:
-the feed is what the crawl saw, see README "Feeds and the item schema")."""
+A row the database refuses for its values (see batch_writer.py) is lost, and only that row; its
+store's crawl is incomplete, with the reason (units/store_close.py): a run is never `complete`
+with rows lost, and an incomplete crawl marks nothing missing. The normalizer bounds what it can
+(storable/, docs/architecture.md "Text limits"), so a product the database refuses on every crawl is
+a defect to fix, not a state to live with. The run records how many rows were refused
+(crawl_runs.errors), and the crawl's stats how many items went to the feed without being stored
+(`cannaspider/items_not_stored`: the feed is what the crawl saw, see README "Feeds and the item
+schema")."""
 
 from __future__ import annotations
 
@@ -64,8 +66,11 @@ COLUMNS = (
     ("brand_name_key", "text"),
     ("name_key", "text"),
     ("size_key", "text"),
+    ("status", "text"),
+    ("brand_description", "text"),  # stored on the brand (brands.description)
 )
-KEYS_ONLY = ("seq", "brand_name_key", "name_key", "size_key")  # in the batch, not columns of store_products
+# in the batch, not columns of store_products
+KEYS_ONLY = ("seq", "brand_name_key", "name_key", "size_key", "brand_description")
 LINKS = ("brand_ref_id", "canonical_brand_id", "canonical_product_id")
 # a snapshot: what the product looked like in this crawl (in the feed, so in stock), in the lean
 # layout of migrations/011_lean_snapshots.sql: the product by its store_products id, units as codes
@@ -84,6 +89,7 @@ SNAPSHOT = {
     "thc_unit": "snapshot_unit_code(b.thc_unit)",
     "cbd_value": "b.cbd_value",
     "cbd_unit": "snapshot_unit_code(b.cbd_unit)",
+    "status": "b.status",
 }
 
 # The batch's brands and canonical products (docs/analytics.md, "One brand, one product"): those
@@ -92,17 +98,25 @@ SNAPSHOT = {
 # is a conflict that DO UPDATE turns into that row, returned (DO NOTHING would return nothing, and
 # this statement's snapshot does not see the row). A new brand is its operator alias's brand, else
 # the first brand of the same normalized name (in the table, else in the batch), else its own.
+# A brand's description is the one the batch sent (a brand already known is updated when it
+# differs, its rows locked in id order: two batches wait for each other, never deadlock).
 LINK = """
 keyed AS MATERIALIZED (
     SELECT b.*, CASE WHEN b.brand_id IS NOT NULL THEN 'd:' || b.brand_id
                      WHEN b.brand_name_key IS NOT NULL THEN 'n:' || b.brand_name_key END AS brand_key
       FROM batch b),
 brand_keys AS (
-    SELECT DISTINCT ON (brand_key) brand_key, brand_id, brand_name_raw, brand_name_key
+    SELECT DISTINCT ON (brand_key) brand_key, brand_id, brand_name_raw, brand_name_key, brand_description
       FROM keyed WHERE brand_key IS NOT NULL ORDER BY brand_key, seq),
 brands_found AS (
     SELECT br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical
       FROM brands br JOIN brand_keys k ON br.key = k.brand_key),
+brands_described AS (
+    UPDATE brands br SET description = d.brand_description
+      FROM (SELECT b.id, k.brand_description FROM brands b JOIN brand_keys k ON b.key = k.brand_key
+             WHERE b.description IS DISTINCT FROM k.brand_description AND k.brand_description IS NOT NULL
+             ORDER BY b.id FOR UPDATE OF b) d
+     WHERE br.id = d.id),
 brand_new_keys AS MATERIALIZED (
     SELECT k.*, coalesce((SELECT a.brand_id FROM brand_aliases a WHERE a.alias = k.brand_name_key),
                          (SELECT coalesce(o.canonical_brand_id, o.id) FROM brands o
@@ -113,15 +127,15 @@ brand_new_keys AS MATERIALIZED (
 -- a name new to the table: its first key in the batch ('d:' before 'n:') leads, the others of the
 -- same name join it (rows this statement inserts are invisible to its other parts but RETURNING)
 brands_leading AS (
-    INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name)
-    SELECT brand_key, brand_id, brand_name_raw, brand_name_key FROM brand_new_keys
+    INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name, description)
+    SELECT brand_key, brand_id, brand_name_raw, brand_name_key, brand_description FROM brand_new_keys
      WHERE known IS NULL AND (rank = 1 OR brand_name_key IS NULL)
      ORDER BY brand_key
     ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
     RETURNING br.key, br.id, coalesce(br.canonical_brand_id, br.id) AS canonical, br.normalized_name),
 brands_joining AS (
-    INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name, canonical_brand_id)
-    SELECT k.brand_key, k.brand_id, k.brand_name_raw, k.brand_name_key,
+    INSERT INTO brands AS br (key, provider_brand_id, name, normalized_name, description, canonical_brand_id)
+    SELECT k.brand_key, k.brand_id, k.brand_name_raw, k.brand_name_key, k.brand_description,
            coalesce(k.known, (SELECT l.canonical FROM brands_leading l WHERE l.normalized_name = k.brand_name_key))
       FROM brand_new_keys k
      WHERE NOT (k.known IS NULL AND (k.rank = 1 OR k.brand_name_key IS NULL))
@@ -242,6 +256,8 @@ class ProductWriterPipeline(BatchWriterPipeline):
             p.brand_name_key,
             p.name_key,
             p.size_key,
+            p.status,
+            p.brand_description,
         )
 
     def after_buffered(self, item: StoreProduct) -> None:
@@ -252,12 +268,12 @@ class ProductWriterPipeline(BatchWriterPipeline):
         cur = await conn.execute(self.statement, (batch,))
         return {(d, r): n for d, r, n in await cur.fetchall()}
 
-    def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False) -> None:
+    def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False, reason: str = "") -> None:
         # settled, if not stored: the store's completion need not wait out its timeout for them
         for run_key, n in Counter(keys).items():
             self.store.ledger.written(run_key, n, 0)
             if bad_rows:
-                self.store.ledger.runs[run_key].refused += n
+                self.store.ledger.refuse(run_key, n, reason)
         self.crawler.stats.inc_value("cannaspider/items_not_stored", len(keys))  # they went on to the feed
 
     def after_unencodable(self, key: tuple[Any, ...], item: StoreProduct, exc: Exception) -> None:
@@ -265,7 +281,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
         # dropped (it could not go to a feed either); accounted and settled so completion goes on
         self.store.ledger.account(key)
         self.store.ledger.written(key, 1, 0)
-        self.store.ledger.runs[key].refused += 1
+        self.store.ledger.refuse(key, 1, f"unexpected {type(exc).__name__}: {exc}")
 
     def after_lost_at_close(self, rows: int) -> None:
         self.crawler.stats.inc_value("cannaspider/items_not_stored", rows)

@@ -1,4 +1,5 @@
-"""Values that could not be kept: counted per product, warned about without flooding the log.
+"""Values that could not be kept (or were cut to their limit: limits.py): counted per product, warned
+about without flooding the log.
 
 The helpers of this package add what the product being normalized lost to `LOST` (`degrade`);
 the normalizer reports it with the product's id once the product is done (`report`). The
@@ -39,11 +40,19 @@ class DegradationLog:
         more = f" ({self.unlogged} more degraded products not logged)" if self.unlogged else ""
         self.unlogged = 0
         logger.warning(
-            "product %s: values PostgreSQL cannot hold were degraded (stored as NULL or cleaned): %s%s",
+            "product %s: values PostgreSQL cannot hold were degraded (stored as NULL, cleaned or cut short): %s%s",
             pid,
             ", ".join(what),
             more,
         )
+
+
+class Tally:
+    """A running total of this process (values refused or cut, …): the normalize pipeline turns
+    the difference over a product into a stat."""
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 DEGRADATIONS = DegradationLog()

@@ -7,17 +7,10 @@ from __future__ import annotations
 # around the proxy, or sign an S3 request with the node's AWS keys: it is dropped here, counted
 # (REFUSED_URLS; the normalize pipeline makes it the stat cannaspider/image_urls_refused) and never
 # logged with anything but the count.
+from cannaspider.storable.degraded import Tally
+
 HTTP_SCHEMES = ("https://", "http://")
-
-
-class RefusedUrls:
-    """Image and logo URLs dropped for their scheme by this process: a running total."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-
-REFUSED_URLS = RefusedUrls()
+REFUSED_URLS = Tally()  # image and logo URLs dropped for their scheme by this process
 
 
 def fetchable(url: str) -> bool:

@@ -184,6 +184,9 @@ class StoreClose:
             complete, error = False, "a batch of this store's rows was refused by the database"
             self.store.ledger.failed_runs.discard(key)
         ledger = self.store.ledger.runs.pop(key, None)
+        if complete and ledger is not None and ledger.refused:  # never a complete run with rows lost
+            complete = False
+            error = f"{ledger.refused} of this store's rows were not stored: {ledger.refused_reason}"
         figures = close_figures(item, ledger, error, self.oos_guard_min_share, self.events)
         drain = self._drain(item)
         pool = await self.store.open()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cannaspider.dutchie.identity import normalize_name, product_name_key
+from cannaspider.dutchie import identity
+from cannaspider.dutchie.identity import PLAUSIBLE, normalize_name, product_name_key
 from cannaspider.dutchie.normalizer import normalize
 from cannaspider.items import RawProduct
 
@@ -71,6 +72,63 @@ def test_no_price_no_unit_price_and_no_absurd_one():
 
 
 @pytest.mark.parametrize(
+    "changes",
+    [
+        {"recPrices": [0, 60, 200]},  # $0: a placeholder, not a free eighth
+        {"Options": [".001g"], "recPrices": [285_000.0], "recSpecialPrices": []},  # $285M a gram
+        {"Options": ["1oz"], "recPrices": [5], "recSpecialPrices": []},  # $0.18 a gram
+        {"type": "Edible", "Options": ["10pk"], "THCContent": {"unit": "MILLIGRAMS", "range": [1.0]}},
+        {"type": "Accessories", "Options": ["N/A"], "recPrices": [9_999.0], "recSpecialPrices": []},
+    ],
+)
+def test_an_implausible_unit_price_is_left_out_and_counted_the_price_kept_as_sent(changes):
+    before = identity.IMPLAUSIBLE.count
+    p = norm(**changes)
+    assert (p.unit_price, p.unit_price_special, p.unit_price_basis) == (None, None, None)
+    assert identity.IMPLAUSIBLE.count == before + 1
+    assert p.price_rec == min(changes.get("recPrices", FLOWER["recPrices"]))
+
+
+def test_an_implausible_special_alone_is_left_out():
+    before = identity.IMPLAUSIBLE.count
+    p = norm(recSpecialPrices=[0.5, 48, 160])  # $0.50 for an eighth: $0.14 a gram
+    assert (p.unit_price, p.unit_price_special, p.unit_price_basis) == (10.0, None, "g")
+    assert identity.IMPLAUSIBLE.count == before + 1
+
+
+def test_the_plausible_ranges_keep_their_edges():
+    for basis, (low, high) in PLAUSIBLE.items():
+        assert 0 < low < high, basis
+    # a pound of shake at $113.40 ($0.25 a gram) and a gram of rosin at $200 are plausible
+    assert norm(Options=["1 lb"], recPrices=[113.4], recSpecialPrices=[]).unit_price == 0.25
+    assert norm(Options=["1g"], recPrices=[200], recSpecialPrices=[]).unit_price == 200.0
+
+
+def test_a_pound_costs_per_gram():
+    p = norm(Options=["1/2 lb", "1lb"], recPrices=[900, 1700], recSpecialPrices=[])
+    assert (p.unit_price, p.unit_price_basis, p.size_key) == (3.9683, "g", "226.8g,453.59g")
+
+
+def test_options_named_by_tier_take_their_size_from_raw_options():
+    sized = norm()
+    tiered = norm(Options=["Tier 1", "Tier 2", "Tier 3"], rawOptions=["3.5g", "7g", "28g"])
+    assert [o.option for o in tiered.options] == ["Tier 1", "Tier 2", "Tier 3"]
+    assert [o.raw_option for o in tiered.options] == ["3.5g", "7g", "28g"]
+    assert [(o.size_value, o.size_unit) for o in tiered.options] == [(3.5, "g"), (7.0, "g"), (28.0, "g")]
+    # so it has a unit price, and the keys of the same product sold by size (it matches across stores)
+    assert (tiered.unit_price, tiered.unit_price_special, tiered.unit_price_basis) == (10.0, 8.0, "g")
+    assert (tiered.size_key, tiered.name_key, tiered.brand_name_key) == (
+        sized.size_key,
+        sized.name_key,
+        sized.brand_name_key,
+    )
+    # an option's own size wins; rawOptions that are not strings, or missing, give none
+    assert norm(rawOptions=["1g", "2g", "3g"]).size_key == "3.5g,7g,28g"
+    assert norm(Options=["Tier 1", "Tier 2"], rawOptions=[7, None], recPrices=[35, 60]).size_key == ""
+    assert norm(Options=["Tier 1", "Tier 2"], rawOptions=["3.5g"], recPrices=[35, 60]).size_key == "3.5g"
+
+
+@pytest.mark.parametrize(
     "a, b",
     [
         ("Dr. Zodiak's", "DR ZODIAKS"),
@@ -81,6 +139,36 @@ def test_no_price_no_unit_price_and_no_absurd_one():
 )
 def test_spellings_of_one_brand_normalize_alike(a, b):
     assert normalize_name(a) == normalize_name(b) is not None
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("Шишки", "шишки"),  # Cyrillic
+        ("ШИШКИ & Ко.", "шишки and ко"),
+        ("大麻工房", "大麻工房"),  # CJK
+        ("ガンジャ", "ガンジャ"),  # kana keep their voicing marks
+        ("Ｂｕｄ Ｂｒｏｓ", "bud bros"),  # full-width forms (NFKC)
+        ("Crème Brûlée Farms", "creme brulee farms"),  # accented Latin
+        ("Straße", "strasse"),  # case folded
+        ("Bjørn’s", "bjørns"),
+    ],
+)
+def test_a_brand_of_any_script_has_a_key(name, key):
+    assert normalize_name(name) == key
+    assert norm(brandName=name, brandId=None, brand=None).brand_name_key == key
+
+
+def test_names_of_other_scripts_stay_distinct():
+    names = ["Шишки", "Шишка", "大麻工房", "大麻商店", "ガンジャ", "カンジャ"]
+    assert len({normalize_name(n) for n in names}) == len(names)
+    assert normalize_name("Шишки") == normalize_name("шишки") == normalize_name(" шишки! ")
+
+
+def test_a_key_is_bounded_whatever_the_name_expands_to():
+    # U+FDFA is 18 characters under NFKC: a 500-character name of it must not make a 9,000-character key
+    assert len(normalize_name("\ufdfa" * 500) or "") <= 400
+    assert len(normalize_name("a" * 5000) or "") == 400
 
 
 def test_identity_keys():

@@ -11,11 +11,10 @@ from math import inf, nan
 import orjson
 import pytest
 
-from cannaspider.dutchie import fields, options
 from cannaspider.dutchie.fields import potency
-from cannaspider.dutchie.normalizer import NormalizationError, normalize
+from cannaspider.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
 from cannaspider.items import RawProduct
-from cannaspider.storable import degraded, urls
+from cannaspider.storable import degraded, limits, urls
 from cannaspider.storable.numeric import money
 from sandbox.catalog import _product
 
@@ -57,7 +56,7 @@ def fresh_degradation_log(monkeypatch):
     caches (a string repaired in a cache is warned about once)."""
     log = degraded.DegradationLog()
     monkeypatch.setattr(degraded, "DEGRADATIONS", log)
-    for cached in (fields.label, fields.strain_type, options.option_name_size):
+    for cached in STORABLE_CACHES:
         cached.cache_clear()
     return log
 
@@ -477,7 +476,8 @@ def test_values_postgresql_cannot_hold_degrade_and_the_row_stays_storable(patch,
     [
         (
             {"recPrices": [MONEY_MAX, "9999999999.99", 10**9]},
-            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9], "unit_price": 1e9},
+            # the prices are kept as sent; $1e9 a unit is no unit price (docs/analytics.md, "Unit prices")
+            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9], **NO_UNIT_PRICE},
         ),
         (
             {"THCContent": {"unit": "MILLIGRAMS", "range": [POTENCY_MAX, -POTENCY_MAX]}},
@@ -639,6 +639,8 @@ def test_every_field_lands_under_its_own_name():
             "POSMetaData": {"children": [{"option": "1gC", "quantityAvailable": 6}]},
             "specialData": {"saleSpecials": [{"specialName": "Deal"}]},
             "enterpriseProductId": " 5f1e2d3c4b5a69788796a5b4 ",
+            "Status": "Active",
+            "brand": {**BASE["brand"], "description": " Small-batch flower from Tucson. "},
         }
     )
     assert dataclasses.asdict(p) | {"options": None, "thc": None, "cbd": None} == {
@@ -686,6 +688,8 @@ def test_every_field_lands_under_its_own_name():
         "unit_price": 5.0,
         "unit_price_special": 4.5,
         "unit_price_basis": "unit",
+        "status": "Active",
+        "brand_description": "Small-batch flower from Tucson.",
     }
     assert [o.option for o in p.options] == BASE["Options"] and p.thc.unit == "percent" and p.cbd.value is None
 
@@ -722,3 +726,44 @@ def test_an_http_url_among_refused_ones_is_kept_whatever_the_case_of_its_scheme(
     p = norm(raw)
     assert p.image_url == "HTTPS://images.dutchie.com/b.png" and p.images == ["HTTPS://images.dutchie.com/b.png"]
     assert p.brand_logo_url == "Http://images.dutchie.com/logo.png"
+
+
+# --- texts bounded to their column's limit (storable/limits.py, docs/architecture.md "Text limits") --
+def test_texts_longer_than_their_limit_are_cut_logged_and_counted(caplog):
+    rng = random.Random(5)
+    long = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(10_000))  # 10 kB, no repeats
+    before = limits.TRUNCATED.count
+    p = norm(
+        {
+            **BASE,
+            "Name": "X" + long,
+            "brandName": "B" + long,
+            "brandId": "i" * 150,
+            "enterpriseProductId": "e" * 150,
+            "type": "T" + long,
+            "subcategory": "S" + long,
+            "strainType": "Z" + long,
+            "Status": "A" + long,
+            "Options": ["O" + long, "1g"],
+            "rawOptions": ["R" + long, "1g"],
+            "brand": {**BASE["brand"], "description": "D" + long},
+        }
+    )
+    assert_storable(p)
+    assert (len(p.name_raw), len(p.name or "")) == (limits.NAME, limits.NAME)
+    assert len(p.brand_name_raw or "") == limits.BRAND_NAME
+    assert (p.brand_id, p.enterprise_product_id) == ("i" * limits.ID, "e" * limits.ID)
+    for text in (p.category, p.subcategory, p.strain_type, p.status, p.options[0].option, p.options[0].raw_option):
+        assert text is not None and len(text) == limits.LABEL
+    assert len(p.brand_description or "") == limits.DESCRIPTION
+    assert limits.TRUNCATED.count - before == 11
+    # the keys built from them fit a btree index entry (~2,700 bytes) whatever the script
+    assert len(p.name_key or "") <= limits.NAME_KEY and len(p.brand_name_key or "") <= limits.NAME_KEY
+    assert any("degraded" in r.getMessage() and "Name=" in r.getMessage() for r in caplog.records)
+
+
+def test_texts_at_their_limit_are_kept_whole():
+    before = limits.TRUNCATED.count
+    p = norm({**BASE, "Name": "N" * limits.NAME, "brandName": "B" * limits.BRAND_NAME, "Status": "S" * limits.LABEL})
+    assert (p.name, p.brand_name_raw, p.status) == ("N" * limits.NAME, "B" * limits.BRAND_NAME, "S" * limits.LABEL)
+    assert limits.TRUNCATED.count == before

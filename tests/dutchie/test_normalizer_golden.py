@@ -15,8 +15,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from cannaspider.dutchie import fields, options
-from cannaspider.dutchie.normalizer import NormalizationError, normalize
+from cannaspider.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
 from cannaspider.items import RawProduct
 from cannaspider.storable import degraded, urls
 from sandbox.catalog import _product
@@ -60,7 +59,7 @@ def outputs() -> list[str]:
     and the URLs refused; or of the error it raised."""
     saved = degraded.DEGRADATIONS
     recorder = degraded.DEGRADATIONS = Recorder()
-    for cached in (fields.label, fields.strain_type, options.option_name_size):
+    for cached in STORABLE_CACHES:
         cached.cache_clear()  # a string repaired in a cache is reported once: start as a fresh process
     try:
         digests = []

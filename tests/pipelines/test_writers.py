@@ -268,12 +268,24 @@ def test_bad_rows_are_isolated_and_every_good_row_of_every_store_is_written(disp
     assert len(refused) == 4  # each bad row once, with its store and product
     for (s, i), _ in kinds.items():
         assert sum(f"dispensary {stores[s]} product '{seen[stores[s]][i]}'" in m for m in refused) == 1
-    # the crawls are complete (the refused products were seen: nothing is missed) and say how many were lost
-    runs = sql("SELECT dispensary_id, status, errors, products_missed FROM crawl_runs ORDER BY id")
-    assert runs == [(stores[0], "complete", 1, 0), (stores[1], "complete", 1, 0), (stores[2], "complete", 2, 0)]
+    # rows were lost: no crawl is complete (nothing is missed), each says how many and why
+    runs = sql("SELECT dispensary_id, status, errors, products_missed, error FROM crawl_runs ORDER BY id")
+    assert [r[:4] for r in runs] == [
+        (stores[0], "incomplete", 1, 0),
+        (stores[1], "incomplete", 1, 0),
+        (stores[2], "incomplete", 2, 0),
+    ]
+    assert [r[4] for r in runs] == [
+        "1 of this store's rows were not stored: numeric field overflow",
+        "1 of this store's rows were not stored: numeric field overflow",
+        "2 of this store's rows were not stored: " + 'value "10000000000" is out of range for type integer',
+    ]
 
 
-def test_a_store_with_a_product_the_database_always_refuses_is_still_judged_for_out_of_stock(dispensary, sql):
+def test_a_store_with_a_product_the_database_always_refuses_is_never_complete_and_marks_nothing(dispensary, sql):
+    """Never a complete run with rows lost (docs/architecture.md, "Crawl correctness"): such a
+    store's crawls say why they are incomplete, and its products' stock stays as it was."""
+
     async def crawl(chain, indices):
         run_id = await chain.store.start_run(dispensary, "product_resync")
         products = [chain.normalize.process_item(raw(i, dispensary, run_id)) for i in indices]
@@ -292,8 +304,11 @@ def test_a_store_with_a_product_the_database_always_refuses_is_still_judged_for_
 
     asyncio.run(scenario())
     ids = [_product(42, "pipeline-store", i, 0, "http://127.0.0.1:1")["_id"] for i in range(3)]
-    assert state(sql, dispensary) == {ids[1]: (0, "in_stock"), ids[2]: (3, "oos")}
-    assert [r[0] for r in sql("SELECT status FROM crawl_runs ORDER BY id")] == ["complete"] * 4
+    assert state(sql, dispensary) == {ids[1]: (0, "in_stock"), ids[2]: (0, "in_stock")}
+    assert (
+        sql("SELECT status, error FROM crawl_runs ORDER BY id")
+        == [("incomplete", "1 of this store's rows were not stored: numeric field overflow")] * 4
+    )
 
 
 def test_a_row_the_writer_cannot_encode_is_dropped_and_never_stalls_completion(dispensary, sql, caplog):
@@ -320,7 +335,8 @@ def test_a_row_the_writer_cannot_encode_is_dropped_and_never_stalls_completion(d
     assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s", (dispensary,))[0][0] == 2
     assert stats["cannaspider/products_refused"] == 1 and "cannaspider/items_not_stored" not in stats
     assert any(f"product {bad_id!r} cannot be stored" in r.getMessage() for r in caplog.records)
-    assert sql("SELECT status, errors FROM crawl_runs") == [("complete", 1)]
+    assert sql("SELECT status, errors FROM crawl_runs") == [("incomplete", 1)]
+    assert "rows were not stored: unexpected TypeError" in sql("SELECT error FROM crawl_runs")[0][0]
 
 
 def test_an_unexpected_failure_of_a_batch_settles_its_rows_and_closes_the_crawl_incomplete(

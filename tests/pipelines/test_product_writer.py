@@ -1,0 +1,149 @@
+"""What the product writer keeps of every field the seed names (pipelines/product_writer.py, on the
+real database): Status on the row and each snapshot, brand.description on the brand, rawOptions in
+the options (and a product sold under tier names linked to the one sold by size), texts the
+normalizer bounded stored whole, and implausible unit prices left out while the price is kept."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+
+import psycopg
+
+from cannaspider.items import RawProduct
+from cannaspider.storable import limits
+from cannaspider.units.store_outcome import StoreOutcome
+from sandbox.catalog import _product
+from tests.pipelines.test_writers import Chain
+
+
+def flower(index: int, **changes: object) -> dict:
+    """A sandbox product made an eighth-and-quarter flower of one brand, with `changes`."""
+    raw = copy.deepcopy(_product(42, "fields-store", index, 0, "http://127.0.0.1:1"))
+    raw.update(
+        {
+            "Name": "Blue Dream",
+            "brandName": "Bud Bros",
+            "brandId": "0d3f5a9e-1b2c-4d5e-8f90-123456789abc",
+            "brand": {"id": "0d3f5a9e-1b2c-4d5e-8f90-123456789abc", "name": "Bud Bros", "description": None},
+            "enterpriseProductId": None,
+            "type": "Flower",
+            "Options": ["1/8oz", "1/4oz"],
+            "rawOptions": ["3.5g", "7g"],
+            "Prices": [35, 60],
+            "recPrices": [35, 60],
+            "medicalPrices": [],
+            "recSpecialPrices": [],
+            "medicalSpecialPrices": [],
+            "POSMetaData": None,
+        }
+    )
+    raw.update(changes)
+    return raw
+
+
+def crawl(chain: Chain, dispensary: int, products: list[dict]):
+    async def run() -> None:
+        run_id = await chain.store.start_run(dispensary, "product_resync")
+        for raw in products:
+            await chain.feed(RawProduct(dispensary, run_id, raw))
+        seen = [raw["_id"] for raw in products]
+        await chain.feed(StoreOutcome(dispensary, run_id, True, len(products), 1, seen_product_ids=seen))
+
+    return run()
+
+
+def second_store(db: str) -> int:
+    with psycopg.connect(db, autocommit=True) as conn:
+        return conn.execute(
+            "INSERT INTO dispensaries (name, platform_dispensary_id) VALUES ('T', %s) RETURNING id", ("e" * 24,)
+        ).fetchone()[0]
+
+
+def test_status_is_on_the_row_and_each_snapshot_and_the_description_on_the_brand(dispensary, sql):
+    async def scenario():
+        chain = Chain()
+        brand = {"id": "0d3f5a9e-1b2c-4d5e-8f90-123456789abc", "name": "Bud Bros"}
+        await crawl(chain, dispensary, [flower(1, Status="Active", brand={**brand, "description": "Grown in AZ."})])
+        await crawl(chain, dispensary, [flower(1, Status="Inactive", brand={**brand, "description": "Since 2014."})])
+        await crawl(chain, dispensary, [flower(1, Status=None, brand={**brand, "description": None})])
+        await chain.close()
+
+    asyncio.run(scenario())
+    assert sql("SELECT status FROM store_products") == [(None,)]  # the row is the latest crawl's
+    assert sql("SELECT status FROM snapshot_history ORDER BY captured_at, crawl_run_id") == [
+        ("Active",),
+        ("Inactive",),
+        (None,),
+    ]
+    # the brand keeps the latest description sent (none sent: it stays)
+    assert sql("SELECT key, description FROM brands") == [("d:0d3f5a9e-1b2c-4d5e-8f90-123456789abc", "Since 2014.")]
+    assert sql("SELECT status FROM crawl_runs") == [("complete",)] * 3
+
+
+def test_a_product_sold_by_tier_names_is_the_product_sold_by_size(dispensary, db, sql):
+    other = second_store(db)
+
+    async def scenario():
+        chain = Chain()
+        await crawl(chain, dispensary, [flower(1)])
+        await crawl(chain, other, [flower(2, Options=["Tier 1", "Tier 2"], rawOptions=["3.5g", "7g"])])
+        await chain.close()
+
+    asyncio.run(scenario())
+    rows = sql(
+        "SELECT dispensary_id, canonical_product_id, unit_price::float8, unit_price_basis, options "
+        "FROM store_products ORDER BY dispensary_id"
+    )
+    assert [r[0] for r in rows] == [dispensary, other]
+    assert rows[0][1] == rows[1][1] is not None  # one canonical product
+    assert [r[2:4] for r in rows] == [(10.0, "g"), (10.0, "g")]
+    tiered = rows[1][4]
+    assert [(o["option"], o["raw_option"], o["size_value"]) for o in tiered] == [
+        ("Tier 1", "3.5g", 3.5),
+        ("Tier 2", "7g", 7.0),
+    ]
+
+
+def test_names_10_kb_long_are_stored_cut_to_their_limit_and_the_crawl_is_complete(dispensary, sql):
+    rng = random.Random(7)  # random letters: a repeated one would compress under the index's limit
+    long = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(10_000))
+    crawler_stats = {}
+
+    async def scenario():
+        chain = Chain()
+        products = [
+            flower(1, Name="Blue " + long),
+            # no brandId: the brand's key is its name
+            flower(2, brandName="Бренд " + long, brandId=None, brand=None, Name="大麻 " + long),
+            flower(3),
+        ]
+        await crawl(chain, dispensary, products)
+        await chain.close()
+        crawler_stats.update(chain.crawler.stats.get_stats())
+
+    asyncio.run(scenario())
+    rows = sql("SELECT length(name_raw), length(name), length(brand_name_raw) FROM store_products ORDER BY 3, 1")
+    assert rows == [(10, 10, 8), (limits.NAME, limits.NAME, 8), (limits.NAME, limits.NAME, limits.BRAND_NAME)]
+    assert sql("SELECT count(*) FROM store_products WHERE canonical_product_id IS NULL") == [(0,)]
+    assert sql("SELECT status, errors FROM crawl_runs") == [("complete", 0)]
+    assert crawler_stats["cannaspider/text_truncated"] == 3
+    assert "cannaspider/products_refused" not in crawler_stats
+
+
+def test_an_implausible_unit_price_is_counted_and_left_out_and_the_price_stored_as_sent(dispensary, sql):
+    crawler_stats = {}
+
+    async def scenario():
+        chain = Chain()
+        products = [flower(1, recPrices=[0, 60], Prices=[0, 60]), flower(2)]
+        await crawl(chain, dispensary, products)
+        await chain.close()
+        crawler_stats.update(chain.crawler.stats.get_stats())
+
+    asyncio.run(scenario())
+    rows = sql("SELECT price_rec::float8, unit_price::float8, unit_price_basis FROM store_products ORDER BY id")
+    assert rows == [(0.0, None, None), (35.0, 10.0, "g")]
+    assert sql("SELECT price_rec::float8 FROM product_snapshots ORDER BY price_rec") == [(0.0,), (35.0,)]
+    assert crawler_stats["cannaspider/unit_prices_implausible"] == 1
