@@ -91,8 +91,9 @@ CRAWL_RUN_HEARTBEAT_S = 30.0
 CRAWL_RUN_STALE_AFTER_S = 120.0
 CANNASPIDER_MIGRATIONS_DIR = None  # None: migrations/ beside scrapy.cfg
 # A complete crawl that sees fewer than this share of the store's in-stock products is an incident
-# (an emptied or collapsed menu), not evidence: it counts no misses and its crawl_runs row is
-# marked suspect (db/store_close.py, run by units/store_transaction.py). 0 turns the guard off, for a store that closed.
+# (a collapsed menu), not evidence: it counts no misses and its crawl_runs row is marked suspect
+# (db/store_close.py, run by units/store_transaction.py). 0 turns the guard off, for a store that
+# closed; an empty menu counts no misses either way (README "Crawl correctness").
 OOS_GUARD_MIN_SHARE = 0.5
 # A complete crawl's close writes one product_events row per change it saw (listed, price_changed,
 # special_started/ended, out_of_stock, back_in_stock: docs/analytics.md "Events"). Off only to
@@ -333,6 +334,11 @@ HEALTH_OK_FINISH_REASONS = ["finished"]
 HEALTH_MAX_ERRORS = 0  # ERROR log lines a healthy crawl may have
 HEALTH_MAX_INCOMPLETE_SHARE = 0.1  # of the stores a product crawl closed
 HEALTH_MAX_PRODUCT_DROP = 0.3  # a store's products against its previous complete crawl
+# many stores going empty at once (docs/health.md, "Empty menus"): at least this many, and more than
+# this share of the stores crawled complete within the window, went empty within it
+HEALTH_EMPTIED_WINDOW_S = 21600.0
+HEALTH_MAX_EMPTIED_SHARE = 0.1
+HEALTH_FLEET_EMPTIED_MIN_STORES = 3
 HEALTH_MAX_BLOCKS_PER_PROXY = 10
 HEALTH_MAX_STALE_HASH_FALLBACKS = 0  # any: the persisted hashes want updating
 HEALTH_MAX_INVALID_ITEM_SHARE = 0.0  # of StoreProduct items breaking docs/item-schema.json

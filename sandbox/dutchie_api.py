@@ -258,6 +258,8 @@ def _filtered_products(state: DutchieState, variables: dict, base: str, store_ke
     indices = catalog.product_indices(store, state.epoch)
     total = len(indices)
     payload_faults = {r.kind: r for r in state.faults.fire(PAYLOAD_KINDS, FILTERED_PRODUCTS, store_keys, page)}
+    if "empty_menu" in payload_faults:
+        return {"data": {"filteredProducts": {"products": [], "queryInfo": {"totalCount": 0, "totalPages": 0}}}}
     if "endless" in payload_faults:
         chosen = [indices[(page * per_page + j) % total] for j in range(per_page)] if total else []
         reported_total, total_pages = 10**7, 10**7 // per_page

@@ -24,7 +24,9 @@ TRANSPORT_KINDS = (
     "graphql_errors",
     "deep_nesting",  # a 200 whose JSON nests NESTING_DEPTH arrays: json.loads raises RecursionError
 )
-PAYLOAD_KINDS = ("lying_total", "endless", "duplicates")
+# empty_menu: a well-formed empty menu (`products: []`, `totalCount: 0`), what the real API answers
+# to a broken query (`Status: null`), after an API change, or for a store whose online menu went dark
+PAYLOAD_KINDS = ("lying_total", "endless", "duplicates", "empty_menu")
 KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS
 NESTING_DEPTH = 5000
 

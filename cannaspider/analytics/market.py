@@ -1,16 +1,17 @@
 """The market roll (docs/analytics.md, "Market analytics"; tables of migrations/020_market_analytics.sql).
 
-Per state and UTC day: the stores with a complete crawl, the day's events by type, each canonical
-brand's carrying stores (its availability is stores / stores_crawled), price per gram per
-category (state and city), and the day's largest price moves. One step of the analytics refresh
-(refresh.py), run after analytics_product_daily is rolled and analytics_store_daily refreshed:
-it reads those (one row per product per day, not per snapshot: the snapshots were read once by
-the product roll) and the events of the days it rewrites. The days rewritten are those that can
-have changed since the last market roll: the earliest day the product roll wrote since then
-(analytics_roll_state.market_from, migrations/023_market_from.sql), of an event recorded or of a
-crawl closed complete since then (less an hour for transactions still open then); each is
-deleted and written again in one transaction (readers see the old rows until it commits), the
-days before stand. Emptying market_roll_state rebuilds them all.
+Per state and UTC day: the stores with a complete crawl that saw a menu (a store whose every
+complete crawl of the day found its menu empty is left out: migrations/025_empty_menus.sql), the
+day's events by type, each canonical brand's carrying stores (its availability is stores /
+stores_crawled), price per gram per category (state and city), and the day's largest price moves.
+One step of the analytics refresh (refresh.py), run after analytics_product_daily is rolled and
+analytics_store_daily refreshed: it reads those (one row per product per day, not per snapshot: the
+snapshots were read once by the product roll) and the events of the days it rewrites. The days
+rewritten are those that can have changed since the last market roll: the earliest day the product
+roll wrote since then (analytics_roll_state.market_from, migrations/023_market_from.sql), of an
+event recorded or of a crawl closed complete since then (less an hour for transactions still open
+then); each is deleted and written again in one transaction (readers see the old rows until it
+commits), the days before stand. Emptying market_roll_state rebuilds them all.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ touched AS (
       FROM product_events e, r WHERE e.recorded_at >= r.rolled_at - %(margin)s
     UNION ALL
     SELECT (c.started_at AT TIME ZONE 'UTC')::date, c.finished_at >= r.rolled_at
-      FROM crawl_runs c, r WHERE c.status = 'complete' AND c.finished_at >= r.rolled_at - %(margin)s),
+      FROM crawl_runs c, r WHERE c.status = 'complete' AND NOT c.empty AND c.finished_at >= r.rolled_at - %(margin)s),
 days AS (
     SELECT day, bool_or(surely) AS surely, day::timestamp AT TIME ZONE 'UTC' AS since,
            (day + 1)::timestamp AT TIME ZONE 'UTC' AS until
@@ -51,7 +52,7 @@ changed AS (
            <> (SELECT coalesce(sum(listed + price_changed + specials_started + specials_ended + out_of_stock
                                    + back_in_stock), 0) FROM market_state_daily s WHERE s.day = d.day)
         OR (SELECT count(DISTINCT c.dispensary_id) FROM crawl_runs c
-             WHERE c.status = 'complete' AND c.started_at >= d.since AND c.started_at < d.until)
+             WHERE c.status = 'complete' AND NOT c.empty AND c.started_at >= d.since AND c.started_at < d.until)
            <> (SELECT coalesce(sum(stores_crawled), 0) FROM market_state_daily s WHERE s.day = d.day))
 SELECT r.rolled_at IS NULL AS everything,
        least((SELECT market_from FROM analytics_roll_state), (SELECT min(day) FROM changed)) AS from_day
@@ -90,7 +91,7 @@ INSERT INTO market_state_daily
 WITH crawled AS (
     SELECT coalesce(d.state, '') AS state, a.day, count(*) AS stores_crawled
       FROM analytics_store_daily a JOIN dispensaries d ON d.id = a.dispensary_id
-     WHERE a.day >= coalesce(%(from)s::date, '-infinity')
+     WHERE a.day >= coalesce(%(from)s::date, '-infinity') AND a.crawls > a.empty_crawls
        AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
      GROUP BY 1, 2),
 seen AS (SELECT state, day, count(*) AS products_seen FROM market_seen GROUP BY 1, 2),

@@ -16,11 +16,18 @@ OOS_AFTER_MISSES = 3
 # with nothing in stock yet (its first crawl) is not guarded; a share of 0 turns the guard off.
 # The guard lets go (migrations/013_oos_guard_expiry.sql): a suspect crawl still counts, per product,
 # the suspect crawls in a row that missed it (suspect_misses), and numbers itself in its store's
-# streak of suspect crawls (suspect_streak, from the previous complete run). The %(limit)s-th suspect
-# crawl in a row confirms the collapse: the misses of the whole streak count (a product missing
-# from all three reaches 3 and is 'oos'), the streak ends, and the next crawl is judged against the
-# menu that is left. A crawl that is not suspect ends a streak too, discarding its suspect misses:
-# a collapse of one or two crawls marks nothing.
+# streak of suspect crawls (suspect_streak, from the previous complete run that saw a menu). The
+# %(limit)s-th suspect crawl in a row confirms the collapse: the misses of the whole streak count (a
+# product missing from all three reaches 3 and is 'oos'), the streak ends, and the next crawl is
+# judged against the menu that is left. A crawl that is not suspect ends a streak too: a product it
+# sees is back with no miss (a collapse of one or two crawls that recovers marks nothing), and a
+# product it misses as well carries the streak's suspect misses into its count (a product that
+# really left during a short collapse is 'oos' at its third miss in a row, as the seed would have it).
+# An empty menu (migrations/025_empty_menus.sql: complete, not one product seen) is no evidence at
+# all: it counts no miss, touches no product's stock or suspect misses, is skipped by the streak,
+# writes no product event, and records the store's state instead: dispensaries.menu_empty_since
+# (set by the first empty crawl, cleared by the next crawl that sees a product) and one
+# store_events row when the menu empties and one when it returns.
 # Events (migrations/014_product_events.sql, docs/analytics.md "Events"): the same statement writes
 # one product_events row per change, judged against the state the product had at the last crawl
 # that wrote events (product_event_state, which only this statement writes: no lock taken on
@@ -30,27 +37,30 @@ OOS_AFTER_MISSES = 3
 # report. ON CONFLICT: a run's events exist once, whatever retries its close.
 CLOSE_COMPLETE = """
 WITH seen AS MATERIALIZED (SELECT jsonb_array_elements_text(%(seen)s::jsonb) AS id),
+store_was AS MATERIALIZED (SELECT menu_empty_since FROM dispensaries WHERE id = %(d)s),
 guard AS MATERIALIZED (
     SELECT count(*) AS in_stock,
            count(*) FILTER (WHERE provider_product_id IN (SELECT id FROM seen)) AS seen_in_stock
       FROM store_products
      WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND stock_status = 'in_stock'
        AND first_seen_at < coalesce((SELECT started_at FROM crawl_runs WHERE id = %(run)s), now())),
-previous AS MATERIALIZED (  -- the store's last complete crawl before this one
+previous AS MATERIALIZED (  -- the store's last complete crawl before this one that saw a menu
     SELECT suspect, suspect_streak FROM crawl_runs
-     WHERE dispensary_id = %(d)s AND status = 'complete' AND id <> %(run)s
+     WHERE dispensary_id = %(d)s AND status = 'complete' AND NOT empty AND id <> %(run)s
        AND started_at <= coalesce((SELECT started_at FROM crawl_runs WHERE id = %(run)s), now())
      ORDER BY started_at DESC LIMIT 1),
 judged AS MATERIALIZED (
-    SELECT %(min_share)s::float8 > 0 AND in_stock > 0
-           AND seen_in_stock < %(min_share)s::float8 * in_stock AS suspect, in_stock, seen_in_stock,
+    SELECT NOT %(empty)s AND %(min_share)s::float8 > 0 AND in_stock > 0
+           AND seen_in_stock < %(min_share)s::float8 * in_stock AS suspect, %(empty)s::boolean AS empty,
+           in_stock, seen_in_stock,
            -- a run closed already (failed by the queue, or by a stop) is not this close's to judge
            EXISTS (SELECT 1 FROM crawl_runs WHERE id = %(run)s AND status = 'running') AS live
       FROM guard),
 verdict AS MATERIALIZED (
     SELECT j.*, s.streak, coalesce(s.streak >= %(limit)s, false) AS confirmed,
-           NOT j.suspect OR coalesce(s.streak >= %(limit)s, false) AS counts,
-           %(events)s AND NOT j.suspect AND j.live AS writes_events, %(events)s AND j.live AS writes_oos
+           NOT j.empty AND (NOT j.suspect OR coalesce(s.streak >= %(limit)s, false)) AS counts,
+           %(events)s AND NOT j.suspect AND NOT j.empty AND j.live AS writes_events,
+           %(events)s AND j.live AS writes_oos
       FROM judged j
      CROSS JOIN LATERAL (
             SELECT CASE WHEN j.suspect THEN 1 + coalesce(
@@ -84,17 +94,15 @@ moved_on AS (
 missed AS (
     UPDATE store_products
        SET consecutive_misses = CASE WHEN NOT v.counts THEN consecutive_misses
-               ELSE least(%(limit)s, consecutive_misses + 1 + CASE WHEN v.confirmed THEN suspect_misses ELSE 0 END) END,
+               ELSE least(%(limit)s, consecutive_misses + 1 + suspect_misses) END,
            suspect_misses = CASE WHEN v.counts THEN 0 ELSE suspect_misses + 1 END,
-           stock_status = CASE WHEN v.counts AND consecutive_misses + 1
-                   + CASE WHEN v.confirmed THEN suspect_misses ELSE 0 END >= %(limit)s THEN 'oos'
+           stock_status = CASE WHEN v.counts AND consecutive_misses + 1 + suspect_misses >= %(limit)s THEN 'oos'
                ELSE stock_status END,
-           is_in_stock = CASE WHEN v.counts AND consecutive_misses + 1
-                   + CASE WHEN v.confirmed THEN suspect_misses ELSE 0 END >= %(limit)s THEN false
+           is_in_stock = CASE WHEN v.counts AND consecutive_misses + 1 + suspect_misses >= %(limit)s THEN false
                ELSE is_in_stock END,
            updated_at = now()
       FROM verdict v
-     WHERE v.live AND dispensary_id = %(d)s AND provider = 'dutchie'
+     WHERE v.live AND NOT v.empty AND dispensary_id = %(d)s AND provider = 'dutchie'
        AND provider_product_id NOT IN (SELECT id FROM seen) AND consecutive_misses < %(limit)s
     RETURNING store_products.id, store_products.consecutive_misses, v.counts AS counted,
               store_products.price_rec, store_products.price_med, store_products.price_rec_special,
@@ -136,9 +144,21 @@ events AS (
      WHERE cr.id = %(run)s
     ON CONFLICT ON CONSTRAINT product_events_once DO NOTHING
     RETURNING 1),
-store AS (
-    UPDATE dispensaries SET last_crawl_at = now(), updated_at = now() WHERE id = %(d)s
-       AND (SELECT live FROM verdict) RETURNING 1),
+store AS (  -- an empty menu is the store's state from its first empty crawl until a menu returns
+    UPDATE dispensaries
+       SET last_crawl_at = now(), updated_at = now(),
+           menu_empty_since = CASE WHEN %(empty)s
+               THEN coalesce(menu_empty_since, (SELECT started_at FROM crawl_runs WHERE id = %(run)s)) END
+     WHERE id = %(d)s AND (SELECT live FROM verdict) RETURNING 1),
+store_event AS (  -- one when the menu empties, one when it returns: never one per empty crawl
+    INSERT INTO store_events (occurred_at, crawl_run_id, dispensary_id, type, products)
+    SELECT cr.started_at, cr.id, %(d)s, CASE WHEN v.empty THEN 'menu_emptied' ELSE 'menu_returned' END,
+           CASE WHEN v.empty THEN v.in_stock ELSE %(seen_n)s END
+      FROM crawl_runs cr CROSS JOIN verdict v
+     WHERE cr.id = %(run)s AND v.live
+       AND v.empty = ((SELECT menu_empty_since FROM store_was) IS NULL)
+    ON CONFLICT ON CONSTRAINT store_events_once DO NOTHING
+    RETURNING type),
 run AS (
     UPDATE crawl_runs
        SET status = 'complete', finished_at = now(),
@@ -147,7 +167,7 @@ run AS (
            products_missed = (SELECT count(*) FROM missed WHERE counted),
            products_marked_oos = (SELECT count(*) FROM missed WHERE counted AND consecutive_misses >= %(limit)s),
            errors = %(errors)s, error = NULL,
-           suspect = v.suspect, suspect_streak = v.streak,
+           suspect = v.suspect, suspect_streak = v.streak, empty = v.empty,
            suspect_reason = CASE WHEN v.suspect THEN
                'saw ' || v.seen_in_stock || ' of the ' || v.in_stock || ' products in stock before this crawl '
                || '(below OOS_GUARD_MIN_SHARE = ' || %(min_share)s::float8 || '): '
@@ -166,7 +186,10 @@ SELECT (SELECT count(*) FROM missed WHERE counted),
        (SELECT count(*) FROM missed WHERE counted AND consecutive_misses >= %(limit)s),
        (SELECT count(*) FROM reset), (SELECT count(*) FROM store), (SELECT count(*) FROM run),
        v.suspect, v.seen_in_stock, v.in_stock, v.streak, v.confirmed, (SELECT count(*) FROM events),
-       (SELECT count(*) FROM moved_on) + (SELECT count(*) FROM oos_opened)
+       (SELECT count(*) FROM moved_on) + (SELECT count(*) FROM oos_opened),
+       v.empty, (SELECT type FROM store_event),
+       coalesce((SELECT menu_empty_since FROM store_was),
+                CASE WHEN v.empty THEN (SELECT started_at FROM crawl_runs WHERE id = %(run)s) END)
   FROM verdict v
 """
 CLOSE_INCOMPLETE = """

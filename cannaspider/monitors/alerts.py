@@ -36,6 +36,7 @@ FIGURES = (
     "cannaspider/stores_complete",
     "cannaspider/stores_incomplete",
     "cannaspider/stores_suspect",
+    "cannaspider/stores_empty",
     "cannaspider/stale_hash_fallbacks",
     "cannaspider/graphql_failure/blocked",
     "cannaspider/validation/items",

@@ -3,14 +3,15 @@
 The spider hands the close a StoreOutcome: what the crawl learned (the products it saw, whether
 every page arrived and parsed, the queue's task it did). The close's transaction
 (units/store_transaction.py) answers with a StoreVerdict: complete or incomplete, and for a
-complete crawl whether the OOS guard found it suspect and whether the suspect crawls in a row
-confirm a collapse (db/store_close.py decides both). The report (units/store_report.py) reads
-only the verdict, so what is counted and logged is what the transaction recorded.
+complete crawl whether its menu was empty, whether the OOS guard found it suspect and whether
+the suspect crawls in a row confirm a collapse (db/store_close.py decides all three). The report
+(units/store_report.py) reads only the verdict, so what is counted and logged is what the transaction recorded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from cannaspider.tasks.queue import Task
@@ -45,6 +46,10 @@ class StoreVerdict:
     in_stock: int = 0
     streak: int = 0
     events: int = 0
+    # an empty menu (complete, no product seen): no miss counted, the store's state recorded instead
+    empty: bool = False
+    store_event: str | None = None  # 'menu_emptied' / 'menu_returned' when this crawl wrote one
+    empty_since: datetime | None = None  # the store's menu empty since (this crawl's, or the state it ended)
     # the crawl's task was lost or its run closed already: nothing recorded, and its task is not
     # ours to fail either
     lost: bool = False

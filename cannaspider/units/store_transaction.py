@@ -2,8 +2,9 @@
 completion commit together or not at all (the SQL: db/store_close.py).
 
 A complete crawl applies the seed's rules (misses reset for products in the feed, +1 for the
-others, up to 3, 'oos' at 3) unless the OOS guard finds it suspect, writes the product events and
-sets dispensaries.last_crawl_at; an incomplete one marks nothing missing. Either way the crawl_runs
+others, up to 3, 'oos' at 3) unless the OOS guard finds it suspect or its menu is empty (then it
+records the store's empty menu instead), writes the product events and sets
+dispensaries.last_crawl_at; an incomplete one marks nothing missing. Either way the crawl_runs
 row gets its figures. A complete crawl checks its task's lease first, in the transaction: a crawl
 whose lease expired (its task went back to the queue, maybe to another worker) must not mark
 misses that the task's next crawl will mark again. The task completes on the same connection. A
@@ -43,6 +44,8 @@ def close_figures(
         "run": item.crawl_run_id,
         "pages": item.pages_fetched,
         "seen_n": len(item.seen_product_ids),
+        # a complete crawl that saw no product: an empty menu, no evidence (migrations/025_empty_menus.sql)
+        "empty": not item.seen_product_ids,
         "new": ledger.inserted if ledger else 0,
         "errors": item.errors + (ledger.refused if ledger else 0),  # rows refused for their values count too
         "missed": 0,
@@ -92,6 +95,7 @@ async def record_close(
                         verdict.confirmed,
                         verdict.events,
                     ) = row[5:11]
+                    verdict.empty, verdict.store_event, verdict.empty_since = row[12:15]
                     if not row[4]:
                         raise RunClosed(f"crawl run {item.crawl_run_id} is no longer running")
                     if drain is not None and item.task is not None:

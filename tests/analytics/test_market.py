@@ -14,15 +14,16 @@ from cannaspider.analytics import market
 from tests.analytics.test_refresh import refresh, rows
 
 D0, D28, D29 = date(2026, 11, 1), date(2026, 11, 29), date(2026, 11, 30)
+D30 = D29  # the day of DAY30 (2026-11-30)
 MARKET_TABLES = "market_state_daily, market_brand_daily, market_category_daily, market_movers, market_roll_state"
 ROLLED_TABLES = "analytics_refreshes, analytics_product_daily, analytics_product_days, analytics_roll_state"
 
 
-def crawl(conn: psycopg.Connection, store: int, at: str, status: str = "complete") -> int:
+def crawl(conn: psycopg.Connection, store: int, at: str, status: str = "complete", empty: bool = False) -> int:
     return conn.execute(
-        "INSERT INTO crawl_runs (dispensary_id, role, status, started_at) VALUES (%s, 'product_resync', %s, %s) "
-        "RETURNING id",
-        (store, status, at),
+        "INSERT INTO crawl_runs (dispensary_id, role, status, started_at, empty) "
+        "VALUES (%s, 'product_resync', %s, %s, %s) RETURNING id",
+        (store, status, at, empty),
     ).fetchone()[0]
 
 
@@ -131,6 +132,31 @@ def test_brand_availability_is_carrying_stores_over_crawled_stores(db, history):
         ("AZ", D28, y, 2, 2, 2, Decimal("11.50")),
         ("MI", D28, x, 1, 1, 1, Decimal("40.00")),
     ]
+
+
+def test_a_store_whose_menu_was_empty_all_day_is_not_in_availabilitys_denominator(db, history):
+    """Issue #28, 1: C's menu is empty at both its crawls of day 30 (migrations/025_empty_menus.sql):
+    not a store crawled that day; B's was empty at 04:00 and back at 08:00: crawled."""
+    x = history["x"]
+    with psycopg.connect(db, autocommit=True) as conn:
+        run_a = crawl(conn, history["a"], DAY30)
+        seen(conn, history["pa1"], run_a, DAY30, "28.00")
+        crawl(conn, history["c"], "2026-11-30 04:00Z", empty=True)
+        crawl(conn, history["c"], DAY30, empty=True)
+        crawl(conn, history["b"], "2026-11-30 04:00Z", empty=True)
+        run_b = crawl(conn, history["b"], DAY30)
+        seen(conn, history["pb1"], run_b, DAY30, "20.00")
+    refresh(db)
+    assert rows(db, "SELECT stores_crawled FROM market_state_daily WHERE state = 'AZ' AND day = %s", (D30,)) == [(2,)]
+    assert rows(
+        db,
+        "SELECT stores, stores_crawled FROM market_brand_daily WHERE state = 'AZ' AND day = %s "
+        "AND canonical_brand_id = %s",
+        (D30, x),
+    ) == [(2, 2)]  # A and B of the two stores with a menu, not 2 of 3
+    before = market_rows(db)
+    refresh(db)  # the empty crawls do not make the day look changed to the next roll
+    assert market_rows(db) == before
 
 
 def test_price_per_gram_per_category_for_the_state_and_its_cities(db, history):

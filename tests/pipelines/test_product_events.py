@@ -144,6 +144,7 @@ def test_a_close_run_twice_writes_no_event_twice(db, dispensary, sql):
         "run": run,
         "pages": 1,
         "seen_n": 3,
+        "empty": False,
         "new": 0,
         "errors": 0,
         "min_share": 0.5,

@@ -279,6 +279,18 @@ def test_lying_total_endless_and_duplicates(sandbox):
     assert set(p0) & set(p1)
 
 
+def test_an_empty_menu_is_well_formed_and_only_for_the_stores_it_names(sandbox):
+    dark, other = sandbox.stores("AZ")[:2]
+    sandbox.faults({"kind": "empty_menu", "store": dark["id"]})
+    reply = products(sandbox, dark["id"])
+    assert reply.status == 200
+    assert reply.json()["data"]["filteredProducts"] == {
+        "products": [],
+        "queryInfo": {"totalCount": 0, "totalPages": 0},
+    }
+    assert products(sandbox, other["id"]).json()["data"]["filteredProducts"]["products"]
+
+
 def test_unknown_fault_kind_is_rejected(sandbox):
     reply = http("POST", sandbox.urls.base + "/_sandbox/faults", {"rules": [{"kind": "meteor"}]})
     assert reply.status == 400 and "unknown fault kind" in reply.json()["error"]

@@ -332,6 +332,48 @@ def test_faults_leave_the_crawl_incomplete_and_mark_nothing_missing(in_process, 
     assert sql("SELECT last_crawl_at FROM dispensaries WHERE id = %s", (d,))[0][0] == last_crawl
 
 
+def test_an_empty_menu_crawled_three_times_marks_nothing_and_a_returning_menu_ends_it(
+    in_process, db, sandbox, store, sql
+):
+    """Issue #28, 1: the sandbox's empty menu (`products: []`, `totalCount: 0`) is a complete crawl,
+    flagged empty, that counts no miss however often it comes; the store's state says since when,
+    one store event says it emptied, one that it returned, and no product went out of stock."""
+    d = add_store(db, store)
+    on_menu = set(sandbox.menu(store["id"], 0))
+
+    async def scenario():
+        crawl = in_process(DUTCHIE_GRAPHQL_URL=sandbox.urls.graphql)
+        crawl.answer = from_sandbox
+        await crawl.run(d, platform_id=store["id"])  # the menu
+        sandbox.faults({"kind": "empty_menu", "store": store["id"]})
+        for _ in range(4):
+            await crawl.run(d, platform_id=store["id"])
+        empty_since = sql("SELECT menu_empty_since FROM dispensaries WHERE id = %s", (d,))[0][0]
+        sandbox.faults()
+        await crawl.run(d, platform_id=store["id"])  # the menu returns
+        await crawl.close()
+        return empty_since
+
+    empty_since = asyncio.run(scenario())
+    after = products_of(db, d)
+    assert set(after) == on_menu and all(after[p] == (0, "in_stock", True) for p in on_menu)
+    runs = sql(
+        "SELECT id, status, error, empty, suspect, products_missed FROM crawl_runs WHERE dispensary_id = %s "
+        "ORDER BY id",
+        (d,),
+    )
+    assert [r[1:] for r in runs] == [("complete", None, False, False, 0)] + [("complete", None, True, False, 0)] * 4 + [
+        ("complete", None, False, False, 0)
+    ]
+    assert empty_since == sql("SELECT started_at FROM crawl_runs WHERE id = %s", (runs[1][0],))[0][0]
+    assert sql("SELECT menu_empty_since FROM dispensaries WHERE id = %s", (d,)) == [(None,)]
+    assert sql("SELECT type, products, crawl_run_id FROM store_events WHERE dispensary_id = %s ORDER BY id", (d,)) == [
+        ("menu_emptied", len(on_menu), runs[1][0]),
+        ("menu_returned", len(on_menu), runs[5][0]),
+    ]
+    assert sql("SELECT count(*) FROM product_events WHERE dispensary_id = %s AND type = 'out_of_stock'", (d,)) == [(0,)]
+
+
 def test_a_server_error_after_retries_leaves_the_crawl_incomplete_end_to_end(crawl, db, sandbox, store):
     d = add_store(db, store)
     assert crawl("product_resync", dispensary_id=d).returncode == 0

@@ -187,7 +187,7 @@ def test_health_page_shows_the_monitors_last_results(service, page):
     text = report.inner_text()
     assert "alert" in text and "3 requests fell back to the full query" in text
     assert report.locator('li.check[data-status="failed"]').count() == 1
-    assert report.locator('li.check[data-status="passed"]').count() == 7  # the suite has 8 checks
+    assert report.locator('li.check[data-status="passed"]').count() == 9  # the suite has 10 checks
     failed_check = report.locator('li.check[data-status="failed"]')
     assert "Persisted hashes" in failed_check.inner_text() and failed_check.locator(".err").is_visible()
     shot(page, "health")
