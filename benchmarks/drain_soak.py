@@ -67,7 +67,7 @@ def main() -> None:
 
     url = bench_database("cannaspider_soak")
     sandbox, urls = start_sandbox(args.stores, args.products)
-    log = open(args.log, "w") if args.log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    log = open(args.log, "w") if args.log else subprocess.DEVNULL
     drainer = None
     try:
         ids = seed(url, urls["base"])
