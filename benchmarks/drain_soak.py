@@ -21,14 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import argparse  # noqa: E402
-import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import psycopg  # noqa: E402
 
-from benchmarks.ingest import bench_database, register_proxy, seed, start_sandbox  # noqa: E402
+from benchmarks.ingest import bench_database, crawl_env, register_proxy, seed, start_sandbox  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -72,12 +71,7 @@ def main() -> None:
     try:
         ids = seed(url, urls["base"])
         register_proxy(url, urls["proxy"])
-        env = {
-            **os.environ,
-            "DATABASE_URL": url,
-            "DUTCHIE_GRAPHQL_URL": urls["graphql"],
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
+        env = crawl_env(url, urls)
         drainer = subprocess.Popen(
             [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1", "-s", "FEEDS={}"]
             + ["-s", "LOG_LEVEL=INFO", "-s", f"TASK_SLOTS={args.slots}", "-s", "TASK_POLL_S=1"],
