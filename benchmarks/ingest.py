@@ -136,6 +136,16 @@ def bench_database(name: str) -> str:
     return url
 
 
+def crawl_env(url: str, urls: dict) -> dict:
+    """The environment of a benchmark's crawl processes: its database, the sandbox, this checkout."""
+    return {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DUTCHIE_GRAPHQL_URL": urls["graphql"],
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+
+
 def seed(url: str, base: str) -> list[int]:
     stores = json.loads(urllib.request.urlopen(base + "/_sandbox/stores", timeout=30).read())
     with psycopg.connect(url, autocommit=True) as conn:
@@ -289,12 +299,7 @@ def main() -> None:
     try:
         ids = seed(url, urls["base"])
         register_proxy(url, urls["proxy"])
-        env = {
-            **os.environ,
-            "DATABASE_URL": url,
-            "DUTCHIE_GRAPHQL_URL": urls["graphql"],
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
+        env = crawl_env(url, urls)
         crawl(env, OFF, ids[:2])  # warm the sandbox's page cache and the OS file cache
         variants: tuple[Variant, ...] = (
             Variant(CEILING, OFF),

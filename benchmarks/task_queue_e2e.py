@@ -21,13 +21,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import argparse  # noqa: E402
-import os  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import psycopg  # noqa: E402
 
-from benchmarks.ingest import bench_database, register_proxy, seed, start_sandbox  # noqa: E402
+from benchmarks.ingest import bench_database, crawl_env, register_proxy, seed, start_sandbox  # noqa: E402
 
 CRAWL = [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-s", "FEEDS={}", "-s", "LOG_LEVEL=INFO"]
 
@@ -83,12 +82,7 @@ def main() -> None:
     try:
         ids = seed(url, urls["base"])
         register_proxy(url, urls["proxy"])
-        env = {
-            **os.environ,
-            "DATABASE_URL": url,
-            "DUTCHIE_GRAPHQL_URL": urls["graphql"],
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
+        env = crawl_env(url, urls)
         common = ["-s", f"CONCURRENT_REQUESTS={args.concurrency}"]
         halves = [ids[0::2], ids[1::2]]
         direct_argv = [[*common, "-a", "dispensary_id=" + ",".join(map(str, half))] for half in halves]

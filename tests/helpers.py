@@ -12,7 +12,8 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +294,25 @@ def seed_events(sql) -> dict[str, int]:
             (runs[day][1], runs[day][0], store, products[key], kind, old, price),
         )
     return {"az": az, "ca": ca, **products}
+
+
+@contextmanager
+def month_without_partitions(db_url: str, *, stray_table: bool = False) -> Iterator[str]:
+    """This month's product_snapshots and product_events partitions dropped, as when the clock has
+    passed the last month made ahead; with `stray_table`, a plain table holds the snapshots
+    partition's name, so that it cannot be made. Yields the snapshots partition's name; the month's
+    partitions are made again afterwards."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        month = conn.execute("SELECT to_char(current_date, 'YYYY_MM')").fetchone()[0]
+        parts = [f"product_snapshots_{month}", f"product_events_{month}"]
+        for part in parts:
+            conn.execute(f"DROP TABLE IF EXISTS {part}")
+        if stray_table:
+            conn.execute(f"CREATE TABLE {parts[0]} (id bigint)")
+    try:
+        yield parts[0]
+    finally:
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            if stray_table:
+                conn.execute(f"DROP TABLE IF EXISTS {parts[0]}")
+            conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")

@@ -21,6 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from cannaspider.analytics.refresh import VIEWS
 from cannaspider.tasks import queue
 from tests.helpers import ROOT, add_store, products_of, run_scrapy, runs_of
 
@@ -262,3 +263,32 @@ def test_scrapy_schedule_starts_draining_jobs_without_piling_them_up(nodes, db, 
     assert all(resync_jobs(n) <= 1 for n in (a, b)) and any(resync_jobs(n) for n in (a, b))
     bad = run_scrapy("schedule", "--once", "--scrapyd", "ftp://x", env=env)
     assert bad.returncode == 2 and "not an http(s) URL" in bad.stderr
+
+
+def test_the_schedule_over_many_ticks_completes_every_task_with_one_refresh_a_day(nodes, db, sandbox, tmp_path):
+    """Every role `scrapy schedule --scrapyd` starts drains its queue and completes its task: over
+    several ticks on two nodes, one product_resync and one analytics refresh (the day's), each task
+    completed at its first attempt, never a second refresh started by a tick that finds a node free."""
+    store = add_store(db, sandbox.stores("AZ")[0])
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE analytics_refreshes")
+    a, b = nodes(2)
+    env = scrapyd_env(db, tmp_path)
+    started = 0
+    for _ in range(4):
+        tick = run_scrapy("schedule", "--once", "--scrapyd", f"{a.url},{b.url}", env=env)
+        assert tick.returncode == 0, tick.stderr[-3000:]
+        started += tick.stdout.count(": started ")
+        for node in (a, b):  # the jobs it started have run: the next tick finds both nodes free
+            deadline = time.monotonic() + 150
+            while (jobs := node.jobs())["pending"] or jobs["running"]:
+                assert time.monotonic() < deadline, jobs
+                time.sleep(0.5)
+    for node in (a, b):
+        for job in node.jobs()["finished"]:
+            node.wait_finished(job["id"])  # each job's log: no Traceback
+    assert started == 2  # one job per role, on the first tick only
+    tasks = _sql(db, "SELECT role, status, attempts, count(*) FROM worker_tasks GROUP BY 1, 2, 3 ORDER BY 1")
+    assert tasks == [("analytics_refresh", "completed", 1, 1), ("product_resync", "completed", 1, 1)]
+    assert _sql(db, "SELECT count(DISTINCT view_name), count(*) FROM analytics_refreshes") == [(len(VIEWS), len(VIEWS))]
+    assert runs_of(db, store)[0][0] == "complete"

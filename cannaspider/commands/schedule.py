@@ -103,7 +103,7 @@ class Command(TaskCommand):
         while not stop.is_set():
             try:
                 report = await with_connection(url, self._tick(config))
-                if report.total or report.requeued:
+                if report.total or report.requeued or report.partitions:
                     self._print(report)
             except Exception as exc:  # noqa: BLE001 - the database restarts: one line, try again next tick
                 print(f"schedule: tick failed: {first_line(exc)}", flush=True)
@@ -141,4 +141,5 @@ class Command(TaskCommand):
         created = ", ".join(f"{n} {role}" for role, n in report.created.items()) or "nothing"
         extra = f"; {report.requeued} expired lease(s) requeued" if report.requeued else ""
         extra += f"; {report.pruned} finished task(s) past the retention deleted" if report.pruned else ""
+        extra += f"; {report.partitions} monthly partition(s) made" if report.partitions else ""
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} created {created}{extra}", flush=True)

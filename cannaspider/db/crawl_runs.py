@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -26,6 +26,7 @@ from scrapy.crawler import Crawler
 
 from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
+from cannaspider.tasks.queue.model import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ class CrawlRuns:
         self.crawler = crawler
         self.settings = crawler.settings
         self.open_ids: set[int] = set()  # crawl_runs this process opened and may still be open
+        # the task lease each queued run was opened under, until its store's close (forget)
+        self.leases: dict[int, Lease] = {}
         # set once spider_closed has closed the runs still open (units/lifecycle.py releases the
         # queue's tasks only then: a stopped store's run is 'incomplete', never 'released')
         self.closed = asyncio.Event()
@@ -73,7 +76,8 @@ class CrawlRuns:
         self.pid = os.getpid()
         self._heartbeat: asyncio.Task[None] | None = None
 
-    async def start(self, pool: AsyncConnectionPool, dispensary_id: int, role: str, task_id: int | None) -> int:
+    async def start(self, pool: AsyncConnectionPool, dispensary_id: int, role: str, lease: Lease | None) -> int:
+        task_id = lease.task_id if lease is not None else None
         async with pool.connection() as conn:
             row = await (
                 await conn.execute(
@@ -85,7 +89,23 @@ class CrawlRuns:
         assert row is not None  # INSERT … RETURNING returns its row
         run_id: int = row[0]
         self.open_ids.add(run_id)
+        if lease is not None:
+            self.leases[run_id] = lease
         return run_id
+
+    def forget(self, run_id: int | None) -> None:
+        """The run's store is closed: its rows are settled, its lease no longer needed."""
+        if run_id is not None:
+            self.leases.pop(run_id, None)
+
+    def leases_of(self, run_ids: Iterable[object]) -> list[dict[str, object]]:
+        """The task leases under which these runs were opened (runs of an explicit target have
+        none): the fencing tokens of their product writes (pipelines/product_writer.py)."""
+        return [
+            {"run": run, "id": lease.task_id, "worker": lease.worker, "attempt": lease.attempt}
+            for run in set(run_ids)
+            if isinstance(run, int) and (lease := self.leases.get(run)) is not None
+        ]
 
     async def fail_dead(self, conn: psycopg.AsyncConnection) -> None:
         """Close as failed the runs whose process died: a pid gone on this host, or no heartbeat."""

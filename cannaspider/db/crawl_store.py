@@ -22,12 +22,13 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
 
 from cannaspider.crawl_outcome import record_fatal_error
-from cannaspider.db import migrations
+from cannaspider.db import migrations, partitions
 from cannaspider.db.connection import database_url, open_async_pool
 from cannaspider.db.crawl_runs import CrawlRuns
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.db.write_ledger import WriteLedger
 from cannaspider.shutdown import on_reactor_shutdown
+from cannaspider.tasks.queue.model import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class CrawlStore:
                 try:
                     async with pool.connection() as conn:
                         await self._check_migrated(conn)
-                        await conn.execute("SELECT ensure_snapshot_partitions(current_date, 2)")
+                        await partitions.ensure_ahead(conn)
                         await self.runs.fail_dead(conn)
                 except BaseException:
                     await pool.close()
@@ -145,5 +146,6 @@ class CrawlStore:
             raise DatabaseSetupError(f"the database lacks migration(s) {names}: run `scrapy migrate`")
 
     # -- crawl runs ----------------------------------------------------------------------
-    async def start_run(self, dispensary_id: int, role: str, task_id: int | None = None) -> int:
-        return await self.runs.start(await self.open(), dispensary_id, role, task_id)
+    async def start_run(self, dispensary_id: int, role: str, lease: Lease | None = None) -> int:
+        """A store's crawl run; `lease`: the task's it crawls for, which fences its rows' writes."""
+        return await self.runs.start(await self.open(), dispensary_id, role, lease)

@@ -36,7 +36,8 @@ class RunLedger:
 class WriteLedger:
     def __init__(self) -> None:
         self.runs: dict[object, RunLedger] = defaultdict(RunLedger)
-        self.failed_runs: set[tuple[Any, ...]] = set()  # (dispensary_id, run id) whose rows a batch lost
+        # (dispensary_id, run id) whose rows a batch lost, with the reason its crawl is incomplete
+        self.failed_runs: dict[tuple[Any, ...], str] = {}
         self.flushers: list[Callable[[], Awaitable[None]]] = []  # writers register their flush here
         # a product writer is in ITEM_PIPELINES: without one no store's rows ever arrive to wait for
         self.products_writer = False

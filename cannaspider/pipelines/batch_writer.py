@@ -18,8 +18,12 @@ each is logged once with its store and product, counted (`cannaspider/products_r
 settled for its store's completion (a refused row makes its store's crawl incomplete, with the
 reason: see product_writer.py). An outage (connection lost, pool timeout) keeps the rows for the next flush.
 Any other failure (an unexpected exception, a statement the server rejects whatever the data)
-settles the batch as refused and marks its stores' crawls incomplete: a store's completion never
-waits out its timeout for rows that will not come.
+settles the batch as refused and marks its stores' crawls incomplete, with the reason: a store's
+completion never waits out its timeout for rows that will not come.
+
+A batch refused because its month has no partition (db/partitions.py) is not refused for its
+data: the partitions are made and the batch retried once; refused again, it fails its stores'
+crawls as above, never a complete crawl with its rows lost.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import DatabaseSetupError, first_line
+from cannaspider.db.partitions import ensure_ahead, missing_partition
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +71,7 @@ OUTAGE_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, 
 
 def refused_for_its_data(exc: BaseException) -> bool:
     """The database refused the statement because of a value in it (not an outage, not a bug)."""
-    if not isinstance(exc, psycopg.Error):
+    if not isinstance(exc, psycopg.Error) or missing_partition(exc):  # the month's table, not the row
         return False
     if exc.sqlstate is not None:
         return exc.sqlstate[:2] in DATA_ERROR_CLASSES
@@ -178,6 +183,7 @@ class BatchWriterPipeline:
             # the rows still to write, as (rows, keys) chunks; the next one is last (a stack), so
             # rows are written in the order they arrived (the latest crawl's row wins the upsert)
             chunks = [(rows, keys)]
+            partitions_made = False
             try:
                 pool = await self.store.open()
                 async with pool.connection() as conn:
@@ -185,8 +191,12 @@ class BatchWriterPipeline:
                         chunk, chunk_keys = chunks[-1]
                         try:
                             async with conn.transaction():
-                                result = await self.write(conn, batch_document(chunk))
+                                result = await self.write(conn, batch_document(chunk), chunk_keys)
                         except Exception as exc:
+                            if missing_partition(exc) and not partitions_made:
+                                partitions_made = True  # once: refused again, the batch fails its crawls
+                                await self._make_partitions(conn, exc)
+                                continue
                             if not refused_for_its_data(exc):
                                 raise
                             chunks.pop()
@@ -214,9 +224,9 @@ class BatchWriterPipeline:
             except Exception as exc:
                 # refused whatever the rows hold (or a bug): these stores' crawls cannot count as complete
                 lost_keys = [key for _, chunk_keys in chunks for key in chunk_keys]
-                self.store.ledger.failed_runs.update(lost_keys)
-                self.after_refused(lost_keys)
-                self.crawler.stats.inc_value("cannaspider/products_refused", len(lost_keys))
+                # the crawl's reason: why its rows were lost (a missing partition, a bug's exception)
+                why = first_line(exc) if isinstance(exc, psycopg.Error) else f"{type(exc).__name__}: {first_line(exc)}"
+                reason = f"a batch of this store's rows was refused by the database: {why}"
                 if isinstance(exc, psycopg.Error):
                     logger.error(
                         "%s: a batch of %d rows was refused by the database: %s",
@@ -226,11 +236,24 @@ class BatchWriterPipeline:
                     )
                 else:
                     logger.exception("%s: writing a batch of %d rows failed", type(self).__name__, len(lost_keys))
+                for key in lost_keys:
+                    self.store.ledger.failed_runs.setdefault(key, reason)
+                self.after_refused(lost_keys)
+                self.crawler.stats.inc_value("cannaspider/products_refused", len(lost_keys))
                 # not raised on: the rows are settled and their crawls marked, so nobody waits for them
             finally:
                 self.crawler.stats.inc_value(
                     f"cannaspider/db_write_ms/{type(self).__name__}", round((time.perf_counter() - started) * 1000)
                 )
+
+    async def _make_partitions(self, conn: psycopg.AsyncConnection, exc: Exception) -> None:
+        """The month's partition was missing (no timer made it in time): make it, to retry the batch."""
+        async with conn.transaction():
+            made = await ensure_ahead(conn)
+        self.crawler.stats.inc_value("cannaspider/partitions_made", made)
+        logger.warning(
+            "%s: %s; %d partition(s) made, the batch is written again", type(self).__name__, first_line(exc), made
+        )
 
     def _refused_row(self, row: bytes, key: tuple[Any, ...], exc: Exception) -> None:
         logger.error(
@@ -271,6 +294,9 @@ class BatchWriterPipeline:
     def row(self, item: Any) -> tuple[Any, ...]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    async def write(self, conn: psycopg.AsyncConnection, batch: Jsonb) -> Any:  # pragma: no cover - abstract
-        """Write the batch (a JSON array of rows) in one statement; return what after_write takes."""
+    async def write(
+        self, conn: psycopg.AsyncConnection, batch: Jsonb, keys: list[tuple[Any, ...]]
+    ) -> Any:  # pragma: no cover - abstract
+        """Write the batch (a JSON array of rows, `keys` their run keys) in one statement; return
+        what after_write takes."""
         raise NotImplementedError

@@ -15,6 +15,7 @@ schema")."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
@@ -25,6 +26,8 @@ from scrapy.crawler import Crawler
 
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.batch_writer import BatchWriterPipeline, json_columns
+
+logger = logging.getLogger(__name__)
 
 # (column, SQL type) in row order; jsonb columns carry nested JSON as is
 COLUMNS = (
@@ -173,6 +176,19 @@ linked AS (
       FROM product_keyed pk JOIN products_all pa ON pa.key = pk.product_key),"""
 
 
+# The writes of a crawl run opened for a task are fenced by the task's lease (docs/architecture.md,
+# "Task queue"): the batch carries the lease (task, worker, attempt) of each such run, and the rows
+# of a run whose lease is no longer the task's current one (it expired while the worker was paused,
+# the task went back to the queue or to another worker, or was cancelled) are not written. The
+# check is in the statement that writes; rows of an explicit target's run carry no lease.
+FENCE = """
+fenced AS MATERIALIZED (
+    SELECT l.run FROM jsonb_to_recordset(%t) AS l(run bigint, id bigint, worker text, attempt integer)
+     WHERE NOT EXISTS (SELECT 1 FROM worker_tasks t
+                        WHERE t.id = l.id AND t.status = 'running' AND t.claimed_by = l.worker
+                          AND t.attempts = l.attempt)),"""
+
+
 def write_statement(columns: tuple[tuple[str, str], ...], link: bool = True) -> str:
     """The batch's statement for rows of `columns`; `link`: with the brands and canonical products
     (without: the statement before migration 016, for benchmarks/ingest.py --market-cost)."""
@@ -181,8 +197,10 @@ def write_statement(columns: tuple[tuple[str, str], ...], link: bool = True) -> 
     # Data-modifying CTEs all run, each seeing the batch once. Two crawls of one store in the same
     # batch send a product twice: both are snapshots, the later one is the product row (seq).
     return f"""
-WITH batch AS MATERIALIZED (
-    SELECT {json_columns(columns)} FROM jsonb_array_elements(%t) AS r),{LINK if link else ""}
+WITH {FENCE}
+batch AS MATERIALIZED (
+    SELECT * FROM (SELECT {json_columns(columns)} FROM jsonb_array_elements(%t) AS r) AS rows
+     WHERE NOT EXISTS (SELECT 1 FROM fenced f WHERE f.run = rows.last_crawl_run_id)),{LINK if link else ""}
 upserted AS (
     INSERT INTO store_products AS sp ({", ".join(target)}, is_in_stock, stock_status, consecutive_misses,
                                       last_seen_at, updated_at)
@@ -201,6 +219,7 @@ snapshots AS (  -- every batch row, named by its product's id (two crawls' rows 
       FROM batch b JOIN upserted u USING (dispensary_id, provider, provider_product_id))
 SELECT dispensary_id, last_crawl_run_id, count(*) FROM upserted WHERE inserted
  GROUP BY dispensary_id, last_crawl_run_id
+UNION ALL SELECT NULL, run, NULL FROM fenced
 """
 
 
@@ -263,10 +282,21 @@ class ProductWriterPipeline(BatchWriterPipeline):
     def after_buffered(self, item: StoreProduct) -> None:
         self.store.ledger.account((item.dispensary_id, item.crawl_run_id))
 
-    async def write(self, conn: psycopg.AsyncConnection, batch: Jsonb) -> dict[tuple[Any, ...], int]:
-        # new rows per store and crawl; rows settled are counted from the batch's keys (after_write)
-        cur = await conn.execute(self.statement, (batch,))
-        return {(d, r): n for d, r, n in await cur.fetchall()}
+    async def write(
+        self, conn: psycopg.AsyncConnection, batch: Jsonb, keys: list[tuple[Any, ...]]
+    ) -> tuple[dict[tuple[Any, ...], int], set[int]]:
+        """New rows per store and crawl, and the crawl runs whose rows the lease fenced off; rows
+        settled are counted from the batch's keys (after_write)."""
+        leases = Jsonb(self.store.runs.leases_of(run for _, run in keys))
+        cur = await conn.execute(self.statement, (leases, batch))
+        inserted: dict[tuple[Any, ...], int] = {}
+        fenced: set[int] = set()
+        for d, r, n in await cur.fetchall():
+            if d is None:
+                fenced.add(r)
+            else:
+                inserted[(d, r)] = n
+        return inserted, fenced
 
     def after_refused(self, keys: list[tuple[Any, ...]], *, bad_rows: bool = False, reason: str = "") -> None:
         # settled, if not stored: the store's completion need not wait out its timeout for them
@@ -293,8 +323,20 @@ class ProductWriterPipeline(BatchWriterPipeline):
         values = orjson.loads(row)
         return f"dispensary {values[1]} product {values[3]!r}"
 
-    def after_write(self, keys: list[tuple[Any, ...]], inserted: dict[tuple[Any, ...], int]) -> None:
+    def after_write(self, keys: list[tuple[Any, ...]], written: tuple[dict[tuple[Any, ...], int], set[int]]) -> None:
+        inserted, fenced = written
+        stored = 0
         for run_key, n in Counter(keys).items():
-            self.store.ledger.written(run_key, n, inserted.get(run_key, 0))
-        self.crawler.stats.inc_value("cannaspider/products_written", len(keys))
-        self.crawler.stats.inc_value("cannaspider/snapshots_written", len(keys))
+            self.store.ledger.written(run_key, n, inserted.get(run_key, 0))  # settled, stored or not
+            if run_key[1] in fenced:
+                logger.warning(
+                    "dispensary %s: %d product row(s) of crawl run %s not written: its task's lease was lost",
+                    run_key[0],
+                    n,
+                    run_key[1],
+                )
+                self.crawler.stats.inc_value("cannaspider/products_fenced", n)
+            else:
+                stored += n
+        self.crawler.stats.inc_value("cannaspider/products_written", stored)
+        self.crawler.stats.inc_value("cannaspider/snapshots_written", stored)

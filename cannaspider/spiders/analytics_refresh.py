@@ -1,9 +1,13 @@
 """The analytics_refresh role (docs/analytics.md): refreshes the analytics materialized views.
 A spider because Scrapyd runs only spiders; it sends no request.
 
-    scrapy crawl analytics_refresh                  refresh once (no task involved)
-    scrapy crawl analytics_refresh -a queue=1       drain the role's queue: one refresh per task
+    scrapy crawl analytics_refresh                  drain the role's queue: one refresh per task
     scrapy crawl analytics_refresh -a follow=1      the same, waiting for tasks until stopped (Scrapyd)
+    scrapy crawl analytics_refresh -a once=1        refresh once (no task involved)
+
+Without an argument it drains, as every role does: `scrapy schedule --scrapyd` starts it so, and a
+refresh run per start instead of per task would refresh on every tick that finds the node free
+and never complete the day's task (docs/analytics.md, "The refresh").
 
 Each refresh is a unit of units/lifecycle.py (`UnitLifecycle.run`): the one refresh, or a task's,
 run one at a time.
@@ -26,7 +30,7 @@ from cannaspider.analytics.refresh import RefreshResult, refresh_all
 from cannaspider.db.connection import database_url
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.queue import TaskResult
-from cannaspider.units.arguments import SpiderParams
+from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
 from cannaspider.units.lifecycle import Outcome, Unit, UnitLifecycle, describe
 from cannaspider.units.role import NoTarget, Role, Schedule
 
@@ -45,16 +49,18 @@ class AnalyticsRefreshSpider(scrapy.Spider):
     custom_settings = {"ITEM_PIPELINES": {}}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        params, runner_args = SpiderParams.of_spider(ROLE, frozenset({"queue"}), kwargs)
+        params, runner_args = SpiderParams.of_spider(ROLE, frozenset({"once"}), kwargs)
+        if params.once and params.follow:
+            raise SpiderArgumentError(f"{ROLE}: once=1 refreshes once without the queue: give it no follow")
         self.follow = params.follow
-        self.use_queue = params.queue or params.follow
+        self.use_queue = not params.once
         super().__init__(*args, **runner_args)
         self.results: list[RefreshResult] = []
 
     async def start(self) -> AsyncIterator[Any]:
         assert self.crawler is not None
         url = await asyncio.to_thread(database_url, self.crawler.settings)
-        # without the queue, the crawl's one unit is "refresh once" (a Unit without a task)
+        # once=1: the crawl's one unit is "refresh once" (a Unit without a task)
         targets = None if self.use_queue else [Unit()]
         await UnitLifecycle.of(self.crawler).run(
             ROLE, self.follow, lambda unit: self._unit_outcome(unit, url), targets=targets, one_at_a_time=True

@@ -110,7 +110,7 @@ class ProductSpider(DutchieSpider):
                     continue
                 name, platform_id = row
                 assert task.dispensary_id is not None  # a product role's target (tasks/roles.py)
-                run_id = await self.store.start_run(task.dispensary_id, self.name, task.id)
+                run_id = await self.store.start_run(task.dispensary_id, self.name, task.lease)
             except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
                 await units.finish(task, f"starting the crawl failed: {first_line(exc)}")
                 continue

@@ -17,6 +17,9 @@ leaves `held`; `on_lost` is called with it, and complete()/fail() for it raise L
 Completions not given a connection are batched: those arriving in the same event-loop turn are
 written by one statement.
 
+Its claims also make the snapshot partitions of the months ahead, at most every
+PARTITIONS_EVERY_S (db/partitions.py): a drainer may run across a month's end with no schedule.
+
 This module is the drain's slots and the loop that fills them. Beside it, a module each: its limits
 (drain_config.py: DrainConfig, re-exported here), its connection through restarts and outages
 (drain_connection.py), the writing of outcomes (drain_outcomes.py), the renewal of its leases
@@ -37,6 +40,7 @@ import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
 
+from cannaspider.db import partitions
 from cannaspider.shutdown import on_reactor_shutdown
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.drain_config import DrainConfig
@@ -79,6 +83,7 @@ class TaskDrain:
         self._outcomes = Outcomes(self._db, config.backoff)
         self._leases = LeaseKeeper(self._db, role, self.held, config.lease_s, config.heartbeat_s)
         self._wake = Wakeup()
+        self._partitions = partitions.EveryInterval()
         self._stopping = False
         self._background: list[asyncio.Task[None]] = []
         # with follow, the current wait between claims in a database outage
@@ -149,6 +154,9 @@ class TaskDrain:
             await self._wake.wait(seconds)
 
     async def _claim(self, limit: int, conn: psycopg.AsyncConnection) -> list[Task]:
+        if self._partitions.due():  # a drainer runs for weeks: its claims make the months ahead
+            async with conn.transaction():
+                await partitions.ensure_ahead(conn)
         return await queue.claim(conn, self.role, self.worker, limit, lease_s=self.config.lease_s)
 
     async def _wait(self) -> None:

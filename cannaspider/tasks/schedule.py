@@ -6,10 +6,11 @@ the `schedule` each role declares on its spider (units/role.py Schedule). Today:
     store_discovery     every SCHEDULE_DISCOVERY_EVERY_S (daily) for each of SCHEDULE_DISCOVERY_STATES
     analytics_refresh   every SCHEDULE_ANALYTICS_EVERY_S (daily), one task (`once`)
 
-Each tick also deletes finished tasks (completed, failed, cancelled) last updated more than
+Each tick deletes finished tasks (completed, failed, cancelled) last updated more than
 TASK_RETENTION_DAYS ago, a bounded batch at a time: the queue would otherwise grow by every
 store's six crawls a day forever. The retention must outlast every period above, whose checks
-look back at recent tasks.
+look back at recent tasks. It also makes the snapshot and event partitions of this month and the
+next (db/partitions.py): no crawl meets a month without its partition.
 
 A tick is one transaction under an advisory lock, so schedulers running at the same moment (on
 one machine or several) take turns and the second sees what the first created. A task is not
@@ -32,6 +33,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from scrapy.settings import BaseSettings
 
+from cannaspider.db import partitions
 from cannaspider.project_settings import project_settings
 from cannaspider.stealth.probe import Prober, ProbeResult
 from cannaspider.stealth.tls import CurlImpersonator
@@ -123,6 +125,7 @@ class TickReport:
     created: dict[str, int]
     requeued: int  # expired leases put back in the queue (or failed for good)
     pruned: int = 0  # finished tasks past the retention, deleted
+    partitions: int = 0  # monthly snapshot partitions made (db/partitions.py)
 
     @property
     def total(self) -> int:
@@ -165,7 +168,8 @@ async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickRep
             created[role.name] = cur.rowcount
         cur = await conn.execute(PRUNE, {"keep": _every(config.retention_s), "batch": config.prune_batch})
         pruned = cur.rowcount
-    return TickReport(created, int(requeued), pruned)
+        made = await partitions.ensure_ahead(conn)
+    return TickReport(created, int(requeued), pruned, made)
 
 
 async def reprobe_proxies(conn: psycopg.AsyncConnection, prober: Prober) -> list[ProbeResult]:

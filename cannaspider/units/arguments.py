@@ -3,7 +3,7 @@
 
     dispensary_id=N[,N…]   stores                       keyword_id=N[,N…]   keywords
     state=XX               a state (its stores, or the state store discovery searches)
-    city=NAME              narrows store discovery      queue=1             analytics_refresh drains
+    city=NAME              narrows store discovery      once=1              analytics_refresh: refresh once
     follow=1               drain the role's queue until stopped (SIGTERM/SIGINT)
 
 Without a target the spider drains its role's queue (docs/operations.md), until the queue is
@@ -71,7 +71,7 @@ class SpiderParams:
     city: str | None = None
     follow: bool = False
     keyword_ids: tuple[int, ...] = ()
-    queue: bool = False  # analytics_refresh: drain the queue (its explicit unit is "refresh once")
+    once: bool = False  # analytics_refresh: its explicit unit, "refresh once" without a task
 
     @property
     def has_target(self) -> bool:
@@ -102,7 +102,7 @@ class SpiderParams:
                 city=str(raw["city"]).strip() if raw.get("city") not in (None, "") else None,
                 follow=parse_flag("follow", raw.get("follow", "")),
                 keyword_ids=parse_id_list("keyword_id", raw.get("keyword_id")),
-                queue=parse_flag("queue", raw.get("queue", "")),
+                once=parse_flag("once", raw.get("once", "")),
             )
         except SpiderArgumentError as exc:
             raise SpiderArgumentError(f"{spider}: {exc}") from None

@@ -181,8 +181,7 @@ class StoreClose:
         except DatabaseSetupError as exc:
             complete, error = False, f"writing products failed: {exc}"
         if key in self.store.ledger.failed_runs:
-            complete, error = False, "a batch of this store's rows was refused by the database"
-            self.store.ledger.failed_runs.discard(key)
+            complete, error = False, self.store.ledger.failed_runs.pop(key)
         ledger = self.store.ledger.runs.pop(key, None)
         if complete and ledger is not None and ledger.refused:  # never a complete run with rows lost
             complete = False
@@ -191,6 +190,7 @@ class StoreClose:
         drain = self._drain(item)
         pool = await self.store.open()
         verdict = await record_close(pool, item, figures, complete, error, drain)
+        self.store.runs.forget(item.crawl_run_id)
         # a stopped crawl's task goes back to the queue uncounted (the lifecycle releases it)
         if (
             not verdict.complete

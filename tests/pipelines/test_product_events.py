@@ -38,7 +38,7 @@ def priced(price: float) -> dict:
 async def crawl(
     pipelines: Pipelines, dispensary: int, menu: Menu, *, complete: bool = True, task=None, before=None
 ) -> int:
-    run_id = await pipelines.store.start_run(dispensary, "product_resync", task.id if task else None)
+    run_id = await pipelines.store.start_run(dispensary, "product_resync", task.lease if task else None)
     raws = [raw(i, changes) for i, changes in menu.items()]
     for r in raws:
         result = pipelines.products.process_item(pipelines.normalize.process_item(RawProduct(dispensary, run_id, r)))

@@ -345,7 +345,7 @@ def test_an_unexpected_failure_of_a_batch_settles_its_rows_and_closes_the_crawl_
     async def scenario():
         chain = Chain(CRAWL_COMPLETION_WAIT_S=60)
 
-        async def broken(conn, batch):
+        async def broken(conn, batch, keys):
             raise TypeError("a bug in the writer")
 
         monkeypatch.setattr(chain.products, "write", broken)
@@ -446,11 +446,11 @@ def test_an_outage_while_a_refused_batch_is_split_keeps_the_rows_not_yet_written
             await settle(chain.products.process_item(p))
         real_write, calls = chain.products.write, []
 
-        async def write_then_lose_the_server(conn, batch):
+        async def write_then_lose_the_server(conn, batch, keys):
             calls.append(batch)
             if len(calls) == 3:  # the whole batch (refused), its first half (written), then the server goes away
                 raise psycopg.OperationalError("server closed the connection unexpectedly")
-            return await real_write(conn, batch)
+            return await real_write(conn, batch, keys)
 
         monkeypatch.setattr(chain.products, "write", write_then_lose_the_server)
         with pytest.raises(psycopg.OperationalError):

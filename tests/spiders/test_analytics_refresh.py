@@ -1,5 +1,6 @@
-"""The analytics_refresh spider, in process: refresh once without arguments; with queue=1, one
-refresh per queued task, its durations in the task's result."""
+"""The analytics_refresh spider, in process: without arguments it drains its queue as every role
+does (one refresh per queued task, its durations in the task's result; none without a task); with
+once=1, one refresh without a task."""
 
 from __future__ import annotations
 
@@ -31,12 +32,12 @@ def run(db: str, _settings: dict | None = None, **args) -> AnalyticsRefreshSpide
     return spider
 
 
-def test_without_arguments_it_refreshes_every_view_once(db):
+def test_with_once_it_refreshes_every_view_once(db):
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute(
             "TRUNCATE analytics_refreshes, analytics_product_daily, analytics_product_days, analytics_roll_state"
         )
-    spider = run(db)
+    spider = run(db, once="1")
     stats = spider.crawler.stats.get_stats()
     for view in VIEWS:
         assert f"analytics/{view}/duration_ms" in stats and stats[f"analytics/{view}/rows"] == 0
@@ -45,12 +46,18 @@ def test_without_arguments_it_refreshes_every_view_once(db):
         assert conn.execute("SELECT count(*) FROM analytics_refreshes").fetchone() == (len(VIEWS),)
 
 
-def test_with_queue_it_completes_each_task_with_the_durations(db):
+def test_without_arguments_it_drains_and_completes_each_task_with_the_durations(db):
+    """As `scrapy schedule --scrapyd` starts it: the day's task completed by the one refresh."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE analytics_refreshes")
     task = asyncio.run(_enqueue(db))
-    run(db, queue="1")
+    run(db)
     with psycopg.connect(db) as conn:
-        status, result = conn.execute("SELECT status, result FROM worker_tasks WHERE id = %s", (task,)).fetchone()
-    assert status == "completed"
+        status, attempts, result = conn.execute(
+            "SELECT status, attempts, result FROM worker_tasks WHERE id = %s", (task,)
+        ).fetchone()
+        refreshed = conn.execute("SELECT count(*) FROM analytics_refreshes").fetchone()
+    assert (status, attempts) == ("completed", 1) and refreshed == (len(VIEWS),)
     assert [v["view"] for v in result["views"]] == list(VIEWS)
     assert all(isinstance(v["duration_ms"], int) for v in result["views"])
 
@@ -65,6 +72,17 @@ def test_a_bad_argument_is_one_clear_line():
         AnalyticsRefreshSpider(dispensary_id="3")
     with pytest.raises(SpiderArgumentError, match="follow must be 1 or 0"):
         AnalyticsRefreshSpider(follow="maybe")
+    with pytest.raises(SpiderArgumentError, match="once=1 refreshes once without the queue"):
+        AnalyticsRefreshSpider(once="1", follow="1")
+
+
+def test_with_nothing_queued_it_refreshes_nothing(db):
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE analytics_refreshes")
+    stats = run(db).crawler.stats
+    assert stats.get_value("analytics/refreshes") is None
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM analytics_refreshes").fetchone() == (0,)
 
 
 def test_any_exception_fails_the_task_and_the_drain_goes_on(db, monkeypatch):
@@ -76,7 +94,7 @@ def test_any_exception_fails_the_task_and_the_drain_goes_on(db, monkeypatch):
 
     monkeypatch.setattr(analytics_refresh, "refresh_all", broken)
     task = asyncio.run(_enqueue(db, max_attempts=2))
-    spider = run(db, queue="1", _settings={"TASK_RETRY_BACKOFF_S": 0, "TASK_RETRY_BACKOFF_MAX_S": 0})
+    spider = run(db, _settings={"TASK_RETRY_BACKOFF_S": 0, "TASK_RETRY_BACKOFF_MAX_S": 0})
     with psycopg.connect(db) as conn:
         status, attempts, error = conn.execute(
             "SELECT status, attempts, error FROM worker_tasks WHERE id = %s", (task,)
@@ -94,5 +112,5 @@ def test_without_the_queue_a_failed_refresh_is_counted_for_the_exit(db, monkeypa
         raise RuntimeError("boom")
 
     monkeypatch.setattr(analytics_refresh, "refresh_all", broken)
-    stats = run(db).crawler.stats
+    stats = run(db, once="1").crawler.stats
     assert stats.get_value(UNITS_INCOMPLETE_STAT) == 1 and stats.get_value(UNITS_CLOSED_STAT) == 1

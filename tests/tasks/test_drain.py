@@ -16,7 +16,7 @@ from cannaspider import settings as defaults
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import DrainConfig, TaskDrain
 from cannaspider.tasks.queue import TaskResult
-from tests.helpers import ROOT
+from tests.helpers import ROOT, month_without_partitions
 from tests.tasks.conftest import add_stores
 
 
@@ -239,3 +239,18 @@ def test_a_lost_database_connection_is_reopened_and_the_work_goes_on(db, q, sql)
     drain = asyncio.run(main())
     assert drain.completed == 6
     assert sql("SELECT status, count(*) FROM worker_tasks GROUP BY 1") == [("completed", 6)]
+
+
+def test_a_drains_claim_makes_the_partitions_of_this_month_and_the_next(db, q, sql):
+    """A drainer running across a month's end with no schedule: its claims make the month ahead."""
+    enqueue_stores(q, sql, 1)
+
+    async def main():
+        drain = TaskDrain(db, "product_resync", DrainConfig.of_project())
+        async for task in drain.tasks():
+            await drain.complete(task)
+        await drain.close()
+
+    with month_without_partitions(db) as name:
+        asyncio.run(main())
+        assert sql("SELECT to_regclass(%s)::text", (name,)) == [(name,)]

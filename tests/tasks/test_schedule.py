@@ -13,7 +13,7 @@ from scrapy.settings import Settings
 from cannaspider.tasks import queue, roles, schedule
 from cannaspider.tasks.roles import TaskInputError
 from cannaspider.tasks.schedule import ScheduleConfig
-from tests.helpers import project_settings
+from tests.helpers import month_without_partitions, project_settings
 from tests.tasks.conftest import add_store
 
 CONFIG = ScheduleConfig(discovery_states=("AZ", "MI"))
@@ -138,3 +138,12 @@ def test_a_stores_product_work_is_its_role_and_the_roles_of_its_kind():
     assert sorted(roles.same_work("product_resync")) == ["product_discovery", "product_resync"]
     assert roles.same_work("product_discovery") == ("product_discovery",)
     assert roles.same_work("entry_point_discovery") == ("entry_point_discovery",)  # a store target, other work
+
+
+def test_a_tick_makes_the_partitions_of_this_month_and_the_next(q, sql, db):
+    """The schedule's tick is a timer every fleet has: a month's end never finds its partition
+    missing while crawls run (db/partitions.py)."""
+    with month_without_partitions(db) as name:
+        report = q(schedule.tick, CONFIG)
+        assert report.partitions == 1 and sql("SELECT to_regclass(%s)::text", (name,)) == [(name,)]
+        assert q(schedule.tick, CONFIG).partitions == 0

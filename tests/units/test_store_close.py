@@ -316,7 +316,7 @@ def test_a_share_outside_zero_to_one_is_refused():
 
 # -- queue tasks ---------------------------------------------------------------------------------------
 async def crawl_task(pipelines: Pipelines, drain: TaskDrain, task, indices: list[int], before=None) -> int:
-    run_id = await pipelines.store.start_run(task.dispensary_id, "product_resync", task.id)
+    run_id = await pipelines.store.start_run(task.dispensary_id, "product_resync", task.lease)
     raws = [product(i) for i in indices]
     for raw in raws:
         result = pipelines.products.process_item(
