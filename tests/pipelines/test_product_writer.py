@@ -20,7 +20,8 @@ from cannaspider.storable import limits
 from cannaspider.tasks import queue
 from cannaspider.units.store_outcome import StoreOutcome
 from sandbox.catalog import _product
-from tests.pipelines.test_writers import Chain, raw
+from tests.pipelines.test_writers import Chain
+from tests.pipelines.test_writers import raw as raw_product
 
 
 def flower(index: int, **changes: object) -> dict:
@@ -168,14 +169,14 @@ def test_a_worker_that_lost_its_lease_writes_no_more_rows_of_the_store(dispensar
         chain = Chain(batch_size=3)
         run = await chain.store.start_run(dispensary, "product_resync", stale.lease)
         for i in range(3):  # one batch written under the lease
-            await chain.feed(raw(i, dispensary, run))
+            await chain.feed(raw_product(i, dispensary, run))
         await chain.products.flush()
         # the worker is paused past its lease: the task is re-queued and another worker claims it
         sql("UPDATE worker_tasks SET lease_expires_at = now() - interval '1 second'")
         taken = await _claim(db, "other-worker")
         assert taken.id == stale.id
         for i in range(3, 6):  # the stale worker resumes with more rows of the same store
-            await chain.feed(raw(i, dispensary, run, epoch=1))
+            await chain.feed(raw_product(i, dispensary, run, epoch=1))
         await chain.products.flush()
         await chain.close()
         return chain.crawler.stats.get_stats()
