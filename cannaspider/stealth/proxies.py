@@ -21,7 +21,7 @@ REFUSED_PROTOCOLS = {
 }
 
 ACTIVE_PROXIES = """
-SELECT id, protocol, host, port, username, password, failure_count
+SELECT id, protocol, host, port, username, password, failure_count, recent_attempts
   FROM proxies
  WHERE is_active
  ORDER BY id
@@ -40,7 +40,8 @@ class ProxyRecord:
     port: int
     username: str | None = None
     password: str | None = None
-    failure_count: int = 0  # consecutive failures when loaded (a success resets it)
+    failure_count: int = 0  # failure events in its lifetime, when loaded
+    recent_attempts: str = ""  # its last attempts when loaded, S or F (stealth/proxy_health.py)
 
     @property
     def url(self) -> str:
@@ -112,5 +113,6 @@ def parse_proxy_url(text: str) -> ProxySpec:
 
 
 def record_of(row: tuple[Any, ...]) -> ProxyRecord:
-    pid, protocol, host, port, username, password, failures = row
-    return ProxyRecord(pid, (protocol or "http").lower(), host, port, username, password, failures or 0)
+    """A record from the columns of ACTIVE_PROXIES, in its order."""
+    pid, protocol, host, port, username, password, failures, recent = row
+    return ProxyRecord(pid, (protocol or "http").lower(), host, port, username, password, failures or 0, recent or "")

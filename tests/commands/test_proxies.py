@@ -16,8 +16,11 @@ def test_add_list_disable_enable_and_passwords_are_never_printed(scrapy_env, sql
     assert "secret" not in listed.stdout + listed.stderr and SANDBOX_PROXY_AUTH[1] not in listed.stdout
     assert run_scrapy("proxies", "disable", "2", env=scrapy_env).stdout.strip() == "#2 disabled"
     assert sql("SELECT is_active FROM proxies WHERE id = 2") == [(False,)]
+    sql("UPDATE proxies SET failure_count = 7, recent_attempts = 'SFFSFF' WHERE id = 2")
+    assert "  7     4/6  " in run_scrapy("proxies", "list", env=scrapy_env).stdout  # lifetime, then recent
     assert run_scrapy("proxies", "enable", "2", env=scrapy_env).returncode == 0
-    assert sql("SELECT is_active FROM proxies WHERE id = 2") == [(True,)]
+    # a fresh start: an empty window of recent attempts; the lifetime count stays
+    assert sql("SELECT is_active, failure_count, recent_attempts FROM proxies WHERE id = 2") == [(True, 7, "")]
 
 
 def test_socks5_and_bad_input_are_refused_with_one_line(scrapy_env, sql):
