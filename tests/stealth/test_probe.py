@@ -11,7 +11,8 @@ from tests.helpers import SANDBOX_PROXY_AUTH, register_proxy, run_scrapy
 
 BAD_AUTH = ("other", "s3cret/pw")
 DEACTIVATED = (
-    "UPDATE proxies SET is_active = false, failure_count = 5, recent_attempts = 'SFFFFF', deactivated_at = now() - interval '10 minutes', "
+    "UPDATE proxies SET is_active = false, failure_count = 5, recent_attempts = 'SFFFFF', "
+    "deactivated_at = now() - interval '10 minutes', "
     "next_probe_at = now() + %s * interval '1 second', last_error = 'blocked: HTTP 403' WHERE id = %s"
 )
 
