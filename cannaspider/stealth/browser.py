@@ -139,8 +139,11 @@ async def chromium_version(executable: str, timeout: float = 20.0) -> str:
 
 def proxy_settings(proxy: ProxyRecord) -> dict[str, str]:
     """Playwright's `proxy` for a context: the server without credentials, which go apart (Chromium
-    answers the proxy's 407 with them)."""
-    settings = {"server": f"{proxy.protocol}://{proxy.host}:{proxy.port}"}
+    answers the proxy's 407 with them). Chromium knows no `socks5h`: its `socks5` already leaves
+    name resolution to the proxy. A SOCKS5 proxy with a password is never given to a browser
+    (ProxyRecord.browser_refusal: the pool does not choose it for browser pages)."""
+    scheme = "socks5" if proxy.protocol == "socks5h" else proxy.protocol
+    settings = {"server": f"{scheme}://{proxy.host}:{proxy.port}"}
     if proxy.username is not None:
         settings["username"] = proxy.username
         settings["password"] = proxy.password or ""

@@ -176,18 +176,21 @@ class ProxyPool:
             logger.error("proxy pool: proxy health of this crawl could not be written: %s", exc)
 
     # -- choosing and recording --------------------------------------------------------------
-    def choose(self, avoid: frozenset[int] | set[int] = frozenset()) -> ProxyRecord | None:
+    def choose(self, avoid: frozenset[int] | set[int] = frozenset(), browser: bool = False) -> ProxyRecord | None:
         """A good or unchecked proxy, not one of `avoid` (those that already failed this request)
         when there is another; when every active proxy is backing off, the one whose backoff
-        ends first; None when none is active."""
+        ends first; None when none is active. For a browser page (`browser`) only a proxy
+        Chromium can use (ProxyRecord.browser_refusal)."""
         self.states.reanimate()
-        fresh = list(self.states.good | self.states.unchecked)
+        usable = {p for p, r in self.records.items() if not browser or r.browser_refusal is None}
+        fresh = [p for p in self.states.good | self.states.unchecked if p in usable]
         if fresh:
             others = [p for p in fresh if p not in avoid]
             return self.records[random.choice(others or fresh)]
-        if not self.records:
-            return None
-        dead = sorted(self.states.dead, key=lambda p: (p in avoid, self.states.proxies[p].next_check or 0))
+        dead = sorted(
+            (p for p in self.states.dead if p in usable),
+            key=lambda p: (p in avoid, self.states.proxies[p].next_check or 0),
+        )
         return self.records[dead[0]] if dead else None
 
     def is_active(self, proxy_id: int) -> bool:

@@ -15,11 +15,10 @@ from zoneinfo import ZoneInfo
 
 DEFAULT_TIMEZONE = "America/New_York"  # neither the store nor its state says: the most common US zone
 
-_EASTERN = ("CT", "DE", "DC", "FL", "GA", "KY", "ME", "MD", "MA", "NH", "NJ", "NY", "NC", "OH", "PA", "RI", "SC")
-_EASTERN += ("VT", "VA", "WV")
-_CENTRAL = ("AL", "AR", "IL", "IA", "KS", "LA", "MN", "MS", "MO", "NE", "ND", "OK", "SD", "TN", "TX", "WI")
-_MOUNTAIN = ("CO", "MT", "NM", "UT", "WY")
-_PACIFIC = ("CA", "NV", "OR", "WA")
+_EASTERN = "CT DE DC FL GA KY ME MD MA NH NJ NY NC OH PA RI SC VT VA WV".split()
+_CENTRAL = "AL AR IL IA KS LA MN MS MO NE ND OK SD TN TX WI".split()
+_MOUNTAIN = "CO MT NM UT WY".split()
+_PACIFIC = "CA NV OR WA".split()
 
 STATE_TIMEZONES: dict[str, str] = {
     **dict.fromkeys(_EASTERN, "America/New_York"),

@@ -101,6 +101,8 @@ def test_the_proxy_goes_to_the_context_with_its_credentials_apart():
     with_auth = ProxyRecord(3, "http", "10.0.0.1", 3128, "scout", "pa55@w0rd")
     assert proxy_settings(with_auth) == {"server": "http://10.0.0.1:3128", "username": "scout", "password": "pa55@w0rd"}
     assert proxy_settings(ProxyRecord(4, "https", "10.0.0.2", 443)) == {"server": "https://10.0.0.2:443"}
+    # Chromium knows no socks5h; its socks5 leaves name resolution to the proxy already
+    assert proxy_settings(ProxyRecord(5, "socks5h", "10.0.0.3", 1080)) == {"server": "socks5://10.0.0.3:1080"}
 
 
 def test_no_version_no_identity():
