@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.forward_proxy import ForwardProxy
+from sandbox.socks_proxy import SocksProxy
 from tests.helpers import SANDBOX_PROXY_AUTH, register_proxy, run_scrapy
 
 BAD_AUTH = ("other", "s3cret/pw")
@@ -84,3 +85,17 @@ def test_a_dead_proxy_fails_its_re_probe_with_a_masked_reason(scrapy_env, db, sa
     active, _, _, probes, _, error, _, _ = state(sql, dead)
     assert (active, probes) == (False, 1) and error.startswith("re-probe: ") and "Refused" in error
     assert BAD_AUTH[1] not in result.stdout + result.stderr + error
+
+
+def test_a_socks5_proxy_is_re_probed_through_socks(scrapy_env, db, sandbox, sql):
+    socks = SocksProxy("scout", "pa:ss@w0rd").start()
+    try:
+        pid = register_proxy(db, f"socks5h://{socks.host_port}", ("scout", "pa:ss@w0rd"))
+        sql(DEACTIVATED, (-1, pid))
+        result = run_scrapy("schedule", "--once", env=scrapy_env)
+    finally:
+        socks.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"proxy #{pid} socks5h://scout:***@{socks.host_port}: re-probe passed" in result.stdout
+    assert state(sql, pid)[:4] == (True, 5, False, 0) and socks.stats["auth_ok"] == 1
+    assert sandbox.requests()["ConsumerDispensaries"] == 1 and "pa:ss" not in result.stdout + result.stderr
