@@ -45,6 +45,19 @@ def chromium_major() -> int:
     return int(found.group(1))
 
 
+def run_pages(db, sandbox, tmp_path) -> subprocess.CompletedProcess[str]:
+    """`entry_point_discovery` of the AZ stores, proxies tried in row-id order (ordered_pool_crawl.py)."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.middlewares.ordered_pool_crawl", "crawl", "entry_point_discovery"]
+        + ["-a", "state=AZ", "-s", "LOG_LEVEL=DEBUG", "-s", "STEALTH_HEALTH_FLUSH_S=0.2"],
+        env=scrapy_environment(db, sandbox.urls, tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_as_a_real_chrome(
     db, sandbox, blocked_proxy, sql, tmp_path
 ):
@@ -58,15 +71,7 @@ def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_
     visits = sandbox.server.dutchie_app[VISITS]
     visits.clear()
 
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.middlewares.ordered_pool_crawl", "crawl", "entry_point_discovery"]
-        + ["-a", "state=AZ", "-s", "LOG_LEVEL=DEBUG", "-s", "STEALTH_HEALTH_FLUSH_S=0.2"],
-        env=scrapy_environment(db, sandbox.urls, tmp_path),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    result = run_pages(db, sandbox, tmp_path)
     log = result.stdout + result.stderr
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
@@ -105,18 +110,6 @@ def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_
     assert re.search(rf"Browser context started: 'stealth-proxy{good}-[0-9a-f]{{10}}'", log)
     for secret in (WRONG_AUTH[1], BLOCKED_AUTH[1], SANDBOX_PROXY_AUTH[1], "pa55%40w0rd", "s3cret%2Fpw"):
         assert secret not in log
-
-
-def run_pages(db, sandbox, tmp_path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.middlewares.ordered_pool_crawl", "crawl", "entry_point_discovery"]
-        + ["-a", "state=AZ", "-s", "LOG_LEVEL=DEBUG", "-s", "STEALTH_HEALTH_FLUSH_S=0.2"],
-        env=scrapy_environment(db, sandbox.urls, tmp_path),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 def test_pages_go_through_a_socks5_proxy_and_never_one_with_a_password_chromium_cannot_use(db, sandbox, sql, tmp_path):
