@@ -99,6 +99,40 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
     assert BAD_AUTH[1] not in result.stderr and "pa55@w0rd" not in result.stderr
 
 
+def test_a_proxy_failing_one_request_in_three_is_deactivated_between_its_successes(
+    scrapy_env, db, sandbox, sandbox_proxy, blocked_proxy, sql
+):
+    """Was: each success reset failure_count, so a proxy blocked on a third of its requests never
+    had five failures in a row and stayed in the pool. One request at a time (sparse traffic: each
+    failure its own event), the flaky proxy first for every new store session."""
+    stores = sandbox.stores()
+    ids = [add_store(db, s) for s in stores]
+    sql("UPDATE proxies SET is_active = false WHERE id = %s", (sandbox_proxy,))
+    flaky_id = register_proxy(db, blocked_proxy.url, BAD_AUTH)
+    good_id = register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
+    sandbox.faults({"kind": "block403", "proxy": "blocked", "rate": 0.34})
+    result = ordered_crawl(
+        scrapy_env,
+        "product_resync",
+        "-a",
+        f"dispensary_id={','.join(map(str, ids))}",
+        "-s",
+        "CONCURRENT_REQUESTS=1",
+        "-s",
+        "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = proxy_rows(sql)
+    flaky, good = rows[flaky_id], rows[good_id]
+    ((recent,),) = sql("SELECT recent_attempts FROM proxies WHERE id = %s", (flaky_id,))
+    assert flaky[0] is False and flaky[2] >= 5 and flaky[1] > 0, (flaky, recent)  # out, with successes too
+    assert recent.count("F") >= 5 and "S" in recent.strip("S")  # successes between its failures
+    assert good[0] is True and good[2] == 0
+    for d in ids:
+        assert runs_of(db, d)[-1][0] == "complete"  # each blocked page retried through the good one
+    assert f"proxy #{flaky_id} http://other:***@" in result.stderr and "attempts failed" in result.stderr
+
+
 def test_a_blocked_page_is_retried_three_times_then_the_crawl_is_incomplete(crawl, db, sandbox, store, sql):
     d = add_store(db, store)
     assert crawl("product_resync", dispensary_id=d).returncode == 0
