@@ -62,16 +62,10 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
     dead_id = register_proxy(db, dead_proxy_url(), ("nobody", "x"))
     good_id = register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
     sandbox.faults({"kind": "block403", "proxy": "blocked"})  # Cloudflare has this exit's address
-    result = ordered_crawl(
+    result = resync_in_order(
         scrapy_env,
-        "product_resync",
-        "-a",
-        f"dispensary_id={','.join(map(str, ids))}",
-        "-s",
+        ids,
         "STEALTH_PROXY_MAX_FAILURES=3",  # fewer stores than a real pool sees: deactivate sooner
-        "-s",
-        "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
-        "-s",
         "STEALTH_FAILURE_WINDOW_S=0",  # each failure counts (a short crawl: no time for events apart)
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -111,16 +105,7 @@ def test_a_proxy_failing_one_request_in_three_is_deactivated_between_its_success
     flaky_id = register_proxy(db, blocked_proxy.url, BAD_AUTH)
     good_id = register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
     sandbox.faults({"kind": "block403", "proxy": "blocked", "rate": 0.34})
-    result = ordered_crawl(
-        scrapy_env,
-        "product_resync",
-        "-a",
-        f"dispensary_id={','.join(map(str, ids))}",
-        "-s",
-        "CONCURRENT_REQUESTS=1",
-        "-s",
-        "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
-    )
+    result = resync_in_order(scrapy_env, ids, "CONCURRENT_REQUESTS=1")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = proxy_rows(sql)
     flaky, good = rows[flaky_id], rows[good_id]
@@ -252,6 +237,15 @@ def ordered_crawl(env: dict, *argv: str) -> subprocess.CompletedProcess:
     )
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
     return result
+
+
+def resync_in_order(env: dict, ids: list[int], *settings: str) -> subprocess.CompletedProcess:
+    """`product_resync` of these stores by ordered_crawl, a failed proxy tried again by the next
+    new session (no backoff), with these extra settings."""
+    argv = ["product_resync", "-a", f"dispensary_id={','.join(map(str, ids))}", "-s", "STEALTH_PROXY_BACKOFF_S=0"]
+    for setting in settings:
+        argv += ["-s", setting]
+    return ordered_crawl(env, *argv)
 
 
 @pytest.mark.parametrize(
