@@ -120,7 +120,10 @@ DUTCHIE_SEARCH_MIN_POPULATION = 15000
 # --- Stealth: proxies (the `proxies` table) and browser identities (docs/stealth.md) ----------
 # Proxies are mandatory for Dutchie spiders; there is no setting that turns them off.
 STEALTH_BLOCK_RETRIES = 3  # a blocked page is retried this often, each time with another proxy and identity
-STEALTH_PROXY_MAX_FAILURES = 5  # consecutive failures that deactivate a proxy (is_active = false)
+# A proxy is deactivated (is_active = false) when MAX_FAILURES of its last ATTEMPT_WINDOW attempts
+# (a success, or a failure event) failed: five in a row, or a quarter of its recent attempts.
+STEALTH_PROXY_MAX_FAILURES = 5
+STEALTH_PROXY_ATTEMPT_WINDOW = 20
 STEALTH_PROXY_REFRESH_S = 60.0  # the table is re-read this often during a crawl (added/disabled proxies)
 STEALTH_HEALTH_FLUSH_S = 5.0  # proxy health reaches the table in batches this often, and at close
 STEALTH_PROXY_BACKOFF_S = 30.0  # a failed proxy rests a random time up to this, doubled per failure…

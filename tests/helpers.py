@@ -217,14 +217,14 @@ SANDBOX_PROXY_AUTH = ("scout", "pa55@w0rd")
 
 
 def register_proxy(db_url: str, proxy_url: str, auth: tuple[str, str] | None) -> int:
-    """A row in `proxies` for a forward proxy at `proxy_url` (http://127.0.0.1:port)."""
-    host, port = proxy_url.rsplit("//", 1)[1].split(":")
+    """A row in `proxies` for a proxy at `proxy_url` (http://127.0.0.1:port, socks5://…)."""
+    scheme, host_port = proxy_url.split("://", 1)
+    host, port = host_port.split(":")
     user, password = auth or (None, None)
     with psycopg.connect(db_url, autocommit=True) as conn:
         row = conn.execute(
-            "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, 'http') "
-            "RETURNING id",
-            (host, int(port), user, password),
+            "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, %s) RETURNING id",
+            (host, int(port), user, password, scheme),
         ).fetchone()
     assert row is not None
     return row[0]

@@ -28,14 +28,14 @@ from cannaspider.db import connect, database_url
 from cannaspider.dutchie import graphql
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
 from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
-from cannaspider.stealth.proxy_health import FLUSH_HEALTH, HealthBatch, health_params
+from cannaspider.stealth.proxy_health import FAILURE, FLUSH_HEALTH, SUCCESS, FailureRule, HealthBatch, health_params
 from cannaspider.stealth.routing import PIN_META
 
 ACTIONS = ("add", "import", "list", "check", "enable", "disable")
 # an operator's decision (add, enable, disable) ends re-probing: a disabled proxy stays disabled
 NOT_PROBED = "deactivated_at = NULL, next_probe_at = NULL, probe_failures = 0"
 LIST_QUERY = """
-SELECT id, protocol, host, port, username, password, failure_count, is_active, success_count,
+SELECT id, protocol, host, port, username, password, failure_count, recent_attempts, is_active, success_count,
        avg_response_time_ms, last_used_at, last_failure_at, last_error
   FROM proxies ORDER BY id
 """
@@ -89,7 +89,7 @@ class Command(CannaspiderCommand):
             if row:
                 # the same proxy and user: a new password or a comeback, not a second row
                 conn.execute(
-                    f"UPDATE proxies SET password = %s, is_active = true, failure_count = 0, {NOT_PROBED} "
+                    f"UPDATE proxies SET password = %s, is_active = true, recent_attempts = '', {NOT_PROBED} "
                     "WHERE id = %s",
                     (spec.password, row[0]),
                 )
@@ -131,15 +131,19 @@ class Command(CannaspiderCommand):
         if not rows:
             print("no proxies: add one with `scrapy proxies add http://user:password@host:port`")
             return
-        print(f"{'id':>4}  {'active':6}  {'proxy':44}  {'ok':>6}  {'fails':>5}  {'avg ms':>6}  last used / last error")
+        print(
+            f"{'id':>4}  {'active':6}  {'proxy':44}  {'ok':>6}  {'fails':>5}  {'recent':>6}  {'avg ms':>6}  "
+            "last used / last error"
+        )
         for row in rows:
-            record = record_of(row[:7])
-            active, ok, avg, used, failed_at, error = row[7:]
+            record = record_of(row[:8])
+            active, ok, avg, used, failed_at, error = row[8:]
+            recent = f"{record.recent_attempts.count(FAILURE)}/{len(record.recent_attempts)}"
             when = used.strftime("%Y-%m-%d %H:%M") if used else "-"
             tail = f"{when}" + (f" / {error[:60]}" if error else "")
             print(
                 f"{record.id:>4}  {'yes' if active else 'no':6}  {record.masked:44}  {ok or 0:>6}  "
-                f"{record.failure_count:>5}  {avg if avg is not None else '-':>6}  {tail}"
+                f"{record.failure_count:>5}  {recent:>6}  {avg if avg is not None else '-':>6}  {tail}"
             )
 
     def _check(self, url: str, ids: list[int]) -> None:
@@ -152,7 +156,7 @@ class Command(CannaspiderCommand):
             raise ProxyInputError(f"no proxy with id {', '.join(map(str, sorted(missing)))}")
         if not rows:
             raise ProxyInputError("no active proxy to check: add one with `scrapy proxies add`")
-        records = [record_of(r[:7]) for r in rows]
+        records = [record_of(r[:8]) for r in rows]
         results: dict[int, str] = {}
         health: dict[int, HealthBatch] = {}
         assert self.crawler_process is not None
@@ -160,7 +164,7 @@ class Command(CannaspiderCommand):
         self.crawler_process.start()
         # the crawl's pool records the health of active proxies only: an inactive one's check is
         # written here (the same UPDATE; it leaves an inactive row inactive: enabling is `enable`'s)
-        inactive = {r[0] for r in rows if not r[7]}
+        inactive = {r[0] for r in rows if not r[8]}
         self._record(url, {pid: h for pid, h in health.items() if pid in inactive})
         failed = 0
         for record in records:
@@ -174,19 +178,19 @@ class Command(CannaspiderCommand):
         if not health:
             return
         assert self.settings is not None
-        max_failures = self.settings.getint("STEALTH_PROXY_MAX_FAILURES")
+        rule = FailureRule.from_settings(self.settings)
         reprobe_after_s = self.settings.getfloat("PROXY_REPROBE_AFTER_S")
         with connect(url, autocommit=True) as conn, conn.cursor() as cur:
             cur.executemany(
                 FLUSH_HEALTH,
-                [health_params(pid, h, max_failures, reprobe_after_s) for pid, h in sorted(health.items())],
+                [health_params(pid, h, rule, reprobe_after_s) for pid, h in sorted(health.items())],
             )
 
     @staticmethod
     def _set_active(url: str, ids: list[int], active: bool) -> None:
         with connect(url, autocommit=True) as conn:
             done = conn.execute(
-                "UPDATE proxies SET is_active = %s, failure_count = CASE WHEN %s THEN 0 ELSE failure_count END, "
+                "UPDATE proxies SET is_active = %s, recent_attempts = CASE WHEN %s THEN '' ELSE recent_attempts END, "
                 f"{NOT_PROBED} WHERE id = ANY(%s) RETURNING id",
                 (active, active, ids),
             ).fetchall()
@@ -239,7 +243,7 @@ class ProxyCheckSpider(scrapy.Spider):
         latency_ms = response.meta.get("download_latency", ms / 1000) * 1000
         # the proxy carried the request (the stealth middleware judged its answer no block)
         self.health[record.id] = HealthBatch(
-            successes=1, total_ms=latency_ms, reset=True, last_used_at=datetime.now(UTC)
+            successes=1, total_ms=latency_ms, attempts=SUCCESS, last_used_at=datetime.now(UTC)
         )
         if isinstance(result, graphql.GraphQLFailure):
             self.results[record.id] = f"failed: {result.message} ({ms:.0f} ms)"
@@ -255,5 +259,5 @@ class ProxyCheckSpider(scrapy.Spider):
             self.results[record.id] = f"failed: {error}"
             now = datetime.now(UTC)
             self.health[record.id] = HealthBatch(
-                failures=1, last_used_at=now, last_failure_at=now, last_error=error[:500]
+                failures=1, attempts=FAILURE, last_used_at=now, last_failure_at=now, last_error=error[:500]
             )

@@ -114,9 +114,10 @@ class StealthProxyMiddleware:
         pinned: ProxyRecord | None = request.meta.get(PIN_META)
         browser = is_browser_page(request)
         try:
-            session = (
-                await self.sessions.pinned(pinned, key) if pinned is not None else self.sessions.live(key)
-            ) or await self._new_session(request, key, browser)
+            session = await self.sessions.pinned(pinned, key) if pinned is not None else self.sessions.live(key)
+            if browser and session is not None and session.proxy.browser_refusal is not None:
+                session = None  # the store's crawl moves to a proxy its pages can use too
+            session = session or await self._new_session(request, key, browser)
             if browser:
                 await self.pages.route(request, key, session)
                 return None
@@ -138,10 +139,22 @@ class StealthProxyMiddleware:
     async def _new_session(self, request: Request, key: object, browser: bool) -> Session:
         avoid = set(request.meta.get(TRIED_META, ()))
         session = await self.sessions.new(request, key, avoid=avoid, browser=browser)
+        if session is None and browser and self.pool.records:
+            raise self._no_browser_proxy()
         if session is None:
             self.stop.pool_empty("no active proxy left in the proxies table")
             raise ProxyBlocked("no active proxy left")
         return session
+
+    def _no_browser_proxy(self) -> ProxyBlocked:
+        """Every active proxy is one Chromium cannot use: the page fails with the reason (once in
+        the log as a warning), the proxies are not blamed, the crawl's other requests go on."""
+        refusals = sorted({r.browser_refusal for r in self.pool.records.values() if r.browser_refusal})
+        why = f"no proxy of the pool can carry a browser page: {'; '.join(refusals)}"
+        if not self.stats.get_value("cannaspider/stealth_browser_no_proxy"):
+            logger.warning("%s (add an http(s) proxy, or a socks5 one without a password)", why)
+        self.stats.inc_value("cannaspider/stealth_browser_no_proxy")
+        return ProxyBlocked(why)
 
     def _identity_failed(self, exc: IdentityError) -> ProxyBlocked:
         self.stop.stop(f"identity generation failed: {exc}")

@@ -24,7 +24,6 @@ import random
 import re
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from cannaspider.stealth.identity import (
     BROWSERS_BY_DEVICE,
@@ -36,6 +35,7 @@ from cannaspider.stealth.identity import (
     accept_language,
 )
 from cannaspider.stealth.proxies import ProxyRecord
+from cannaspider.stealth.timezones import store_timezone
 
 # Chrome's reduced User-Agent: the platform part is frozen per platform (chromium.org/updates/ua-reduction)
 UA_PLATFORM = {
@@ -76,7 +76,6 @@ SCREENS: dict[str, tuple[Screen, ...]] = {
 }
 # Chrome on the desktop, in the weights it has among HTTP identities
 DESKTOP_PLATFORMS = tuple((os_name, w) for b, os_name, w in BROWSERS_BY_DEVICE["desktop"] if b == "chrome")
-DEFAULT_TIMEZONE = "America/New_York"  # a store without a (valid) time zone: the most common US one
 
 _VERSION = re.compile(r"\b(\d+)\.(\d+)\.(\d+)\.(\d+)\b")
 _GREASE_CHARS = (" ", "(", ":", "-", ".", "/", ")", ";", "=", "?", "_")
@@ -140,8 +139,11 @@ async def chromium_version(executable: str, timeout: float = 20.0) -> str:
 
 def proxy_settings(proxy: ProxyRecord) -> dict[str, str]:
     """Playwright's `proxy` for a context: the server without credentials, which go apart (Chromium
-    answers the proxy's 407 with them)."""
-    settings = {"server": f"{proxy.protocol}://{proxy.host}:{proxy.port}"}
+    answers the proxy's 407 with them). Chromium knows no `socks5h`: its `socks5` already leaves
+    name resolution to the proxy. A SOCKS5 proxy with a password is never given to a browser
+    (ProxyRecord.browser_refusal: the pool does not choose it for browser pages)."""
+    scheme = "socks5" if proxy.protocol == "socks5h" else proxy.protocol
+    settings = {"server": f"{scheme}://{proxy.host}:{proxy.port}"}
     if proxy.username is not None:
         settings["username"] = proxy.username
         settings["password"] = proxy.password or ""
@@ -272,21 +274,10 @@ class BrowserIdentityFactory:
             user_agent=chrome_user_agent(os_name, int(self.version.split(".")[0]), device == "mobile"),
             accept_language=languages,
             locale=languages.split(",")[0],
-            timezone=_valid_timezone(timezone),
+            timezone=store_timezone(state, timezone),
             screen=screen,
             viewport=viewport,
             scale=scale,
             model=model,
             platform_version=rng.choice(PLATFORM_VERSIONS[os_name]),
         )
-
-
-def _valid_timezone(name: str | None) -> str:
-    """The store's time zone when it is a real IANA name (Playwright refuses a context otherwise)."""
-    if name:
-        try:
-            ZoneInfo(name)
-            return name
-        except (ValueError, KeyError, OSError):
-            pass
-    return DEFAULT_TIMEZONE

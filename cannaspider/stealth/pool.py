@@ -3,16 +3,18 @@ rotation state (scrapy-rotating-proxies' Proxies keyed by row id, stealth/proxy_
 choice of a proxy for a request, and its health written back in batches every
 STEALTH_HEALTH_FLUSH_S and at close (the batches and their UPDATE: stealth/proxy_health.py).
 
-`failure_count` counts consecutive failure *events* (a success resets it); at
-STEALTH_PROXY_MAX_FAILURES the proxy is deactivated in memory at once and in the table with the
-next batch (`scrapy schedule` re-probes it, stealth/probe.py).
+`success_count` and `failure_count` are lifetime counters (a success erases nothing). A proxy is
+deactivated when STEALTH_PROXY_MAX_FAILURES of its last STEALTH_PROXY_ATTEMPT_WINDOW attempts (a
+success, or a failure event) failed: in memory at once, and in the table with the next batch
+(`recent_attempts`, stealth/proxy_health.py; `scrapy schedule` re-probes it, stealth/probe.py).
+The window starts from the table's, so it spans crawls, and crawls sharing a proxy fill one window.
 
 Failures are taken in the order they complete. One that completes within STEALTH_FAILURE_WINDOW_S
 of the start of the proxy's current event, or whose request was sent before that event began
 (it was in flight at that moment), is part of that event: its error is kept, it is not counted
 again. Sixteen requests in flight through a proxy that blips for a second are one failure, not
-sixteen; a proxy that keeps failing is deactivated after five events, so after some
-4 × STEALTH_FAILURE_WINDOW_S of failing (docs/stealth.md, "Failures").
+sixteen. A success ends the event: the next failure is a new one, so a proxy that fails one
+request in three under load has its failures counted (docs/stealth.md, "Failures").
 
 A contract check (`scrapy check`: CONTRACT_MODE, cannaspider/contracts.py) keeps health in
 memory only: a check is not traffic, and one run against a sandbox must not rate or deactivate
@@ -35,7 +37,15 @@ from scrapy.crawler import Crawler
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.stealth.proxies import ACTIVE_PROXIES, ProxyRecord, record_of
-from cannaspider.stealth.proxy_health import FLUSH_HEALTH, HealthBatch, health_params, merge_unwritten
+from cannaspider.stealth.proxy_health import (
+    FAILURE,
+    FLUSH_HEALTH,
+    SUCCESS,
+    FailureRule,
+    HealthBatch,
+    health_params,
+    merge_unwritten,
+)
 from cannaspider.stealth.proxy_states import IdStates, backoff
 
 logger = logging.getLogger(__name__)
@@ -50,13 +60,13 @@ class ProxyPool:
         s = crawler.settings
         self.refresh_s = s.getfloat("STEALTH_PROXY_REFRESH_S")
         self.flush_s = s.getfloat("STEALTH_HEALTH_FLUSH_S")
-        self.max_failures = s.getint("STEALTH_PROXY_MAX_FAILURES")
+        self.rule = FailureRule.from_settings(s)
         self.window_s = s.getfloat("STEALTH_FAILURE_WINDOW_S")
         self.reprobe_after_s = s.getfloat("PROXY_REPROBE_AFTER_S")
         base, cap = s.getfloat("STEALTH_PROXY_BACKOFF_S"), s.getfloat("STEALTH_PROXY_BACKOFF_CAP_S")
         self.states = IdStates(backoff(base, cap))
         self.records: dict[int, ProxyRecord] = {}
-        self.consecutive: dict[int, int] = {}  # failure events in a row
+        self.attempts: dict[int, str] = {}  # each proxy's recent attempts, S or F, oldest first
         self.event_started: dict[int, float] = {}  # monotonic start of the proxy's current failure event
         self.pending: dict[int, HealthBatch] = {}
         self.loaded = False
@@ -90,8 +100,11 @@ class ProxyPool:
         records = {r.id: r for r in map(record_of, rows)}
         for pid, record in records.items():
             if pid not in self.records or record != self.records[pid]:
-                # a new row, or one an operator edited or re-enabled: its count restarts from the table
-                self.consecutive[pid] = record.failure_count
+                # a new row, one an operator edited or re-enabled, or other crawls' attempts: the
+                # window is the table's, then this crawl's attempts not written yet
+                unwritten = self.pending.get(pid)
+                self.attempts[pid] = self._trim(record.recent_attempts + (unwritten.attempts if unwritten else ""))
+            if pid not in self.records:  # new, or back in the pool: no failure event in course
                 self.event_started.pop(pid, None)
         added = set(records) - set(self.records)
         removed = set(self.records) - set(records)
@@ -128,7 +141,7 @@ class ProxyPool:
         if not self.pending:
             return
         batch, self.pending = self.pending, {}
-        params = [health_params(pid, h, self.max_failures, self.reprobe_after_s) for pid, h in sorted(batch.items())]
+        params = [health_params(pid, h, self.rule, self.reprobe_after_s) for pid, h in sorted(batch.items())]
         try:
             if self._closed:
                 # at close the crawl's pool may already be gone (spider_closed handlers run in turn)
@@ -163,18 +176,21 @@ class ProxyPool:
             logger.error("proxy pool: proxy health of this crawl could not be written: %s", exc)
 
     # -- choosing and recording --------------------------------------------------------------
-    def choose(self, avoid: frozenset[int] | set[int] = frozenset()) -> ProxyRecord | None:
+    def choose(self, avoid: frozenset[int] | set[int] = frozenset(), browser: bool = False) -> ProxyRecord | None:
         """A good or unchecked proxy, not one of `avoid` (those that already failed this request)
         when there is another; when every active proxy is backing off, the one whose backoff
-        ends first; None when none is active."""
+        ends first; None when none is active. For a browser page (`browser`) only a proxy
+        Chromium can use (ProxyRecord.browser_refusal)."""
         self.states.reanimate()
-        fresh = list(self.states.good | self.states.unchecked)
+        usable = {p for p, r in self.records.items() if not browser or r.browser_refusal is None}
+        fresh = [p for p in self.states.good | self.states.unchecked if p in usable]
         if fresh:
             others = [p for p in fresh if p not in avoid]
             return self.records[random.choice(others or fresh)]
-        if not self.records:
-            return None
-        dead = sorted(self.states.dead, key=lambda p: (p in avoid, self.states.proxies[p].next_check or 0))
+        dead = sorted(
+            (p for p in self.states.dead if p in usable),
+            key=lambda p: (p in avoid, self.states.proxies[p].next_check or 0),
+        )
         return self.records[dead[0]] if dead else None
 
     def is_active(self, proxy_id: int) -> bool:
@@ -184,13 +200,21 @@ class ProxyPool:
         if proxy_id not in self.records:
             return
         self.states.mark_good(proxy_id)
-        self.consecutive[proxy_id] = 0
-        self.event_started.pop(proxy_id, None)
-        h = self.pending.setdefault(proxy_id, HealthBatch())
+        self.event_started.pop(proxy_id, None)  # the proxy worked again: the next failure is a new event
+        h = self._attempt(proxy_id, SUCCESS)
         h.successes += 1
         h.total_ms += (seconds or 0.0) * 1000
-        h.reset, h.failures = True, 0
         h.last_used_at = datetime.now(UTC)
+
+    def _trim(self, attempts: str) -> str:
+        return attempts[-self.rule.window :]
+
+    def _attempt(self, proxy_id: int, outcome: str) -> HealthBatch:
+        """One more attempt in the proxy's window and in its batch."""
+        self.attempts[proxy_id] = self._trim(self.attempts.get(proxy_id, "") + outcome)
+        h = self.pending.setdefault(proxy_id, HealthBatch())
+        h.attempts = self._trim(h.attempts + outcome)
+        return h
 
     def record_failure(self, proxy_id: int, error: str, sent_at: float | None = None) -> bool:
         """Record a failure of a request sent at `sent_at` (time.monotonic(); None: unknown); it
@@ -199,25 +223,32 @@ class ProxyPool:
         if proxy_id not in self.records:
             return False
         now = datetime.now(UTC)
-        h = self.pending.setdefault(proxy_id, HealthBatch())
-        h.last_failure_at = h.last_used_at = now
-        h.last_error = error[:500]
         moment = time.monotonic()
         started = self.event_started.get(proxy_id)
         if started is not None and (moment - started < self.window_s or (sent_at is not None and sent_at <= started)):
+            h = self.pending.setdefault(proxy_id, HealthBatch())
+            h.last_failure_at = h.last_used_at = now
+            h.last_error = error[:500]
             self.crawler.stats.inc_value("cannaspider/proxy_failures_in_one_event")
             return False
         self.event_started[proxy_id] = moment
+        h = self._attempt(proxy_id, FAILURE)
+        h.last_failure_at = h.last_used_at = now
+        h.last_error = error[:500]
         h.failures += 1
-        count = self.consecutive.get(proxy_id, 0) + 1
-        self.consecutive[proxy_id] = count
-        if count < self.max_failures:
+        window = self.attempts[proxy_id]
+        if not self.rule.deactivates(window):
             self.states.mark_dead(proxy_id)
             return False
         record = self.records.pop(proxy_id)
         self.states.sync(set(self.records))
         logger.warning(
-            "proxy #%d %s deactivated after %d failures in a row (last: %s)", record.id, record.masked, count, error
+            "proxy #%d %s deactivated: %d of its last %d attempts failed (last: %s)",
+            record.id,
+            record.masked,
+            window.count(FAILURE),
+            len(window),
+            error,
         )
         self.crawler.stats.inc_value("cannaspider/proxies_deactivated")
         return True

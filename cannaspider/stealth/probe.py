@@ -7,7 +7,8 @@ A proxy deactivated by STEALTH_PROXY_MAX_FAILURES failure events has `deactivate
 neither and is never probed. When a probe is due, the scheduler takes the proxy (pushing its
 `next_probe_at` past the probe's timeout, so schedulers on several machines do not probe it
 twice), sends one request through it, and:
-- passed: the proxy is active again, its counts reset (the crawls' pools read it within
+- passed: the proxy is active again with an empty window of recent attempts (its lifetime counts
+  stay; the crawls' pools read it within
   STEALTH_PROXY_REFRESH_S; a queue waiting for a proxy goes on);
 - failed: `probe_failures` + 1, the next probe PROXY_REPROBE_AFTER_S · 2^probe_failures later
   (at most PROXY_REPROBE_BACKOFF_CAP_S), the reason in `last_error`.
@@ -44,12 +45,12 @@ UPDATE proxies SET next_probe_at = now() + %(hold_s)s * interval '1 second'
                ORDER BY next_probe_at, id
                LIMIT %(batch)s
                FOR UPDATE SKIP LOCKED)
-RETURNING id, protocol, host, port, username, password, failure_count
+RETURNING id, protocol, host, port, username, password, failure_count, recent_attempts
 """
 # both only while the proxy is still one deactivated by its failures: an operator's add, enable
 # or disable during the probe wins
 PASSED = """
-UPDATE proxies SET is_active = true, failure_count = 0, deactivated_at = NULL, next_probe_at = NULL,
+UPDATE proxies SET is_active = true, recent_attempts = '', deactivated_at = NULL, next_probe_at = NULL,
        probe_failures = 0, success_count = COALESCE(success_count, 0) + 1, last_used_at = now()
  WHERE id = %(id)s AND NOT is_active AND deactivated_at IS NOT NULL
 """

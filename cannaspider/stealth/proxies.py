@@ -12,16 +12,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-# socks5 is refused: Scrapy's HTTP download handlers speak HTTP CONNECT to a proxy, not SOCKS.
-SUPPORTED_PROTOCOLS = ("http", "https")
+# Every proxied request is curl_cffi's (stealth/tls.py) or Chromium's (browser pages), and both
+# speak these. socks5 lets curl resolve the target's name itself, socks5h leaves it to the proxy
+# (Chromium always does: stealth/browser.py). docs/stealth.md, "Managing the pool".
+SUPPORTED_PROTOCOLS = ("http", "https", "socks5", "socks5h")
+SOCKS_PROTOCOLS = ("socks5", "socks5h")
 REFUSED_PROTOCOLS = {
-    "socks5": "socks5 proxies are not supported: Scrapy's download handlers only speak HTTP(S) to a proxy",
-    "socks5h": "socks5 proxies are not supported: Scrapy's download handlers only speak HTTP(S) to a proxy",
-    "socks4": "socks4 proxies are not supported: Scrapy's download handlers only speak HTTP(S) to a proxy",
+    "socks4": "socks4 proxies are not supported: no password and no remote name resolution (use socks5)",
+    "socks4a": "socks4 proxies are not supported: no password and no remote name resolution (use socks5)",
 }
 
 ACTIVE_PROXIES = """
-SELECT id, protocol, host, port, username, password, failure_count
+SELECT id, protocol, host, port, username, password, failure_count, recent_attempts
   FROM proxies
  WHERE is_active
  ORDER BY id
@@ -40,7 +42,8 @@ class ProxyRecord:
     port: int
     username: str | None = None
     password: str | None = None
-    failure_count: int = 0  # consecutive failures when loaded (a success resets it)
+    failure_count: int = 0  # failure events in its lifetime, when loaded
+    recent_attempts: str = ""  # its last attempts when loaded, S or F (stealth/proxy_health.py)
 
     @property
     def url(self) -> str:
@@ -56,6 +59,14 @@ class ProxyRecord:
         """For logs and listings: `http://user:***@host:port`."""
         auth = f"{self.username}:***@" if self.username is not None else ""
         return f"{self.protocol}://{auth}{self.host}:{self.port}"
+
+    @property
+    def browser_refusal(self) -> str | None:
+        """Why Chromium cannot use this proxy (None: it can): it does no SOCKS5 with a password,
+        and Playwright refuses such a context."""
+        if self.protocol in SOCKS_PROTOCOLS and self.username is not None:
+            return "Chromium does not support socks5 proxies with a password"
+        return None
 
     def __repr__(self) -> str:  # a record in a traceback or a log never shows its password
         return f"<proxy #{self.id} {self.masked}>"
@@ -91,7 +102,7 @@ def parse_proxy_url(text: str) -> ProxySpec:
     if protocol in REFUSED_PROTOCOLS:
         raise ProxyInputError(f"{shown}: {REFUSED_PROTOCOLS[protocol]}")
     if protocol not in SUPPORTED_PROTOCOLS:
-        raise ProxyInputError(f"{shown}: unknown proxy protocol {protocol!r} (use http or https)")
+        raise ProxyInputError(f"{shown}: unknown proxy protocol {protocol!r} (use http, https, socks5 or socks5h)")
     try:
         port = parts.port
     except ValueError:
@@ -112,5 +123,6 @@ def parse_proxy_url(text: str) -> ProxySpec:
 
 
 def record_of(row: tuple[Any, ...]) -> ProxyRecord:
-    pid, protocol, host, port, username, password, failures = row
-    return ProxyRecord(pid, (protocol or "http").lower(), host, port, username, password, failures or 0)
+    """A record from the columns of ACTIVE_PROXIES, in its order."""
+    pid, protocol, host, port, username, password, failures, recent = row
+    return ProxyRecord(pid, (protocol or "http").lower(), host, port, username, password, failures or 0, recent or "")

@@ -5,16 +5,24 @@ its batches every STEALTH_HEALTH_FLUSH_S and at close; `scrapy proxies check`
 (cannaspider/commands/proxies.py) writes an inactive proxy's check with the same statement, so a
 check and a crawl rate a proxy alike.
 
-`failure_count` counts consecutive failure *events* (a success resets it); the update that takes
-it to STEALTH_PROXY_MAX_FAILURES deactivates the proxy (`is_active = false`, `deactivated_at`
-set, `next_probe_at` PROXY_REPROBE_AFTER_S later: `scrapy schedule` re-probes it,
-stealth/probe.py). A row already inactive stays so: enabling is an operator's.
+`success_count` and `failure_count` (failure *events*) are lifetime counters. The deactivation
+reads `recent_attempts` (migration 027): the proxy's last STEALTH_PROXY_ATTEMPT_WINDOW attempts,
+oldest first, `S` a success and `F` a failure event. The batch's attempts are appended in order
+(so the crawls sharing a proxy add theirs to one window), and the update that leaves
+STEALTH_PROXY_MAX_FAILURES `F` in the window deactivates the proxy (`is_active = false`,
+`deactivated_at` set, `next_probe_at` PROXY_REPROBE_AFTER_S later: `scrapy schedule` re-probes it,
+stealth/probe.py). A row already inactive stays so: enabling is an operator's (docs/stealth.md,
+"Failures").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+
+from scrapy.settings import BaseSettings
+
+SUCCESS, FAILURE = "S", "F"
 
 FLUSH_HEALTH = """
 UPDATE proxies SET
@@ -24,7 +32,8 @@ UPDATE proxies SET
                    / (COALESCE(success_count, 0) + %(successes)s))::integer
         ELSE avg_response_time_ms END,
     last_used_at = GREATEST(last_used_at, %(last_used_at)s),
-    failure_count = CASE WHEN %(reset)s THEN %(failures)s ELSE COALESCE(failure_count, 0) + %(failures)s END,
+    failure_count = COALESCE(failure_count, 0) + %(failures)s,
+    recent_attempts = {window},
     last_failure_at = COALESCE(%(last_failure_at)s, last_failure_at),
     last_error = COALESCE(%(last_error)s, last_error),
     is_active = is_active AND NOT {deactivates},
@@ -34,9 +43,13 @@ UPDATE proxies SET
                          THEN now() + %(reprobe_after_s)s * interval '1 second' ELSE next_probe_at END,
     probe_failures = CASE WHEN is_active AND {deactivates} THEN 0 ELSE probe_failures END
 WHERE id = %(id)s
-""".format(
-    deactivates="""(CASE WHEN %(reset)s THEN %(failures)s
-                     ELSE COALESCE(failure_count, 0) + %(failures)s END) >= %(max_failures)s"""
+"""
+_WINDOW = "right(recent_attempts || %(attempts)s, %(window)s)"
+FLUSH_HEALTH = FLUSH_HEALTH.format(
+    window=_WINDOW,
+    # a failure in this batch is needed: a batch of successes never deactivates (a row that the
+    # rule was changed under, a smaller window, waits for its next failure)
+    deactivates=f"(%(failures)s > 0 AND length(replace({_WINDOW}, 'S', '')) >= %(max_failures)s)",
 )
 
 
@@ -46,32 +59,48 @@ class HealthBatch:
 
     successes: int = 0
     total_ms: float = 0.0
-    failures: int = 0  # failure events since the last success in this batch (or since the batch began)
-    reset: bool = False  # a success happened: failure_count restarts from `failures`
+    failures: int = 0  # failure events
+    attempts: str = ""  # its attempts in order, S or F (at most the window's last ones)
     last_used_at: datetime | None = None
     last_failure_at: datetime | None = None
     last_error: str | None = None
 
 
-def health_params(proxy_id: int, h: HealthBatch, max_failures: int, reprobe_after_s: float) -> dict[str, object]:
+@dataclass(frozen=True)
+class FailureRule:
+    """When a proxy is deactivated: `max_failures` failure events among its last `window` attempts."""
+
+    max_failures: int
+    window: int
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> FailureRule:
+        return cls(settings.getint("STEALTH_PROXY_MAX_FAILURES"), settings.getint("STEALTH_PROXY_ATTEMPT_WINDOW"))
+
+    def deactivates(self, attempts: str) -> bool:
+        return attempts[-self.window :].count(FAILURE) >= self.max_failures
+
+
+def health_params(proxy_id: int, h: HealthBatch, rule: FailureRule, reprobe_after_s: float) -> dict[str, object]:
     """FLUSH_HEALTH's parameters for one proxy's batch."""
     return {
         "id": proxy_id,
         "successes": h.successes,
         "total_ms": h.total_ms,
         "last_used_at": h.last_used_at,
-        "reset": h.reset,
         "failures": h.failures,
+        "attempts": h.attempts[-rule.window :],
+        "window": rule.window,
         "last_failure_at": h.last_failure_at,
         "last_error": h.last_error,
-        "max_failures": max_failures,
+        "max_failures": rule.max_failures,
         "reprobe_after_s": reprobe_after_s,
     }
 
 
 def merge_unwritten(pending: dict[int, HealthBatch], unwritten: dict[int, HealthBatch]) -> None:
     """Put back a batch whose write was rolled back into `pending`, which holds what came since:
-    the newer batch's success reset and its latest times and error win, counts add up."""
+    counts add up, the older batch's attempts come first, the newer batch's times and error win."""
     for pid, old in unwritten.items():
         new = pending.get(pid)
         if new is None:
@@ -79,9 +108,8 @@ def merge_unwritten(pending: dict[int, HealthBatch], unwritten: dict[int, Health
             continue
         new.successes += old.successes
         new.total_ms += old.total_ms
-        if not new.reset:
-            new.failures += old.failures
-            new.reset = old.reset
+        new.failures += old.failures
+        new.attempts = old.attempts + new.attempts
         new.last_used_at = new.last_used_at or old.last_used_at
         new.last_failure_at = new.last_failure_at or old.last_failure_at
         new.last_error = new.last_error or old.last_error

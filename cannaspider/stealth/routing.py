@@ -76,5 +76,6 @@ def applies(request: Request) -> bool:
 def counts_on_proxy(request: Request) -> bool:
     """Whether the answer judges the proxy (health, blocks, rotation). Images say no (meta
     `proxy_health` False): an image CDN that serves a proxy says nothing of its standing with the
-    API, and its successes would reset the consecutive failures that deactivate a blocked proxy."""
+    API, and its successes would fill the window of recent attempts that deactivates a blocked
+    proxy (docs/stealth.md, "Failures")."""
     return request.meta.get("proxy_health", True) is not False

@@ -57,8 +57,9 @@ class Sessions:
         return Session(proxy, self.draw_identity(*await self.locales.of(key)))
 
     async def new(self, request: Request, key: object, avoid: set[int], browser: bool = False) -> Session | None:
-        """A new proxy (not one of `avoid`) and identity for the key; None when no proxy is left."""
-        proxy = self.pool.choose(avoid=avoid)
+        """A new proxy (not one of `avoid`) and identity for the key; None when no proxy is left
+        (for a browser page: none that Chromium can use)."""
+        proxy = self.pool.choose(avoid=avoid, browser=browser)
         if proxy is None:
             return None
         if browser:  # the store's API requests then present the same Chrome as its pages

@@ -27,12 +27,14 @@ What scrapy-impersonate 1.10.1 gets wrong, and what is done here instead:
   it) is off: plain http (the sandbox) is HTTP/1.1;
 - DOWNLOAD_MAXSIZE and DOWNLOAD_VERIFY_CERTIFICATES are honoured.
 Proxy-Authorization goes to the proxy only (PROXYHEADER, also on CONNECT), never to the target
-(fixed upstream in 1.10.1, jxlil/scrapy-impersonate#52), and stays on retries (#26).
+(fixed upstream in 1.10.1, jxlil/scrapy-impersonate#52), and stays on retries (#26). A SOCKS5
+proxy's credentials go to curl as its user and password (RFC 1929), a `:` in the password included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import re
 import time
@@ -144,6 +146,21 @@ def scrapy_error(exc: CurlError, request: Request, timeout: float) -> Exception:
     return DownloadFailedError(message)
 
 
+def _socks_credentials(request: Request) -> dict[Any, Any]:
+    """A SOCKS5 proxy's user and password (RFC 1929) from the Proxy-Authorization header that
+    HttpProxyMiddleware wrote, which is taken off the request (a SOCKS proxy never sees headers).
+    scrapy-impersonate 1.10.1 does this too but splits at every `:`, so a password holding one
+    fails the request with a ValueError: here only the first `:` separates them."""
+    proxy = request.meta.get("proxy") or ""
+    if not proxy.startswith(("socks5://", "socks5h://")):
+        return {}
+    header = request.headers.pop(b"Proxy-Authorization", None)
+    if not header:
+        return {}
+    user, _, password = base64.b64decode(header[0].split(b" ", 1)[1]).partition(b":")
+    return {CurlOpt.PROXYUSERNAME: user, CurlOpt.PROXYPASSWORD: password}
+
+
 @dataclass
 class _Pooled:
     session: AsyncSession[Any]
@@ -166,7 +183,9 @@ class CurlImpersonator:
     async def download(self, request: Request) -> Response:
         # a copy: CurlOptionsParser pops Proxy-Authorization (into PROXYHEADER, the proxy's only)
         copy = request.copy()
+        socks_auth = _socks_credentials(copy)
         curl_options: dict[Any, Any] = CurlOptionsParser(copy).as_dict()
+        curl_options.update(socks_auth)
         args = RequestParser(copy).as_dict()
         # the request's header order (the identity's) on the wire, Host first as browsers send it
         headers: list[tuple[str, str]] = [(str(k), str(v)) for k, v in copy.headers.to_unicode_dict().items()]

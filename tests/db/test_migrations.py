@@ -123,3 +123,23 @@ def test_concurrent_migrate_runs_apply_each_file_once(fresh_db):
         results = list(pool.map(lambda _: migrations.apply(fresh_db, log=lambda _: None), range(3)))
     applied = [m.version for batch in results for m in batch]
     assert len(applied) == len(set(applied)) == len(migrations.discover())
+
+
+def test_027_starts_each_proxys_window_of_recent_attempts_from_its_failures_in_a_row(fresh_db, tmp_path):
+    """Round 3's failure_count counted failure events in a row: a proxy one short of deactivation
+    stays one short under the window rule (docs/stealth.md, "Failures")."""
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    for path in sorted((ROOT / "migrations").glob("*.sql")):
+        if path.name < "027":
+            shutil.copy(path, folder)
+    migrations.apply(fresh_db, folder, log=lambda _: None)
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute("INSERT INTO proxies (host, port, failure_count) VALUES ('a', 1, 4), ('b', 2, 0), ('c', 3, NULL)")
+    shutil.copy(ROOT / "migrations" / "027_proxy_recent_attempts.sql", folder)
+    migrations.apply(fresh_db, folder, log=lambda _: None)
+    with psycopg.connect(fresh_db) as conn:
+        rows = conn.execute("SELECT host, failure_count, recent_attempts FROM proxies ORDER BY host").fetchall()
+        assert rows == [("a", 4, "FFFF"), ("b", 0, ""), ("c", None, "")]
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("UPDATE proxies SET recent_attempts = 'SFX'")

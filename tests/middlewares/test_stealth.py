@@ -62,16 +62,10 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
     dead_id = register_proxy(db, dead_proxy_url(), ("nobody", "x"))
     good_id = register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
     sandbox.faults({"kind": "block403", "proxy": "blocked"})  # Cloudflare has this exit's address
-    result = ordered_crawl(
+    result = resync_in_order(
         scrapy_env,
-        "product_resync",
-        "-a",
-        f"dispensary_id={','.join(map(str, ids))}",
-        "-s",
+        ids,
         "STEALTH_PROXY_MAX_FAILURES=3",  # fewer stores than a real pool sees: deactivate sooner
-        "-s",
-        "STEALTH_PROXY_BACKOFF_S=0",  # a failed proxy is tried again by the next new session
-        "-s",
         "STEALTH_FAILURE_WINDOW_S=0",  # each failure counts (a short crawl: no time for events apart)
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -97,6 +91,31 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
     assert f"proxy #{blocked_id} http://other:***@" in result.stderr  # the deactivation, masked
     assert f"'cannaspider/proxy/{blocked_id}/blocked': " in result.stderr  # blocks per proxy (crawl health)
     assert BAD_AUTH[1] not in result.stderr and "pa55@w0rd" not in result.stderr
+
+
+def test_a_proxy_failing_one_request_in_three_is_deactivated_between_its_successes(
+    scrapy_env, db, sandbox, sandbox_proxy, blocked_proxy, sql
+):
+    """Was: each success reset failure_count, so a proxy blocked on a third of its requests never
+    had five failures in a row and stayed in the pool. One request at a time (sparse traffic: each
+    failure its own event), the flaky proxy first for every new store session."""
+    stores = sandbox.stores()
+    ids = [add_store(db, s) for s in stores]
+    sql("UPDATE proxies SET is_active = false WHERE id = %s", (sandbox_proxy,))
+    flaky_id = register_proxy(db, blocked_proxy.url, BAD_AUTH)
+    good_id = register_proxy(db, sandbox.urls.proxy, SANDBOX_PROXY_AUTH)
+    sandbox.faults({"kind": "block403", "proxy": "blocked", "rate": 0.34})
+    result = resync_in_order(scrapy_env, ids, "CONCURRENT_REQUESTS=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = proxy_rows(sql)
+    flaky, good = rows[flaky_id], rows[good_id]
+    ((recent,),) = sql("SELECT recent_attempts FROM proxies WHERE id = %s", (flaky_id,))
+    assert flaky[0] is False and flaky[2] >= 5 and flaky[1] > 0, (flaky, recent)  # out, with successes too
+    assert recent.count("F") >= 5 and "S" in recent.strip("S")  # successes between its failures
+    assert good[0] is True and good[2] == 0
+    for d in ids:
+        assert runs_of(db, d)[-1][0] == "complete"  # each blocked page retried through the good one
+    assert f"proxy #{flaky_id} http://other:***@" in result.stderr and "attempts failed" in result.stderr
 
 
 def test_a_blocked_page_is_retried_three_times_then_the_crawl_is_incomplete(crawl, db, sandbox, store, sql):
@@ -218,6 +237,15 @@ def ordered_crawl(env: dict, *argv: str) -> subprocess.CompletedProcess:
     )
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
     return result
+
+
+def resync_in_order(env: dict, ids: list[int], *settings: str) -> subprocess.CompletedProcess:
+    """`product_resync` of these stores by ordered_crawl, a failed proxy tried again by the next
+    new session (no backoff), with these extra settings."""
+    argv = ["product_resync", "-a", f"dispensary_id={','.join(map(str, ids))}", "-s", "STEALTH_PROXY_BACKOFF_S=0"]
+    for setting in settings:
+        argv += ["-s", setting]
+    return ordered_crawl(env, *argv)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import pytest
 from cannaspider.settings import CHROMIUM_PATH
 from cannaspider.stealth.browser import chrome_brands, sec_ch_ua
 from sandbox.forward_proxy import ForwardProxy
+from sandbox.socks_proxy import SocksProxy
 from sandbox.websites import VISITS
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, register_proxy, scrapy_environment
 
@@ -44,6 +45,19 @@ def chromium_major() -> int:
     return int(found.group(1))
 
 
+def run_pages(db, sandbox, tmp_path) -> subprocess.CompletedProcess[str]:
+    """`entry_point_discovery` of the AZ stores, proxies tried in row-id order (ordered_pool_crawl.py)."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.middlewares.ordered_pool_crawl", "crawl", "entry_point_discovery"]
+        + ["-a", "state=AZ", "-s", "LOG_LEVEL=DEBUG", "-s", "STEALTH_HEALTH_FLUSH_S=0.2"],
+        env=scrapy_environment(db, sandbox.urls, tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_as_a_real_chrome(
     db, sandbox, blocked_proxy, sql, tmp_path
 ):
@@ -57,15 +71,7 @@ def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_
     visits = sandbox.server.dutchie_app[VISITS]
     visits.clear()
 
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.middlewares.ordered_pool_crawl", "crawl", "entry_point_discovery"]
-        + ["-a", "state=AZ", "-s", "LOG_LEVEL=DEBUG", "-s", "STEALTH_HEALTH_FLUSH_S=0.2"],
-        env=scrapy_environment(db, sandbox.urls, tmp_path),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    result = run_pages(db, sandbox, tmp_path)
     log = result.stdout + result.stderr
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
@@ -104,3 +110,49 @@ def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_
     assert re.search(rf"Browser context started: 'stealth-proxy{good}-[0-9a-f]{{10}}'", log)
     for secret in (WRONG_AUTH[1], BLOCKED_AUTH[1], SANDBOX_PROXY_AUTH[1], "pa55%40w0rd", "s3cret%2Fpw"):
         assert secret not in log
+
+
+def test_pages_go_through_a_socks5_proxy_and_never_one_with_a_password_chromium_cannot_use(db, sandbox, sql, tmp_path):
+    """Chromium does SOCKS5 without a password (the pages through the sandbox's SOCKS proxy, as
+    a real Chrome), not with one (Playwright refuses the context): such a proxy, first in row-id
+    order, is passed over for pages without a failure recorded; with only it in the pool, each
+    page fails with the reason and the crawl ends normally."""
+    sites = {add_store(db, s, resolved=False): s for s in sandbox.stores("AZ") if "/sites/" in s["menu_url"]}
+    with_password = SocksProxy("scout", "pa:ss@w0rd").start()
+    open_socks = SocksProxy().start()
+    try:
+        locked = register_proxy(db, f"socks5h://{with_password.host_port}", ("scout", "pa:ss@w0rd"))
+        usable = register_proxy(db, f"socks5://{open_socks.host_port}", None)
+        assert locked < usable  # the one Chromium cannot use would be tried first
+        result = run_pages(db, sandbox, tmp_path)
+        log = result.stdout + result.stderr
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-4000:]
+        for d, s in sites.items():
+            assert sql("SELECT platform_dispensary_id, resolution_error FROM dispensaries WHERE id = %s", (d,)) == [
+                (s["id"], None)
+            ]
+        # every page through the open SOCKS proxy, none through the one with a password
+        assert open_socks.stats["connect"] >= len(sites) and open_socks.stats["broken"] == 0
+        assert sandbox.requests().get("website via:-") == len(sites)  # not through the http proxy
+        assert with_password.stats["auth_failed"] == 0
+        rows = {r[0]: r[1:] for r in sql("SELECT id, success_count, failure_count, last_error FROM proxies")}
+        assert rows[locked][1:] == (0, None) and rows[usable][0] >= len(sites) and rows[usable][1] == 0
+        assert "socks5 proxy authentication" not in log  # Playwright's refusal never reached
+
+        # only the proxy Chromium cannot use: each page fails with the reason, the proxy unblamed
+        sql("UPDATE proxies SET is_active = false WHERE id = %s", (usable,))
+        sql("UPDATE dispensaries SET resolution_error = NULL, platform_dispensary_id = NULL")
+        sandbox.reset()
+        result = run_pages(db, sandbox, tmp_path)
+        log = result.stdout + result.stderr
+    finally:
+        with_password.stop()
+        open_socks.stop()
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-4000:]
+    why = "no proxy of the pool can carry a browser page: Chromium does not support socks5 proxies with a password"
+    errors = [r[0] for r in sql("SELECT resolution_error FROM dispensaries ORDER BY id")]
+    assert len(errors) == len(sites) and all(why in (e or "") for e in errors), errors
+    assert log.count(why) >= 1 and "WARNING" in log.split(why)[0].rsplit("\n", 1)[-1]
+    assert sql("SELECT failure_count, is_active FROM proxies WHERE id = %s", (locked,)) == [(0, True)]
+    assert "website via:-" not in sandbox.requests()
+    assert "pa:ss@w0rd" not in log and "pa%3Ass" not in log

@@ -20,6 +20,7 @@ from cannaspider.stealth.browser import BrowserIdentityFactory
 from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META
 from cannaspider.stealth.identity import IdentityError, coherence_problems
 from cannaspider.stealth.proxies import ProxyRecord
+from cannaspider.stealth.proxy_health import FailureRule
 from cannaspider.stealth.routing import ProxyBlocked
 
 URL = "http://127.0.0.1:1/api-3/graphql?operationName=FilteredProducts"
@@ -51,7 +52,7 @@ def blocked(request: Request) -> HtmlResponse:
 def test_a_retry_through_another_proxy_never_carries_the_first_ones_credentials():
     mw, proxy_mw = middleware(WITH_AUTH, NO_AUTH), HttpProxyMiddleware()
     first = Request(URL, meta={"graphql_operation": "FilteredProducts"})
-    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
+    mw.pool.choose = lambda avoid=frozenset(), browser=False: WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
     send(mw, proxy_mw, first)
     assert first.meta["proxy"] == "http://10.0.0.1:3128"  # HttpProxyMiddleware took the credentials out
     assert first.headers[b"Proxy-Authorization"] == b"Basic " + base64.b64encode(b"scout:pa55@w0rd")
@@ -63,7 +64,7 @@ def test_a_retry_through_another_proxy_never_carries_the_first_ones_credentials(
     assert mw.stats.get_value("cannaspider/stealth_sessions") == 2  # a new identity with the new proxy
     # and back to the proxy with credentials: its own header again
     again = mw.process_response(retry, blocked(retry))
-    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH  # type: ignore[method-assign]
+    mw.pool.choose = lambda avoid=frozenset(), browser=False: WITH_AUTH  # type: ignore[method-assign]
     send(mw, proxy_mw, again)
     assert again.headers[b"Proxy-Authorization"] == b"Basic " + base64.b64encode(b"scout:pa55@w0rd")
 
@@ -147,7 +148,7 @@ def test_a_browser_page_goes_through_a_context_of_its_proxy_with_the_credentials
 
 def test_a_blocked_browser_page_counts_on_its_proxy_and_retries_with_another_proxy_and_identity():
     mw, proxy_mw = browser_middleware(WITH_AUTH, NO_AUTH), HttpProxyMiddleware()
-    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
+    mw.pool.choose = lambda avoid=frozenset(), browser=False: WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
     first = send(mw, proxy_mw, page())
     first.meta[VERSION_META] = "156.0.8078.114"  # what the page init callback reports
     retry = mw.process_response(first, blocked(first))
@@ -165,7 +166,7 @@ def test_a_blocked_browser_page_counts_on_its_proxy_and_retries_with_another_pro
 
 def test_a_proxy_error_on_a_browser_page_rotates_and_a_pool_left_empty_stops_the_crawl(caplog):
     mw, proxy_mw = browser_middleware(WITH_AUTH, retries=3), HttpProxyMiddleware()
-    mw.pool.max_failures = 1
+    mw.pool.rule = FailureRule(max_failures=1, window=20)
     request = send(mw, proxy_mw, page())
     refused = HtmlResponse(SITE, status=407, body=b"<html></html>", request=request)
     with pytest.raises(ProxyBlocked, match="HTTP 407.*no active proxy left"):
@@ -188,11 +189,43 @@ def test_a_page_rendered_by_another_chromium_than_the_identity_claims_stops_the_
 def test_requests_in_flight_blocked_at_the_same_moment_are_one_failure_of_their_proxy():
     """Was: five concurrent failures counted as five in a row, deactivating the proxy at once."""
     mw, proxy_mw = middleware(WITH_AUTH, NO_AUTH), HttpProxyMiddleware()
-    mw.pool.choose = lambda avoid=frozenset(): WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
+    mw.pool.choose = lambda avoid=frozenset(), browser=False: WITH_AUTH if WITH_AUTH.id not in avoid else NO_AUTH  # type: ignore[method-assign]
     stores = [Request(URL, meta={"graphql_operation": "FilteredProducts", "dispensary_id": n}) for n in range(5)]
     in_flight = [send(mw, proxy_mw, request) for request in stores]  # five stores' pages via the same proxy
     retries = [mw.process_response(request, blocked(request)) for request in in_flight]
     assert all(isinstance(r, Request) for r in retries)  # each rotated to another proxy
-    assert mw.pool.is_active(WITH_AUTH.id) and mw.pool.consecutive[WITH_AUTH.id] == 1
+    assert mw.pool.is_active(WITH_AUTH.id) and mw.pool.attempts[WITH_AUTH.id] == "F"
     assert mw.pool.pending[WITH_AUTH.id].failures == 1
     assert mw.stats.get_value("cannaspider/proxy_failures_in_one_event") == 4
+
+
+SOCKS_AUTH = ProxyRecord(3, "socks5h", "10.0.0.3", 1080, "scout", "pa:ss")
+
+
+def test_a_store_whose_crawl_began_on_a_socks5_proxy_with_a_password_moves_for_its_pages():
+    """Chromium cannot use that proxy: the page goes to one it can, and the store's API requests
+    follow (one session per store), with nothing recorded against the SOCKS proxy."""
+    mw, proxy_mw = browser_middleware(SOCKS_AUTH), HttpProxyMiddleware()
+    api = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "ConsumerDispensaries", "point": "store-1"}))
+    assert api.meta["proxy"] == "socks5h://10.0.0.3:1080"  # curl's: credentials in Proxy-Authorization
+    mw.pool.records[NO_AUTH.id] = NO_AUTH  # an http proxy joins the pool (a table re-read)
+    mw.pool.states.sync(set(mw.pool.records))
+    assert api.headers[b"Proxy-Authorization"] == b"Basic " + base64.b64encode(b"scout:pa:ss")
+    for _ in range(20):  # whatever the pool's random pick
+        request = send(mw, proxy_mw, page())
+        assert request.meta["playwright_context_kwargs"]["proxy"] == {"server": "http://10.0.0.2:3128"}
+    after = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "ConsumerDispensaries", "point": "store-1"}))
+    assert after.meta["proxy"] == "http://10.0.0.2:3128"
+    assert SOCKS_AUTH.id not in mw.pool.pending
+
+
+def test_a_page_with_only_socks5_proxies_with_a_password_fails_with_the_reason(caplog):
+    mw, proxy_mw = browser_middleware(SOCKS_AUTH), HttpProxyMiddleware()
+    why = "no proxy of the pool can carry a browser page: Chromium does not support socks5 proxies with a password"
+    for point in ("store-1", "store-2"):
+        with pytest.raises(ProxyBlocked, match=why):
+            send(mw, proxy_mw, page(point=point))
+    assert [r.levelname for r in caplog.records if why in r.getMessage()] == ["WARNING"]  # once a crawl
+    assert mw.stats.get_value("cannaspider/fatal_error") is None  # no alert: the API requests go on
+    api = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "ConsumerDispensaries", "point": "store-1"}))
+    assert api.meta["proxy"] == "socks5h://10.0.0.3:1080" and not mw.pool.pending

@@ -77,13 +77,32 @@ def test_puerto_rico_speaks_spanish_first_and_a_bad_time_zone_is_not_passed_on()
     who = BrowserIdentityFactory(VERSION, random.Random(1)).draw("PR", "Not/A_Zone")
     assert who.accept_language.startswith("es-PR,es;q=0.9") and who.locale == "es-PR"
     assert who.user_agent_override()["acceptLanguage"] == "es-PR,es,en-US,en"  # Chromium adds the q-values
-    assert who.timezone == "America/New_York"
+    assert who.timezone == "America/Puerto_Rico"  # the state's, not the store's invalid one
+
+
+@pytest.mark.parametrize(
+    ("state", "timezone", "expected"),
+    [
+        ("AZ", None, "America/Phoenix"),  # was America/New_York: the store's state was ignored
+        ("az", "", "America/Phoenix"),
+        ("MI", None, "America/Detroit"),
+        ("CA", "Mars/Olympus", "America/Los_Angeles"),
+        ("TX", "America/Denver", "America/Denver"),  # the store's own zone (El Paso) wins over its state's
+        (None, None, "America/New_York"),  # nothing known
+    ],
+)
+def test_a_store_without_a_time_zone_gets_its_states(state, timezone, expected):
+    who = BrowserIdentityFactory(VERSION, random.Random(2)).draw(state, timezone)
+    assert who.timezone == expected
+    assert who.context_kwargs(ProxyRecord(1, "http", "127.0.0.1", 8080))["timezone_id"] == expected
 
 
 def test_the_proxy_goes_to_the_context_with_its_credentials_apart():
     with_auth = ProxyRecord(3, "http", "10.0.0.1", 3128, "scout", "pa55@w0rd")
     assert proxy_settings(with_auth) == {"server": "http://10.0.0.1:3128", "username": "scout", "password": "pa55@w0rd"}
     assert proxy_settings(ProxyRecord(4, "https", "10.0.0.2", 443)) == {"server": "https://10.0.0.2:443"}
+    # Chromium knows no socks5h; its socks5 leaves name resolution to the proxy already
+    assert proxy_settings(ProxyRecord(5, "socks5h", "10.0.0.3", 1080)) == {"server": "socks5://10.0.0.3:1080"}
 
 
 def test_no_version_no_identity():

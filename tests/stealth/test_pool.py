@@ -1,5 +1,6 @@
 """The proxy pool against the real test database: read from the table, health written in batches,
-deactivation at STEALTH_PROXY_MAX_FAILURES consecutive failures, re-read while a crawl runs."""
+deactivation at STEALTH_PROXY_MAX_FAILURES failures among the last STEALTH_PROXY_ATTEMPT_WINDOW
+attempts, re-read while a crawl runs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ SETTINGS = {
     "STEALTH_PROXY_REFRESH_S": 3600.0,
     "STEALTH_HEALTH_FLUSH_S": 3600.0,  # flushed by hand here
     "STEALTH_PROXY_MAX_FAILURES": 5,
+    "STEALTH_PROXY_ATTEMPT_WINDOW": 20,
     "STEALTH_PROXY_BACKOFF_S": 30.0,
     "STEALTH_PROXY_BACKOFF_CAP_S": 600.0,
     "STEALTH_FAILURE_WINDOW_S": 0.0,  # each failure an event of its own (the window: tests below)
@@ -21,12 +23,16 @@ SETTINGS = {
 }
 
 
-def add(sql, host: str, active: bool = True, failures: int = 0) -> int:
+def add(sql, host: str, active: bool = True, failures: int = 0, recent: str = "") -> int:
     return sql(
-        "INSERT INTO proxies (host, port, username, password, is_active, failure_count) "
-        "VALUES (%s, 3128, 'u', 'p', %s, %s) RETURNING id",
-        (host, active, failures),
+        "INSERT INTO proxies (host, port, username, password, is_active, failure_count, recent_attempts) "
+        "VALUES (%s, 3128, 'u', 'p', %s, %s, %s) RETURNING id",
+        (host, active, failures, recent),
     )[0][0]
+
+
+def recent(sql, pid: int) -> str:
+    return sql("SELECT recent_attempts FROM proxies WHERE id = %s", (pid,))[0][0]
 
 
 def row(sql, pid: int) -> tuple:
@@ -80,23 +86,52 @@ def test_a_contract_check_writes_no_proxy_health(db, sql):
     assert row(sql, a) == (True, 0, 0, None, False, False, None)  # …but the table is untouched
 
 
-def test_five_consecutive_failures_deactivate_and_a_success_resets_the_count(db, sql):
-    flaky = add(sql, "10.0.0.2", failures=3)  # failed three times in earlier crawls
-    healthy = add(sql, "10.0.0.3", failures=4)
+def test_five_failures_of_the_last_twenty_attempts_deactivate_and_a_success_erases_nothing(db, sql):
+    """Earlier crawls' attempts are in the table's window: three failures there, then two more
+    here, a success between them, deactivate the proxy. Its counts stay lifetime counts."""
+    flaky = add(sql, "10.0.0.2", failures=40, recent="SSFSSSFSF")  # 40 failures in its life, 3 recent
+    steady = add(sql, "10.0.0.3", failures=90, recent="F" * 4 + "S" * 16)  # 4 failures, 16 attempts ago
 
     async def scenario(pool: ProxyPool):
         await pool.refresh()
-        pool.record_success(healthy, 0.05)  # the streak is over
-        pool.record_failure(healthy, "timeout")
         assert pool.record_failure(flaky, "blocked") is False
+        pool.record_success(flaky, 0.05)  # no longer erases the failures before it
         deactivated = pool.record_failure(flaky, "blocked")
+        pool.record_success(steady, 0.05)
+        steady_kept = pool.record_failure(steady, "timeout")  # the oldest two failures left the window
         await pool.flush()
-        return deactivated, [p.id for p in await pool.refresh()], pool.choose()
+        return deactivated, steady_kept, [p.id for p in await pool.refresh()], pool.choose()
 
-    deactivated, active, chosen = asyncio.run(with_pool(db, scenario))
-    assert deactivated is True and active == [healthy] and chosen is not None and chosen.id == healthy
-    assert row(sql, flaky)[0] is False and row(sql, flaky)[2] == 5
-    assert row(sql, healthy)[:3] == (True, 1, 1)
+    deactivated, steady_kept, active, chosen = asyncio.run(with_pool(db, scenario))
+    assert deactivated is True and steady_kept is False
+    assert active == [steady] and chosen is not None and chosen.id == steady
+    assert row(sql, flaky)[:3] == (False, 1, 42)  # lifetime: 40 + 2 failures, the success counted
+    assert recent(sql, flaky) == "SSFSSSFSFFSF" and recent(sql, steady) == "FF" + "S" * 16 + "SF"
+    assert row(sql, steady)[:3] == (True, 1, 91)
+
+
+def test_a_proxy_failing_one_request_in_three_is_deactivated(db, sql):
+    """The defect of a count that a success reset: failures spread among successes never reached
+    five in a row. Under load (the failure window of 5 s) each failure after a success is an event
+    of its own, so the proxy is out within its first twenty attempts."""
+    a = add(sql, "10.0.0.11")
+
+    async def scenario(pool: ProxyPool):
+        await pool.refresh()
+        outcomes = []
+        for n in range(30):
+            if n % 3 == 2:
+                outcomes.append(pool.record_failure(a, f"timeout {n}", sent_at=time.monotonic()))
+            else:
+                pool.record_success(a, 0.05)
+            if not pool.is_active(a):
+                break
+        await pool.flush()
+        return n + 1, outcomes
+
+    attempts, outcomes = asyncio.run(with_pool(db, scenario, STEALTH_FAILURE_WINDOW_S=5.0))
+    assert outcomes == [False] * 4 + [True] and attempts == 15
+    assert row(sql, a)[:3] == (False, 10, 5) and recent(sql, a) == "SSF" * 5
 
 
 def test_the_table_is_re_read_proxies_added_and_disabled_take_effect(db, sql):

@@ -7,11 +7,13 @@ from __future__ import annotations
 import pytest
 
 from sandbox.forward_proxy import ForwardProxy
+from sandbox.socks_proxy import SocksProxy
 from tests.helpers import SANDBOX_PROXY_AUTH, register_proxy, run_scrapy
 
 BAD_AUTH = ("other", "s3cret/pw")
 DEACTIVATED = (
-    "UPDATE proxies SET is_active = false, failure_count = 5, deactivated_at = now() - interval '10 minutes', "
+    "UPDATE proxies SET is_active = false, failure_count = 5, recent_attempts = 'SFFFFF', "
+    "deactivated_at = now() - interval '10 minutes', "
     "next_probe_at = now() + %s * interval '1 second', last_error = 'blocked: HTTP 403' WHERE id = %s"
 )
 
@@ -27,7 +29,8 @@ def own_answer_proxy():
 def state(sql, pid: int) -> tuple:
     return sql(
         "SELECT is_active, failure_count, deactivated_at IS NOT NULL, probe_failures, "
-        "round(extract(epoch FROM next_probe_at - now())), last_error, success_count FROM proxies WHERE id = %s",
+        "round(extract(epoch FROM next_probe_at - now())), last_error, success_count, recent_attempts "
+        "FROM proxies WHERE id = %s",
         (pid,),
     )[0]
 
@@ -49,9 +52,10 @@ def test_the_schedule_re_probes_due_proxies_and_a_healthy_one_is_active_again(
     result = run_scrapy("schedule", "--once", env=scrapy_env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout + result.stderr
-    assert state(sql, healed) == (True, 0, False, 0, None, "blocked: HTTP 403", 1)
-    active, failures, deactivated, probes, next_in, error, successes = state(sql, still_bad)
-    assert (active, failures, deactivated, probes, successes) == (False, 5, True, 1, 0)
+    # active again with a fresh window of recent attempts; its lifetime failures stay counted
+    assert state(sql, healed) == (True, 5, False, 0, None, "blocked: HTTP 403", 1, "")
+    active, failures, deactivated, probes, next_in, error, successes, recent = state(sql, still_bad)
+    assert (active, failures, deactivated, probes, successes, recent) == (False, 5, True, 1, 0, "SFFFFF")
     assert 500 <= next_in <= 600  # PROXY_REPROBE_AFTER_S (300) · 2^1 from the probe (a loaded machine: slow)
     assert error == "re-probe: proxy_error: HTTP 403 text/plain, 9 bytes: not an answer of the API"
     assert sql(untouched, (not_due, disabled)) == before
@@ -78,6 +82,20 @@ def test_a_dead_proxy_fails_its_re_probe_with_a_masked_reason(scrapy_env, db, sa
     sql(DEACTIVATED, (-1, dead))
     result = run_scrapy("schedule", "--once", "-s", "PROXY_PROBE_TIMEOUT_S=5", env=scrapy_env)
     assert result.returncode == 0, result.stderr[-3000:]
-    active, _, _, probes, _, error, _ = state(sql, dead)
+    active, _, _, probes, _, error, _, _ = state(sql, dead)
     assert (active, probes) == (False, 1) and error.startswith("re-probe: ") and "Refused" in error
     assert BAD_AUTH[1] not in result.stdout + result.stderr + error
+
+
+def test_a_socks5_proxy_is_re_probed_through_socks(scrapy_env, db, sandbox, sql):
+    socks = SocksProxy("scout", "pa:ss@w0rd").start()
+    try:
+        pid = register_proxy(db, f"socks5h://{socks.host_port}", ("scout", "pa:ss@w0rd"))
+        sql(DEACTIVATED, (-1, pid))
+        result = run_scrapy("schedule", "--once", env=scrapy_env)
+    finally:
+        socks.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"proxy #{pid} socks5h://scout:***@{socks.host_port}: re-probe passed" in result.stdout
+    assert state(sql, pid)[:4] == (True, 5, False, 0) and socks.stats["auth_ok"] == 1
+    assert sandbox.requests()["ConsumerDispensaries"] == 1 and "pa:ss" not in result.stdout + result.stderr

@@ -26,10 +26,30 @@ def test_scheme_defaults_to_http():
     assert parse_proxy_url("127.0.0.1:8080").protocol == "http"
 
 
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h", "https", "SOCKS5H"])
+def test_socks5_socks5h_and_https_proxies_are_accepted(scheme):
+    """Was: socks5 refused, for Scrapy's handlers; every proxied request is curl_cffi's or Chromium's."""
+    spec = parse_proxy_url(f"{scheme}://scout:pa:ss%40w0rd@10.0.0.1:1080")
+    assert (spec.protocol, spec.username, spec.password) == (scheme.lower(), "scout", "pa:ss@w0rd")
+    record = ProxyRecord(7, spec.protocol, spec.host, spec.port, spec.username, spec.password)
+    assert record.url == f"{scheme.lower()}://scout:pa%3Ass%40w0rd@10.0.0.1:1080"
+    assert record.masked == f"{scheme.lower()}://scout:***@10.0.0.1:1080"
+
+
+def test_chromium_cannot_use_a_socks5_proxy_with_a_password():
+    assert ProxyRecord(1, "socks5", "h", 1080, "u", "p").browser_refusal == (
+        "Chromium does not support socks5 proxies with a password"
+    )
+    assert ProxyRecord(2, "socks5h", "h", 1080, "u", "p").browser_refusal is not None
+    assert ProxyRecord(3, "socks5", "h", 1080).browser_refusal is None
+    assert ProxyRecord(4, "http", "h", 3128, "u", "p").browser_refusal is None
+    assert ProxyRecord(5, "https", "h", 443, "u", "p").browser_refusal is None
+
+
 @pytest.mark.parametrize(
     "text, reason",
     [
-        ("socks5://u:secret@h:1080", "socks5 proxies are not supported"),
+        ("socks4://u:secret@h:1080", "socks4 proxies are not supported: no password"),
         ("ftp://h:21", "unknown proxy protocol"),
         ("http://h", "no port"),
         ("http://h:99999", "port is not a number"),
