@@ -129,7 +129,7 @@ class OnpageJobs:
         self.parser = ParserPool(config.parse, min_words=config.min_words, limits=config.corpus)
 
     def close(self) -> None:
-        """End the parser processes (the crawl's end; a later page starts new ones)."""
+        """End the parser processes, at the crawl's end (no page can be read after it)."""
         self.parser.close()
 
     async def _classify(self, page: PageOutcome) -> classify.Verdict:
@@ -211,6 +211,7 @@ class OnpageJobs:
         self, keyword_id: int, keyword: str, locale: str, competitors: list[dict[str, Any]]
     ) -> Counter[str]:
         assert self.client is not None
+        self.parser.warm_up()  # while Firecrawl renders the pages
         urls = list(dict.fromkeys(c["url"] for c in competitors))  # unique, in SERP order
         label = f"keyword {keyword_id} {locale}"
         size = max(1, self.config.batch_max_urls)

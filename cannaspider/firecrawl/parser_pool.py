@@ -20,6 +20,7 @@ import logging
 import multiprocessing
 import resource
 import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -144,24 +145,46 @@ class ParserPool:
         self.limits = limits
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
-        self._slots: asyncio.Semaphore | None = None
-        self._threads: ThreadPoolExecutor | None = None
+        self._slots = asyncio.Semaphore(bounds.workers)
+        self._threads = ThreadPoolExecutor(bounds.workers, thread_name_prefix="onpage-parser")
+        self._lock = threading.Lock()  # _all and _closed, also written by the threads that start processes
+        self._closed = False
+        self._warming: asyncio.Future[None] | None = None
 
     def _start(self) -> _Worker:
         worker = _Worker(self.min_words, self.limits, self.bounds)
-        self._all.add(worker)
-        return worker
+        with self._lock:
+            if not self._closed:
+                self._all.add(worker)
+                return worker
+        worker.kill()  # started while the pool closed
+        raise ParserUnavailable("the page parser pool is closed")
+
+    def warm_up(self) -> None:
+        """Start a parser process in the background, while Firecrawl renders the pages: the first
+        one also starts the fork server, which imports the parser (a second or two)."""
+        if self._warming is None and not self._closed:
+            self._warming = asyncio.ensure_future(self._warm())
+
+    async def _warm(self) -> None:
+        async with self._slots:
+            if self._idle or self._closed:
+                return
+            try:
+                worker = await asyncio.get_running_loop().run_in_executor(self._threads, self._start)
+            except (ParserUnavailable, OSError):
+                return  # the first read tries again, and says why
+            self._idle.append(worker)
 
     def _retire(self, worker: _Worker) -> None:
-        self._all.discard(worker)
+        with self._lock:
+            self._all.discard(worker)
         worker.kill()
 
     async def read(self, doc: classify.Document) -> classify.Verdict:
         """The document's verdict; `empty` with the reason when its process took longer than
-        the deadline, ran out of memory, failed or died. ParserUnavailable when no process starts."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.bounds.workers)
-            self._threads = ThreadPoolExecutor(self.bounds.workers, thread_name_prefix="onpage-parser")
+        the deadline, ran out of memory, failed or died. ParserUnavailable when no process starts
+        (or the pool is closed)."""
         loop = asyncio.get_running_loop()
         async with self._slots:
             worker = self._idle.pop() if self._idle else await loop.run_in_executor(self._threads, self._start)
@@ -192,11 +215,13 @@ class ParserPool:
         return classify.Verdict(classify.EMPTY, doc.http_status, reason)
 
     def close(self) -> None:
-        """Kill every parser process (they hold nothing but the page they read)."""
-        for worker in list(self._all):
+        """Kill every parser process (they hold nothing but the page they read); for good."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._all)
+        for worker in workers:
             self._retire(worker)
         self._idle.clear()
-        if self._threads is not None:
-            self._threads.shutdown(wait=False, cancel_futures=True)
-            self._threads = None
-            self._slots = None
+        if self._warming is not None:
+            self._warming.cancel()
+        self._threads.shutdown(wait=False, cancel_futures=True)
