@@ -9,13 +9,15 @@ that rendered normally stays `ok`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parsel import Selector
 
 from cannaspider.firecrawl import corpus, json_ld, onpage
-from cannaspider.firecrawl.batch import PageOutcome
 from cannaspider.firecrawl.items import OnpageFields, PageCorpus
+
+if TYPE_CHECKING:  # the parser processes import this module: not the client, the database and Scrapy
+    from cannaspider.firecrawl.batch import PageOutcome
 
 OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR = "ok", "blocked", "timeout", "empty", "fetch_error"
 STATUSES = (OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR)

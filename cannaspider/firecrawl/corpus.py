@@ -18,13 +18,16 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import trafilatura
 from parsel import Selector
-from scrapy.settings import BaseSettings
 
 from cannaspider.firecrawl import json_ld, onpage, stopwords, terms
 from cannaspider.firecrawl.items import Anchor, Heading, OnpageFields, PageCorpus
+
+if TYPE_CHECKING:  # the parser processes import this module (parser_pool.py): Scrapy stays out of them
+    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 # PostgreSQL's text and jsonb refuse NUL (and lone surrogates): one odd page must not lose a locale's merge

@@ -24,12 +24,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
-
-from scrapy.settings import BaseSettings
+from typing import TYPE_CHECKING, Any
 
 from cannaspider.firecrawl import classify
 from cannaspider.firecrawl.corpus import CorpusLimits, positive_setting
+
+if TYPE_CHECKING:  # what the parser processes import is kept to the parser itself
+    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
