@@ -188,7 +188,13 @@ class ParserPool:
         (or the pool is closed)."""
         loop = asyncio.get_running_loop()
         async with self._slots:
-            worker = self._idle.pop() if self._idle else await loop.run_in_executor(self._threads, self._start)
+            worker = self._idle.pop() if self._idle else None
+            if worker is not None and not worker.process.is_alive():
+                # it died while idle (the kernel's OOM killer): not this page's doing, it gets another
+                self._retire(worker)
+                worker = None
+            if worker is None:
+                worker = await loop.run_in_executor(self._threads, self._start)
             try:
                 reply = await loop.run_in_executor(self._threads, worker.call, doc, self.bounds.timeout_s)
             except (EOFError, OSError):

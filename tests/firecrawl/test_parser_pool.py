@@ -119,6 +119,22 @@ def test_a_parser_process_that_dies_leaves_its_page_empty():
     assert normal.status == "ok"
 
 
+def test_a_process_that_died_idle_does_not_cost_the_next_page():
+    async def scenario():
+        pool = pool_of(workers=1)
+        try:
+            await pool.read(document(NORMAL))
+            [pid] = parser_pids()
+            os.kill(pid, signal.SIGKILL)
+            while pid in parser_pids():  # until the kernel has reaped it
+                await asyncio.sleep(0.01)
+            return await pool.read(document(NORMAL))
+        finally:
+            pool.close()
+
+    assert asyncio.run(scenario()).status == "ok"
+
+
 def test_hostile_pages_end_empty_or_ok_never_a_failure():
     """Issue 34's must-hold pages, built here: each ends with a status and, if not ok, a reason."""
     filler = "<p>" + "hemp oil and cannabidiol " * 40 + "</p>"
