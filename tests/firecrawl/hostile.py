@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
+from aiohttp import web
+
+from tests.servers import serve_app
+
 # JSON-LD blocks that failed every page of their keyword: RecursionError, UnicodeEncodeError
 DEEP_ARRAY = "[" * 1000 + "]" * 1000
 DEEP_GRAPH = '{"@graph": ' * 1000 + '{"@type": "Thing"}' + "}" * 1000
@@ -21,3 +27,16 @@ def page_with(*blocks: str) -> str:
     """A short English page about hemp oil with these ld+json blocks."""
     scripts = "".join(f'<script type="application/ld+json">{b}</script>' for b in blocks)
     return f'<html lang="en"><body><main><h1>Hemp oil</h1><p>A guide to hemp oil.</p></main>{scripts}</body></html>'
+
+
+def hostile_site(pages: dict[str, str]) -> AbstractContextManager[str]:
+    """A competitor's site on loopback serving `pages` ({path: html}), for the sandbox's Firecrawl
+    to fetch; the context gives its base URL."""
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=pages[request.path], content_type="text/html")
+
+    app = web.Application()
+    for path in pages:
+        app.router.add_get(path, page)
+    return serve_app(app)

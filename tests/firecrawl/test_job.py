@@ -339,25 +339,10 @@ def test_a_keyword_deleted_during_the_crawl_ends_its_job_quietly(db, firecrawl, 
 
 
 # -- hostile pages (issue 28, points 10 and 15): that page alone is degraded, with its reason -----------------------
-def hostile_site(pages: dict[str, str]):
-    """A competitor's site on loopback serving `pages` ({path: html}), fetched by the sandbox's Firecrawl."""
-    from aiohttp import web
-
-    from tests.servers import serve_app
-
-    async def page(request):
-        return web.Response(text=pages[request.path], content_type="text/html")
-
-    app = web.Application()
-    for path in pages:
-        app.router.add_get(path, page)
-    return serve_app(app)
-
-
 def test_a_page_with_hostile_json_ld_is_ok_without_it_and_its_keyword_completes(db, firecrawl, sql):
     """Nested 1000 deep, a nested @graph, \\ud800 and \\u0000: RecursionError / UnicodeEncodeError
     used to fail all four pages of the keyword (no status, corpus or profile)."""
-    from tests.firecrawl.hostile import DEEP_ARRAY, DEEP_GRAPH, NUL_AND_INFINITY, SURROGATES, page_with
+    from tests.firecrawl.hostile import DEEP_ARRAY, DEEP_GRAPH, NUL_AND_INFINITY, SURROGATES, hostile_site, page_with
 
     html = page_with(DEEP_ARRAY, SURROGATES, DEEP_GRAPH, NUL_AND_INFINITY)
     with hostile_site({"/cbd/hostile.html": html}) as site:
@@ -387,7 +372,7 @@ def test_a_page_past_the_parse_deadline_is_empty_and_the_others_keep_corpus_and_
     from dataclasses import replace
 
     from tests.firecrawl.conftest import onpage_config
-    from tests.firecrawl.hostile import HEADINGS
+    from tests.firecrawl.hostile import HEADINGS, hostile_site
 
     with hostile_site({"/cbd/headings.html": HEADINGS}) as site:
         hostile = f"{site}/cbd/headings.html"
