@@ -101,20 +101,22 @@ def prepare(page: PageOutcome, limits: corpus.CorpusLimits) -> Verdict | Documen
         if page.error is not None:
             # an empty 200 lands here too (SCRAPE_ALL_ENGINES_FAILED): the server cannot tell it
             # from an unreachable host, so it is a fetch_error, not `empty`
-            return Verdict(
-                ERROR_STATUS.get(page.error.code, FETCH_ERROR), None, f"{page.error.code}: {page.error.error}"
-            )
+            reason = json_ld.storable_text(
+                f"{page.error.code}: {page.error.error}"
+            )  # Firecrawl's JSON may escape anything
+            return Verdict(ERROR_STATUS.get(page.error.code, FETCH_ERROR), None, reason)
         if page.budget_exhausted:
             return Verdict(TIMEOUT, None, "no result within the batch budget")
         return Verdict(FETCH_ERROR, None, "Firecrawl reported neither a result nor an error")
     meta: dict[str, Any] = page.doc["metadata"] if isinstance(page.doc.get("metadata"), dict) else {}
     raw_status = meta.get("statusCode")
+    reason_phrase = meta.get("error")
     raw_html: str = page.doc["rawHtml"] if isinstance(page.doc.get("rawHtml"), str) else ""
     html, html_cut = corpus.cut_html(raw_html, limits)
     return Document(
         url=page.url,
         http_status=raw_status if isinstance(raw_status, int) else None,
-        http_error=meta.get("error"),
+        http_error=json_ld.storable_text(reason_phrase) if isinstance(reason_phrase, str) else reason_phrase,
         language=meta.get("language"),
         html=html,
         html_chars=len(raw_html),
