@@ -100,10 +100,9 @@ def prepare(page: PageOutcome, limits: corpus.CorpusLimits) -> Verdict | Documen
     if page.doc is None:
         if page.error is not None:
             # an empty 200 lands here too (SCRAPE_ALL_ENGINES_FAILED): the server cannot tell it
-            # from an unreachable host, so it is a fetch_error, not `empty`
-            reason = json_ld.storable_text(
-                f"{page.error.code}: {page.error.error}"
-            )  # Firecrawl's JSON may escape anything
+            # from an unreachable host, so it is a fetch_error, not `empty`; Firecrawl's JSON may
+            # escape a NUL or a lone surrogate, which crawlError's jsonb refuses
+            reason = json_ld.storable_text(f"{page.error.code}: {page.error.error}")
             return Verdict(ERROR_STATUS.get(page.error.code, FETCH_ERROR), None, reason)
         if page.budget_exhausted:
             return Verdict(TIMEOUT, None, "no result within the batch budget")
