@@ -181,6 +181,14 @@ ONPAGE_MAX_HTML_CHARS = 5_000_000
 ONPAGE_CORPUS_MAX_CHARS = 200_000
 ONPAGE_CORPUS_MAX_ITEMS = 500
 ONPAGE_CORPUS_MAX_ITEM_CHARS = 500
+# Reading a rendered page (docs/onpage.md, "Hostile pages"): off the event loop, in up to
+# ONPAGE_PARSE_WORKERS processes of its own per crawl process; a page not read within
+# ONPAGE_PARSE_TIMEOUT_S (a normal page takes tens of milliseconds) is `empty` with that reason and
+# its process is killed and replaced; a parser process has ONPAGE_PARSE_MAX_MEMORY_MB of address
+# space (about 100 MB of it is the interpreter and the parser): a page that needs more is `empty`.
+ONPAGE_PARSE_WORKERS = 2
+ONPAGE_PARSE_TIMEOUT_S = 20.0
+ONPAGE_PARSE_MAX_MEMORY_MB = 1024
 # The semantic profile of a keyword × locale (docs/onpage.md, "Semantic profile"): a term must be
 # used by this many competitor pages (or all of them, if fewer answered) to be listed; the
 # heaviest PROFILE_MAX_TERMS are kept.

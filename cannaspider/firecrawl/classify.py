@@ -9,13 +9,15 @@ that rendered normally stays `ok`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parsel import Selector
 
-from cannaspider.firecrawl import corpus, onpage
-from cannaspider.firecrawl.batch import PageOutcome
+from cannaspider.firecrawl import corpus, json_ld, onpage
 from cannaspider.firecrawl.items import OnpageFields, PageCorpus
+
+if TYPE_CHECKING:  # the parser processes import this module: not the client, the database and Scrapy
+    from cannaspider.firecrawl.batch import PageOutcome
 
 OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR = "ok", "blocked", "timeout", "empty", "fetch_error"
 STATUSES = (OK, BLOCKED, TIMEOUT, EMPTY, FETCH_ERROR)
@@ -70,50 +72,88 @@ class Verdict:
     error: str | None = None
     onpage: OnpageFields | None = None
     corpus: PageCorpus | None = None  # ok pages only
+    warning: str | None = None  # what was left out of a page read anyway (a JSON-LD block too deep)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A rendered page as the parser reads it, its HTML already cut to the limits: what the
+    parser processes are sent (parser_pool.py), so it holds plain values only."""
+
+    url: str
+    http_status: int | None
+    http_error: object  # metadata.error: the target's reason phrase
+    language: object  # metadata.language
+    html: str
+    html_chars: int  # the rendered HTML's size before the cut
+    html_truncated: bool
 
 
 ERROR_STATUS = {"SCRAPE_TIMEOUT": TIMEOUT}  # anything else Firecrawl reports is a fetch_error
 
 
-def classify(page: PageOutcome, *, min_words: int, limits: corpus.CorpusLimits) -> Verdict:
-    """The page's verdict; an `ok` page's corpus with it. Its HTML is parsed once, on at most
-    `limits.max_html_chars` characters (a 20 MB page is cut, docs/onpage.md)."""
+def prepare(page: PageOutcome, limits: corpus.CorpusLimits) -> Verdict | Document:
+    """The verdict of a page that has no document (nothing to parse), else its document, its
+    HTML cut to `limits.max_html_chars` characters (a 20 MB page is cut, docs/onpage.md)."""
     if page.invalid:
         return Verdict(FETCH_ERROR, None, "Firecrawl refused the URL as invalid")
     if page.doc is None:
         if page.error is not None:
             # an empty 200 lands here too (SCRAPE_ALL_ENGINES_FAILED): the server cannot tell it
-            # from an unreachable host, so it is a fetch_error, not `empty`
-            return Verdict(
-                ERROR_STATUS.get(page.error.code, FETCH_ERROR), None, f"{page.error.code}: {page.error.error}"
-            )
+            # from an unreachable host, so it is a fetch_error, not `empty`; Firecrawl's JSON may
+            # escape a NUL or a lone surrogate, which crawlError's jsonb refuses
+            reason = json_ld.storable_text(f"{page.error.code}: {page.error.error}")
+            return Verdict(ERROR_STATUS.get(page.error.code, FETCH_ERROR), None, reason)
         if page.budget_exhausted:
             return Verdict(TIMEOUT, None, "no result within the batch budget")
         return Verdict(FETCH_ERROR, None, "Firecrawl reported neither a result nor an error")
     meta: dict[str, Any] = page.doc["metadata"] if isinstance(page.doc.get("metadata"), dict) else {}
     raw_status = meta.get("statusCode")
-    http = raw_status if isinstance(raw_status, int) else None
+    reason_phrase = meta.get("error")
     raw_html: str = page.doc["rawHtml"] if isinstance(page.doc.get("rawHtml"), str) else ""
     html, html_cut = corpus.cut_html(raw_html, limits)
-    sel = onpage.selector(html)
-    vendor = detect_challenge(sel) if html.strip() else None
+    return Document(
+        url=page.url,
+        http_status=raw_status if isinstance(raw_status, int) else None,
+        http_error=json_ld.storable_text(reason_phrase) if isinstance(reason_phrase, str) else reason_phrase,
+        language=meta.get("language"),
+        html=html,
+        html_chars=len(raw_html),
+        html_truncated=html_cut,
+    )
+
+
+def read(doc: Document, *, min_words: int, limits: corpus.CorpusLimits) -> Verdict:
+    """A rendered page's verdict, from its HTML parsed once; an `ok` page's corpus with it."""
+    http = doc.http_status
+    sel = onpage.selector(doc.html)
+    vendor = detect_challenge(sel) if doc.html.strip() else None
     if http in BLOCKING_HTTP or vendor:
-        reason = f"{vendor} challenge page" if vendor else f"HTTP {http} {meta.get('error') or ''}".strip()
+        reason = f"{vendor} challenge page" if vendor else f"HTTP {http} {doc.http_error or ''}".strip()
         if vendor and http in BLOCKING_HTTP:
             reason += f" (HTTP {http})"
         return Verdict(BLOCKED, http, reason)
     if http is not None and http >= 400:
-        return Verdict(FETCH_ERROR, http, f"HTTP {http} {meta.get('error') or ''}".strip())
-    fields = onpage.parse(html, page.url, sel)
+        return Verdict(FETCH_ERROR, http, f"HTTP {http} {doc.http_error or ''}".strip())
+    ld = json_ld.read(sel)
+    fields = onpage.parse(doc.html, doc.url, sel, ld)
     if fields.word_count < min_words:
-        return Verdict(EMPTY, http, "no usable text on the rendered page", fields)
+        return Verdict(EMPTY, http, "no usable text on the rendered page", fields, warning=ld.warning)
     text = corpus.extract(
         sel,
-        page.url,
+        doc.url,
         fields,
-        firecrawl_language=meta.get("language"),
-        html_chars=len(raw_html),
-        html_truncated=html_cut,
+        firecrawl_language=doc.language,
+        html_chars=doc.html_chars,
+        html_truncated=doc.html_truncated,
         limits=limits,
+        ld=ld,
     )
-    return Verdict(OK, http, None, fields, text)
+    return Verdict(OK, http, None, fields, text, ld.warning)
+
+
+def classify(page: PageOutcome, *, min_words: int, limits: corpus.CorpusLimits) -> Verdict:
+    """The page's verdict, read in this process (the job reads documents in its parser
+    processes instead: parser_pool.py)."""
+    prepared = prepare(page, limits)
+    return prepared if isinstance(prepared, Verdict) else read(prepared, min_words=min_words, limits=limits)

@@ -9,26 +9,29 @@ alt texts, the link anchor texts and the JSON-LD objects themselves, and the pag
 
 Everything is bounded (CorpusLimits): the HTML read, the text kept, the number of entries of each
 list and the size of the JSON-LD kept; `truncated` says a page was cut. Strings are made
-storable in PostgreSQL (no NUL character), JSON-LD numbers too (no NaN or Infinity).
+storable in PostgreSQL (no NUL character), JSON-LD too (json_ld.py: no NaN or Infinity, no
+block nested deeper than it reads).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import trafilatura
 from parsel import Selector
-from scrapy.settings import BaseSettings
 
-from cannaspider.firecrawl import onpage, stopwords, terms
+from cannaspider.firecrawl import json_ld, onpage, stopwords, terms
 from cannaspider.firecrawl.items import Anchor, Heading, OnpageFields, PageCorpus
 
+if TYPE_CHECKING:  # the parser processes import this module (parser_pool.py): Scrapy stays out of them
+    from scrapy.settings import BaseSettings
+
 logger = logging.getLogger(__name__)
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# PostgreSQL's text and jsonb refuse NUL (and lone surrogates): one odd page must not lose a locale's merge
+storable = json_ld.storable_text
 
 
 @dataclass(frozen=True)
@@ -60,20 +63,6 @@ def positive_setting(settings: BaseSettings, name: str) -> int:
         value = 0
     if value < 1:
         raise ValueError(f"{name} must be a positive integer, got {settings.get(name)!r}")
-    return value
-
-
-def storable(value: object) -> object:
-    """The value with NUL characters dropped from its strings and non-finite numbers nulled:
-    PostgreSQL text and jsonb refuse both, and one bad page must not lose a locale's merge."""
-    if isinstance(value, str):
-        return value.replace("\x00", "")
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, list):
-        return [storable(v) for v in value]
-    if isinstance(value, dict):
-        return {storable(k): storable(v) for k, v in value.items()}
     return value
 
 
@@ -117,11 +106,7 @@ def cut_html(html: str, limits: CorpusLimits) -> tuple[str, bool]:
     cut = len(html) > limits.max_html_chars
     if cut:
         html = html[: limits.max_html_chars]
-    try:
-        html.encode("utf-8")
-    except UnicodeEncodeError:
-        html = LONE_SURROGATE.sub("\ufffd", html)  # a str holds pairs combined: what is left is lone
-    return html, cut
+    return json_ld.without_lone_surrogates(html), cut
 
 
 def extract(
@@ -133,9 +118,11 @@ def extract(
     html_chars: int = 0,
     html_truncated: bool = False,
     limits: CorpusLimits,
+    ld: json_ld.JsonLd | None = None,
 ) -> PageCorpus:
-    """The corpus of a parsed page (`fields`: the on-page parser's reading of the same tree)."""
-    text, truncated = _cut(str(storable(main_text(sel, url))), limits.max_text_chars)
+    """The corpus of a parsed page (`fields`: the on-page parser's reading of the same tree;
+    `ld`: its JSON-LD, when already read)."""
+    text, truncated = _cut(storable(main_text(sel, url)), limits.max_text_chars)
     alts, cut_alts = _items([a for a in (onpage.clean(v) for v in sel.xpath("//body//img/@alt").getall()) if a], limits)
     base = onpage.base_url(sel, url)
     anchors: list[Anchor] = []
@@ -147,17 +134,18 @@ def extract(
         seen.add((label, target))
         anchors.append(Anchor(label[: limits.max_item_chars], target))
     cut_anchors = len(anchors) > limits.max_items
-    blocks, invalid = onpage.json_ld_blocks(sel)
-    json_ld: list[object] = []
+    if ld is None:
+        ld = json_ld.read(sel)
+    blocks = ld.blocks  # storable already (json_ld.read)
+    kept: list[object] = []
     budget = limits.max_text_chars
     for block in blocks[: limits.max_items]:
-        clean = storable(block)
-        size = len(json.dumps(clean, ensure_ascii=False))
+        size = len(json.dumps(block, ensure_ascii=False))
         if size > budget:
             truncated = True
             continue
         budget -= size
-        json_ld.append(clean)
+        kept.append(block)
     words = terms.tokens(text)
     lang = (
         stopwords.language_code(fields.lang)
@@ -168,13 +156,13 @@ def extract(
     return PageCorpus(
         url=url,
         lang=lang,
-        title=str(storable(fields.title or ""))[: limits.max_item_chars] or None,
+        title=storable(fields.title or "")[: limits.max_item_chars] or None,
         text=text,
-        headings=[Heading(h.level, str(storable(h.text))[: limits.max_item_chars]) for h in headings],
-        alt_texts=[str(storable(a)) for a in alts],
-        anchors=[Anchor(str(storable(a.text)), str(storable(a.href))) for a in anchors[: limits.max_items]],
-        json_ld=json_ld,
-        json_ld_invalid=invalid,
+        headings=[Heading(h.level, storable(h.text)[: limits.max_item_chars]) for h in headings],
+        alt_texts=[storable(a) for a in alts],
+        anchors=[Anchor(storable(a.text), storable(a.href)) for a in anchors[: limits.max_items]],
+        json_ld=kept,
+        json_ld_invalid=ld.unread,
         words=len(words),
         html_chars=html_chars,
         truncated=truncated

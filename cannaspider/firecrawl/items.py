@@ -111,5 +111,6 @@ class CompetitorPage:
     http_status: int | None
     crawled_at: str  # ISO 8601, UTC
     error: str | None = None  # why it is not ok (Firecrawl's code, a challenge vendor, an HTTP reason)
+    warning: str | None = None  # what was left out of a page read anyway (a JSON-LD block nested too deep)
     onpage: OnpageFields | None = None  # parsed fields (ok and empty pages)
     corpus_id: int | None = None  # its row in onpage_corpora (ok pages)

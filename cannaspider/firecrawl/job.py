@@ -28,10 +28,11 @@ from scrapy.statscollectors import StatsCollector
 from cannaspider.db.errors import first_line
 from cannaspider.firecrawl import classify, merge, store
 from cannaspider.firecrawl.api import FirecrawlError
-from cannaspider.firecrawl.batch import BatchOutcome, run_batch
+from cannaspider.firecrawl.batch import BatchOutcome, PageOutcome, run_batch
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.corpus import CorpusLimits, positive_setting
 from cannaspider.firecrawl.items import CompetitorPage, PageCorpus
+from cannaspider.firecrawl.parser_pool import ParseBounds, ParserPool
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class OnpageConfig:
     batch_max_urls: int
     min_words: int
     corpus: CorpusLimits
+    parse: ParseBounds
     profile_min_pages: int
     profile_max_terms: int
 
@@ -74,6 +76,7 @@ class OnpageConfig:
             batch_max_urls=settings.getint("FIRECRAWL_BATCH_MAX_URLS"),
             min_words=settings.getint("ONPAGE_MIN_WORDS"),
             corpus=CorpusLimits.from_settings(settings),
+            parse=ParseBounds.from_settings(settings),
             profile_min_pages=positive_setting(settings, "PROFILE_MIN_PAGES"),
             profile_max_terms=positive_setting(settings, "PROFILE_MAX_TERMS"),
         )
@@ -122,6 +125,18 @@ class OnpageJobs:
         self.pool = pool  # async () -> AsyncConnectionPool
         self.emit = emit
         self.stats = stats
+        # pages are read off the event loop, each within a deadline (parser_pool.py)
+        self.parser = ParserPool(config.parse, min_words=config.min_words, limits=config.corpus)
+
+    def close(self) -> None:
+        """End the parser processes, at the crawl's end (no page can be read after it)."""
+        self.parser.close()
+
+    async def _classify(self, page: PageOutcome) -> classify.Verdict:
+        prepared = classify.prepare(page, self.config.corpus)
+        if isinstance(prepared, classify.Verdict):
+            return prepared
+        return await self.parser.read(prepared)
 
     def _inc(self, key: str, n: int = 1) -> None:
         if self.stats is not None:
@@ -196,6 +211,7 @@ class OnpageJobs:
         self, keyword_id: int, keyword: str, locale: str, competitors: list[dict[str, Any]]
     ) -> Counter[str]:
         assert self.client is not None
+        self.parser.warm_up()  # while Firecrawl renders the pages
         urls = list(dict.fromkeys(c["url"] for c in competitors))  # unique, in SERP order
         label = f"keyword {keyword_id} {locale}"
         size = max(1, self.config.batch_max_urls)
@@ -220,35 +236,38 @@ class OnpageJobs:
             positions.setdefault(c["url"], c.get("position") if isinstance(c.get("position"), int) else None)
         counts: Counter[str] = Counter()
         corpora: dict[str, tuple[PageCorpus, str]] = {}
-        for batch in batches:
-            for url, page in batch.pages.items():
-                verdict = classify.classify(page, min_words=self.config.min_words, limits=self.config.corpus)
-                crawled_at = _iso(page.seen_at or ended)
-                if verdict.corpus is not None:
-                    corpora[url] = (verdict.corpus, crawled_at)
-                updates[url] = merge.crawl_fields(
-                    verdict.status,
-                    verdict.http_status,
-                    crawled_at,
-                    verdict.error,
-                    verdict.onpage.to_json() if verdict.onpage else None,
+        received = [page for batch in batches for page in batch.pages.values()]
+        verdicts = await asyncio.gather(*(self._classify(page) for page in received))
+        for page, verdict in zip(received, verdicts, strict=True):
+            url = page.url
+            crawled_at = _iso(page.seen_at or ended)
+            if verdict.corpus is not None:
+                corpora[url] = (verdict.corpus, crawled_at)
+            updates[url] = merge.crawl_fields(
+                verdict.status,
+                verdict.http_status,
+                crawled_at,
+                verdict.error,
+                verdict.onpage.to_json() if verdict.onpage else None,
+                verdict.warning,
+            )
+            counts[verdict.status] += 1
+            self._inc(f"status/{verdict.status}")
+            pages.append(
+                CompetitorPage(
+                    keyword_id=keyword_id,
+                    keyword=keyword,
+                    locale=locale,
+                    url=url,
+                    position=positions.get(url),
+                    status=verdict.status,
+                    http_status=verdict.http_status,
+                    crawled_at=crawled_at,
+                    error=verdict.error,
+                    warning=verdict.warning,
+                    onpage=verdict.onpage,
                 )
-                counts[verdict.status] += 1
-                self._inc(f"status/{verdict.status}")
-                pages.append(
-                    CompetitorPage(
-                        keyword_id=keyword_id,
-                        keyword=keyword,
-                        locale=locale,
-                        url=url,
-                        position=positions.get(url),
-                        status=verdict.status,
-                        http_status=verdict.http_status,
-                        crawled_at=crawled_at,
-                        error=verdict.error,
-                        onpage=verdict.onpage,
-                    )
-                )
+            )
         pool: AsyncConnectionPool = await self.pool()
         async with pool.connection() as conn, conn.transaction():
             # corpora, their ids in the competitors, stale corpora dropped and the profile, at once

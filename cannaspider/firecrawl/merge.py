@@ -18,8 +18,9 @@ from typing import Any
 from psycopg import AsyncConnection
 
 # the fields a crawl owns in a competitor object
-# (corpusId: the page's row in onpage_corpora, for `ok` pages; store.py)
-CRAWL_FIELDS = ("crawlStatus", "crawlHttpStatus", "crawledAt", "crawlError", "onpage", "corpusId")
+# (corpusId: the page's row in onpage_corpora, for `ok` pages; store.py; crawlWarning: what was
+# left out of a page read anyway, json_ld.py)
+CRAWL_FIELDS = ("crawlStatus", "crawlHttpStatus", "crawledAt", "crawlError", "crawlWarning", "onpage", "corpusId")
 
 MERGE_LOCALE = """
 UPDATE keywords AS k
@@ -38,7 +39,12 @@ UPDATE keywords AS k
 
 
 def crawl_fields(
-    status: str, http_status: int | None, crawled_at: str, error: str | None, onpage: dict[str, Any] | None
+    status: str,
+    http_status: int | None,
+    crawled_at: str,
+    error: str | None,
+    onpage: dict[str, Any] | None,
+    warning: str | None = None,
 ) -> dict[str, Any]:
     """A competitor's crawl fields; absent ones are left out (they are all optional)."""
     fields: dict[str, Any] = {"crawlStatus": status, "crawledAt": crawled_at}
@@ -48,6 +54,8 @@ def crawl_fields(
         fields["crawlError"] = error
     if onpage is not None:
         fields["onpage"] = onpage
+    if warning:
+        fields["crawlWarning"] = warning
     return fields
 
 

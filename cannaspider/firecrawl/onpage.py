@@ -1,12 +1,10 @@
 """The on-page parser: a rendered page's HTML → OnpageFields, with parsel (Scrapy's selectors).
 
-JSON-LD is read from <script type="application/ld+json"> with json: extruct would add rdflib,
-pyRdfa, mf2py and html5lib to the environment for the one extractor we use.
+JSON-LD is read by json_ld.py (bounded: a hostile block is left out, not a failure).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from functools import lru_cache
@@ -15,6 +13,7 @@ from urllib.parse import urljoin, urlsplit
 from lxml.html import HtmlElement
 from parsel import Selector
 
+from cannaspider.firecrawl import json_ld
 from cannaspider.firecrawl.items import Heading, Hreflang, OnpageFields
 
 # text inside these is never page text
@@ -52,46 +51,6 @@ def main_text_words(sel: Selector) -> int:
                 return n
     body = sel.xpath("//body")
     return words(body[0], NOT_TEXT + FRAME) if body else 0
-
-
-def json_ld_blocks(sel: Selector) -> tuple[list[object], int]:
-    """The decoded <script type="application/ld+json"> blocks, in document order, and the
-    number of blocks that are not JSON."""
-    blocks: list[object] = []
-    invalid = 0
-    for raw in sel.xpath("//script[@type='application/ld+json']/text()").getall():
-        text = raw.strip()
-        # some CMSs wrap the block in an HTML comment or CDATA
-        for wrapper in (("<!--", "-->"), ("<![CDATA[", "]]>"), ("//<![CDATA[", "//]]>")):
-            if text.startswith(wrapper[0]) and text.endswith(wrapper[1]):
-                text = text[len(wrapper[0]) : -len(wrapper[1])].strip()
-        if not text:
-            continue
-        try:
-            blocks.append(json.loads(text))
-        except ValueError:
-            invalid += 1
-    return blocks, invalid
-
-
-def json_ld_types(blocks: list[object]) -> list[str]:
-    """Every @type of the blocks (lists and @graph included), in order, once each."""
-    types: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, list):
-            for n in node:
-                walk(n)
-        elif isinstance(node, dict):
-            t = node.get("@type")
-            for value in t if isinstance(t, list) else [t]:
-                if isinstance(value, str) and value and value not in types:
-                    types.append(value)
-            if "@graph" in node:
-                walk(node["@graph"])
-
-    walk(blocks)
-    return types
 
 
 def _rel(value: str) -> str:
@@ -135,10 +94,12 @@ def body_links(sel: Selector, base: str) -> Iterator[tuple[HtmlElement, str]]:
             yield node, target
 
 
-def parse(html: str, url: str, sel: Selector | None = None) -> OnpageFields:
-    """`sel`: the page already parsed (classify parses it once for every reader)."""
+def parse(html: str, url: str, sel: Selector | None = None, ld: json_ld.JsonLd | None = None) -> OnpageFields:
+    """`sel`, `ld`: the page and its JSON-LD already read (classify reads them once for every reader)."""
     if sel is None:
         sel = selector(html)
+    if ld is None:
+        ld = json_ld.read(sel)
     base = base_url(sel, url)
 
     def meta(name: str) -> str | None:
@@ -169,8 +130,8 @@ def parse(html: str, url: str, sel: Selector | None = None) -> OnpageFields:
         if text:
             fields.headings.append(Heading(int(node.root.tag[1]), text))
     fields.word_count = main_text_words(sel)
-    blocks, fields.json_ld_invalid = json_ld_blocks(sel)
-    fields.json_ld_types = json_ld_types(blocks)
+    fields.json_ld_invalid = ld.unread
+    fields.json_ld_types = json_ld.types(ld.blocks)
     images = sel.xpath("//body//img")
     fields.image_count = len(images)
     fields.images_with_alt = sum(1 for img in images if (img.attrib.get("alt") or "").strip())

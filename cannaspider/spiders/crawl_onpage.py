@@ -6,7 +6,9 @@
 Every keyword runs at once (OnpageJobs.crawl_keyword, one coroutine each); within a keyword,
 every locale is one Firecrawl batch polled about every FIRECRAWL_POLL_INTERVAL_S. Firecrawl
 calls are Scrapy requests sent through the engine's downloader; the waits between polls hold
-nothing, so the keywords finish in about the time of the slowest one. Results are merged into
+nothing, so the keywords finish in about the time of the slowest one. Pages are read in parser
+processes of their own, each within ONPAGE_PARSE_TIMEOUT_S (firecrawl/parser_pool.py), ended with
+the crawl. Results are merged into
 keywords.serp by the job itself (one statement per locale), and each competitor is also yielded
 as a CompetitorPage item for feeds. No item pipeline runs. Draining, a task completes with the
 job's totals, or fails (retried later unless Firecrawl refused the request itself). Either way
@@ -76,6 +78,10 @@ class CrawlOnpageSpider(scrapy.Spider):
         stats = cast(StatsCollector, _LazyStats(crawler))
         spider.jobs = OnpageJobs(config, client, lambda: CrawlStore.for_crawler(crawler).open(), spider._emit, stats)
         return spider
+
+    def closed(self, reason: str) -> None:
+        """Scrapy calls this when the crawl ends: the page parser processes end with it."""
+        self.jobs.close()
 
     def _emit(self, item: CompetitorPage) -> None:
         assert self._items is not None

@@ -131,6 +131,7 @@ def run_jobs(db_url: str, api_url: str | None, keyword_ids: list[int], download=
         try:
             out = await asyncio.gather(*(jobs.crawl_keyword(k) for k in keyword_ids), return_exceptions=True)
         finally:
+            jobs.close()
             await pool.close()
         for o in out:
             if isinstance(o, BaseException) and not isinstance(o, OnpageJobError):

@@ -131,3 +131,18 @@ def test_a_lone_surrogate_in_the_rendered_html_is_replaced_not_a_crash():
     assert verdict.status == "ok" and verdict.corpus is not None
     assert verdict.onpage is not None and verdict.onpage.headings[0].text == "Hemp \ufffd oil"
     json.dumps(verdict.corpus.to_json(), ensure_ascii=False).encode("utf-8")  # storable as UTF-8
+
+
+def test_reasons_from_firecrawls_json_are_storable():
+    """NUL and lone surrogates escaped in Firecrawl's JSON (PostgreSQL's jsonb refuses both) stay
+    out of crawlError."""
+    import json
+
+    doc = json.loads(
+        '{"rawHtml": "<html></html>", "metadata": {"statusCode": 403, "error": "Forbid\\u0000den \\ud800"}}'
+    )
+    assert classify(PageOutcome("https://s.example/", doc=doc)).error == "HTTP 403 Forbidden \ufffd"
+    error = PageError("https://s.example/", "SCRAPE_ALL_ENGINES_FAILED", json.loads('"All\\u0000 failed \\udfff"'))
+    assert (
+        classify(PageOutcome("https://s.example/", error=error)).error == "SCRAPE_ALL_ENGINES_FAILED: All failed \ufffd"
+    )

@@ -336,3 +336,61 @@ def test_a_keyword_deleted_during_the_crawl_ends_its_job_quietly(db, firecrawl, 
         (0,)
     ]
     assert items[0].corpus_id is None
+
+
+# -- hostile pages (issue 28, points 10 and 15): that page alone is degraded, with its reason -----------------------
+def test_a_page_with_hostile_json_ld_is_ok_without_it_and_its_keyword_completes(db, firecrawl, sql):
+    """Nested 1000 deep, a nested @graph, \\ud800 and \\u0000: RecursionError / UnicodeEncodeError
+    used to fail all four pages of the keyword (no status, corpus or profile)."""
+    from tests.firecrawl.hostile import DEEP_ARRAY, DEEP_GRAPH, NUL_AND_INFINITY, SURROGATES, hostile_site, page_with
+
+    html = page_with(DEEP_ARRAY, SURROGATES, DEEP_GRAPH, NUL_AND_INFINITY)
+    with hostile_site({"/cbd/hostile.html": html}) as site:
+        hostile = f"{site}/cbd/hostile.html"
+        urls = [firecrawl.page("en-guide.html"), firecrawl.page("en-guide.html?copy=1"), firecrawl.page("page-a.html")]
+        k = add_keyword(db, "cbd oil", {"en-US": competitors(*urls, hostile)})
+        results, items, _ = run_jobs(db, firecrawl.url, [k])
+    assert results[k] == {"crawled": 4, "blocked": 0, "failed": 0}
+    comps = {c["url"]: c for c in serp_of(db, k)["en-US"]["competitors"]}
+    assert all(c["crawlStatus"] == "ok" and isinstance(c["corpusId"], int) for c in comps.values())
+    bad = comps[hostile]
+    assert bad["crawlWarning"] == "2 JSON-LD block(s) left out: nested deeper than 64 levels"
+    assert "crawlError" not in bad and all("crawlWarning" not in comps[u] for u in urls)
+    assert bad["onpage"]["jsonLdTypes"] == ["Product", "Article"] and bad["onpage"]["jsonLdInvalid"] == 2
+    [(json_ld,)] = sql("SELECT json_ld FROM onpage_corpora WHERE id = %s", (bad["corpusId"],))
+    assert json_ld == [
+        {"@type": "Product", "name": "Hemp \ufffd oil", "\ufffd": "key"},
+        {"@type": "Article", "rating": None, "low": None},
+    ]
+    [(profile,)] = sql("SELECT profile FROM keyword_profiles WHERE keyword_id = %s AND locale = 'en-US'", (k,))
+    assert profile["completeness"]["ok"] == 4 and profile["terms"]
+    assert {i.url: i.warning for i in items}[hostile] == bad["crawlWarning"]
+
+
+def test_a_page_past_the_parse_deadline_is_empty_and_the_others_keep_corpus_and_profile(db, firecrawl, sql):
+    """The page of 40,000 headings blocked the loop 68 s: now its reading stops at the deadline."""
+    from dataclasses import replace
+
+    from tests.firecrawl.conftest import onpage_config
+    from tests.firecrawl.hostile import HEADINGS, hostile_site
+
+    with hostile_site({"/cbd/headings.html": HEADINGS}) as site:
+        hostile = f"{site}/cbd/headings.html"
+        urls = [firecrawl.page("en-guide.html"), firecrawl.page("en-guide.html?copy=1"), firecrawl.page("page-a.html")]
+        k = add_keyword(db, "cbd oil", {"en-US": competitors(*urls, hostile)})
+        parse = replace(onpage_config(None).parse, timeout_s=2.0)
+        results, items, _ = run_jobs(db, firecrawl.url, [k], parse=parse)
+    assert results[k] == {"crawled": 3, "blocked": 0, "failed": 1}
+    comps = {c["url"]: c for c in serp_of(db, k)["en-US"]["competitors"]}
+    bad = comps.pop(hostile)
+    assert (bad["crawlStatus"], bad["crawlHttpStatus"]) == ("empty", 200)
+    assert bad["crawlError"] == "not read: parsing took longer than 2 s"
+    assert "onpage" not in bad and "corpusId" not in bad
+    assert all(c["crawlStatus"] == "ok" and isinstance(c["corpusId"], int) for c in comps.values())
+    assert sql("SELECT count(*) FROM onpage_corpora WHERE keyword_id = %s", (k,)) == [(3,)]
+    [(profile,)] = sql("SELECT profile FROM keyword_profiles WHERE keyword_id = %s AND locale = 'en-US'", (k,))
+    assert profile["completeness"]["ok"] == 3 and profile["terms"]
+    assert profile["completeness"]["missing"] == [
+        {"url": hostile, "status": "empty", "error": "not read: parsing took longer than 2 s"}
+    ]
+    assert {i.url: i.status for i in items}[hostile] == "empty"

@@ -57,6 +57,33 @@ def test_crawl_writes_the_merge_and_the_feed(scrapy_env, db, sandbox, tmp_path):
     assert len(feeds) == 1 and len(feeds[0].read_text().splitlines()) == 3
 
 
+def test_hostile_pages_end_ok_or_empty_with_their_reasons_and_the_crawl_completes(scrapy_env, db, sandbox, tmp_path):
+    """Issue 28, points 10 and 15, through `scrapy crawl`: JSON-LD nested 1000 deep used to fail
+    the keyword; a page past ONPAGE_PARSE_TIMEOUT_S is `empty` (its parser process killed)."""
+    from tests.firecrawl.hostile import DEEP_ARRAY, DEEP_GRAPH, HEADINGS, SURROGATES, hostile_site, page_with
+
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True)
+    pages = {"/h/json-ld.html": page_with(DEEP_ARRAY, DEEP_GRAPH, SURROGATES), "/h/headings.html": HEADINGS}
+    with hostile_site(pages) as site:
+        k = add_keyword(db, "hemp", {"en-US": competitors(fc.page("page-a.html"), *(site + p for p in pages))})
+        out = tmp_path / "onpage.json"
+        args = ("-a", f"keyword_id={k}", "-O", str(out), "-s", "ONPAGE_PARSE_TIMEOUT_S=2")
+        result = crawl_onpage(onpage_env(scrapy_env, sandbox), *args)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"keyword {k} ('hemp'): 2 crawled, 0 blocked, 1 failed" in result.stderr
+    items = {i["url"].rsplit("/", 1)[-1]: i for i in json.loads(out.read_text())}
+    assert (items["page-a.html"]["status"], items["page-a.html"]["warning"]) == ("ok", None)
+    assert (items["json-ld.html"]["status"], items["json-ld.html"]["warning"]) == (
+        "ok",
+        "2 JSON-LD block(s) left out: nested deeper than 64 levels",
+    )
+    assert (items["headings.html"]["status"], items["headings.html"]["error"]) == (
+        "empty",
+        "not read: parsing took longer than 2 s",
+    )
+
+
 def test_crawl_stores_corpora_and_a_semantic_profile(scrapy_env, db, sandbox, sql):
     fc = Firecrawl(sandbox)
     fc.state(reset=True)
