@@ -212,6 +212,12 @@ FEED_EXPORT_ENCODING = "utf-8"
 # -O file.csv: flat columns, nested values as JSON text (cannaspider/exporters.py)
 FEED_EXPORTERS = {"csv": "cannaspider.exporters.FlatCsvItemExporter"}
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
+# a feed file that cannot be written (a full disk) is one error line and exit 4, not a traceback
+# per item; the crawl and its database writes go on (cannaspider/feed_storage.py)
+FEED_STORAGES = {
+    "": "cannaspider.feed_storage.GuardedFileFeedStorage",
+    "file": "cannaspider.feed_storage.GuardedFileFeedStorage",
+}
 
 # --- Images (docs/images.md) ---------------------------------------------------------------
 # Where product images are stored as webp: a folder, or any store Scrapy's media pipelines take
