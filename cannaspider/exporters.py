@@ -6,7 +6,8 @@ Scrapy's own CSV exporter writes a nested value as Python's repr (`[ProductOptio
 …)]`, `Potency(value=97.0, …)`), which nothing reads back. Here scalars are written as they are,
 booleans as `true`/`false`, timestamps in ISO 8601, None as an empty cell, and every nested value
 (lists, dicts, dataclasses such as the options and the potencies) as JSON text, the same JSON as
-the JSON-lines feed carries for that field.
+the JSON-lines feed carries for that field. A text cell that a spreadsheet would run as a
+formula (`=…`, `+…`, `-…`, `@…`) gets a leading `'` (cannaspider/spreadsheet.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import orjson
 from scrapy.exporters import CsvItemExporter
+
+from cannaspider.spreadsheet import text_cell
 
 
 def flat_value(value: Any) -> Any:
@@ -35,8 +38,9 @@ def flat_value(value: Any) -> Any:
 
 
 class FlatCsvItemExporter(CsvItemExporter):
-    """CsvItemExporter whose cells are flat_value()s (a field's own serializer still wins)."""
+    """CsvItemExporter whose cells are flat_value()s (a field's own serializer still wins), none of
+    them a formula."""
 
     def serialize_field(self, field: Any, name: str, value: Any) -> Any:
         serializer = field.get("serializer") if field else None
-        return serializer(value) if serializer else flat_value(value)
+        return text_cell(serializer(value) if serializer else flat_value(value))

@@ -224,6 +224,12 @@ FEED_EXPORT_ENCODING = "utf-8"
 # -O file.csv: flat columns, nested values as JSON text (cannaspider/exporters.py)
 FEED_EXPORTERS = {"csv": "cannaspider.exporters.FlatCsvItemExporter"}
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
+# a feed file that cannot be written (a full disk) is one error line and exit 4, not a traceback
+# per item; the crawl and its database writes go on (cannaspider/feed_storage.py)
+FEED_STORAGES = {
+    "": "cannaspider.feed_storage.GuardedFileFeedStorage",
+    "file": "cannaspider.feed_storage.GuardedFileFeedStorage",
+}
 
 # --- Images (docs/images.md) ---------------------------------------------------------------
 # Where product images are stored as webp: a folder, or any store Scrapy's media pipelines take
@@ -354,6 +360,11 @@ HEALTH_MAX_BLOCKS_PER_PROXY = 10
 HEALTH_MAX_STALE_HASH_FALLBACKS = 0  # any: the persisted hashes want updating
 HEALTH_MAX_INVALID_ITEM_SHARE = 0.0  # of StoreProduct items breaking docs/item-schema.json
 HEALTH_VALIDATION_SAMPLE_EVERY = 50  # validate every Nth product (~2 ms each); 1: all of them
+# failed image downloads (a timeout, a 404, a broken file: images_failed/<reason>) against the
+# images the crawl tried; fewer failures than HEALTH_MIN_IMAGE_FAILURES never fail the check, so
+# one slow image is a warning line, not an alert (monitors/images.py)
+HEALTH_MAX_IMAGE_FAILURE_SHARE = 0.1
+HEALTH_MIN_IMAGE_FAILURES = 10
 HEALTH_REPORT_DIR = None  # None: CANNASPIDER_DATA_DIR/reports
 ALERT_WEBHOOK_URL = None  # Slack-compatible incoming webhook (secret: never logged)
 ALERT_WEBHOOK_TIMEOUT_S = 10.0

@@ -6,6 +6,7 @@ without running discovery each time."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import json
 import os
@@ -15,6 +16,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import psycopg
@@ -49,7 +51,7 @@ def make_spider(spidercls: type[scrapy.Spider], settings: dict | None = None, **
     """The spider as `scrapy crawl` would build it (project settings, then `settings`, as `-s`
     would), without starting the engine: call its callbacks with `fetch()`ed responses."""
     project = BaseSettings()  # not Settings(): Scrapy's defaults would override get_crawler's reactor choice
-    project.setmodule("cannaspider.settings", priority="project")
+    project.setmodule(settings_module_now(), priority="project")
     project.setdict(settings or {}, priority="cmdline")
     crawler = get_crawler(spidercls, project.copy_to_dict())
     return spidercls.from_crawler(crawler, **spider_args)
@@ -230,11 +232,24 @@ def register_proxy(db_url: str, proxy_url: str, auth: tuple[str, str] | None) ->
     return row[0]
 
 
+def settings_module_now() -> ModuleType:
+    """cannaspider/settings.py run again, against the environment of this moment: the settings a
+    `scrapy` process started now would load. settings.py applies the environment once, when it is
+    imported (cannaspider/env.py), so the imported module holds the environment this test session
+    started with: with DATABASE_URL set for the session (the server tests make their databases
+    on: conftest.py), that URL beat every fixture's `monkeypatch.setenv("DATABASE_URL", db)`."""
+    spec = importlib.util.find_spec("cannaspider.settings")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)  # a copy of its own, not the imported module
+    spec.loader.exec_module(module)
+    return module
+
+
 # Crawlers for in-process tests that carry the project's settings (its defaults, stated once in
 # cannaspider/settings.py, and its EXTENSIONS), as `scrapy crawl` would, on the test's reactor.
 def project_settings() -> dict:
     settings = Settings()
-    settings.setmodule("cannaspider.settings", priority="project")
+    settings.setmodule(settings_module_now(), priority="project")
     # the reactor is the test run's (get_crawler picks it); the rest is the project's
     return {
         name: settings[name]

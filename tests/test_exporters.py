@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 
+from scrapy.exporters import JsonLinesItemExporter
+
 from cannaspider.dutchie.normalizer import normalize
+from cannaspider.exporters import FlatCsvItemExporter
 from cannaspider.items import RawProduct
 from sandbox.catalog import CatalogConfig, _product
 from tests.helpers import add_store
@@ -51,3 +55,37 @@ def test_a_crawl_to_csv_reads_back_with_the_csv_module_and_json(crawl, db, sandb
         assert (float(row["unit_price"]) if row["unit_price"] else None) == expected.unit_price
         checked += 1
     assert checked >= 30
+
+
+def test_a_text_a_spreadsheet_would_run_as_a_formula_gets_a_quote_and_json_lines_keep_it_as_it_is():
+    item = {
+        "name": '=HYPERLINK("http://x","y")',
+        "brand_name_raw": "+1 Brand",
+        "category": "-Flower",
+        "strain_type": "@SUM(A1)",
+        "subcategory": "\tpre-rolls",
+        "effects": "\rcalm",
+        "name_raw": "Blue Dream = good",  # only a leading character counts
+        "price_rec": -5.0,  # a number, not a text: as it is
+        "options": [{"option": "=1"}],  # JSON text, which starts with [
+    }
+    out = io.BytesIO()
+    exporter = FlatCsvItemExporter(out)
+    exporter.start_exporting()
+    exporter.export_item(item)
+    exporter.finish_exporting()
+    [row] = list(csv.DictReader(io.StringIO(out.getvalue().decode())))
+    assert row == {
+        "name": '\'=HYPERLINK("http://x","y")',
+        "brand_name_raw": "'+1 Brand",
+        "category": "'-Flower",
+        "strain_type": "'@SUM(A1)",
+        "subcategory": "'\tpre-rolls",
+        "effects": "'\rcalm",
+        "name_raw": "Blue Dream = good",
+        "price_rec": "-5.0",
+        "options": '[{"option":"=1"}]',
+    }
+    lines = io.BytesIO()
+    JsonLinesItemExporter(lines).export_item(item)
+    assert json.loads(lines.getvalue()) == item  # a JSON feed is data: every value as it was seen

@@ -14,19 +14,20 @@ from scrapy.exporters import JsonLinesItemExporter
 from scrapy.extension import ExtensionManager
 from scrapy.extensions.feedexport import apply_uri_params
 from scrapy.extensions.remote_control import RemoteControl
-from scrapy.utils.project import get_project_settings
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.dutchie.stores import dispensary_record
 from cannaspider.feeds import uri_params
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
-from tests.helpers import add_store
+from tests.helpers import add_store, settings_module_now
 
 
 def project_crawler(**overrides):
     """A crawler with the project's settings, as `scrapy crawl` builds it (add-ons applied)."""
-    project = get_project_settings()
+    project = Settings()
+    project.setmodule(settings_module_now(), priority="project")  # as the environment is now
     # what settings.py (and the environment) set, not Scrapy's defaults; get_crawler picks the reactor
     settings = {k: v for k, v in project.items() if project.getpriority(k) and not k.startswith("TWISTED_REACTOR")}
     # get_crawler turns these two off by itself: take the project's word for them

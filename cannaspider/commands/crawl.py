@@ -12,7 +12,10 @@ line `error: …` on stderr (passwords masked, no traceback) when:
 - the crawl ran but a unit of work it took did not complete — a store crawl incomplete, a keyword
   or a refresh failed, a drained task failed, was given back by a stop (SIGTERM/SIGINT) or lost
   its lease — exit 3, so that cron and Scrapyd see it. A `-a follow=1` drainer stopped while idle,
-  every task it took completed, exits 0.
+  every task it took completed, exits 0;
+- the crawl ran and did its work, but a feed file could not be written (a full disk:
+  cannaspider/feed_storage.py; the database writes never depend on it) — exit 4 (3 when a unit
+  was also incomplete; the line says both).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from scrapy.extensions.feedexport import FeedExporter
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from cannaspider.crawl_outcome import FATAL_ERROR_STAT, UNITS_INCOMPLETE_STAT
+from cannaspider.crawl_outcome import FATAL_ERROR_STAT, FEED_ERROR_STAT, UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import DatabaseSetupError, redact
 from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks.drain import TaskDrain
@@ -39,6 +42,7 @@ from cannaspider.tasks.drain import TaskDrain
 EXIT_SETUP = 2  # the crawl could not do its work: bad arguments or database (as `scrapy migrate`)
 EXIT_BUG = 1
 EXIT_INCOMPLETE = 3  # the crawl ran, but not every unit of work it took completed
+EXIT_FEED = 4  # the crawl ran and did its work, but a feed file could not be written
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +78,11 @@ class Command(ScrapyCrawlCommand):
         if fatal:
             self.exitcode = EXIT_SETUP
             return str(fatal)
-        return self._incomplete(crawler)
+        incomplete = self._incomplete(crawler)
+        feed = crawler.stats.get_value(FEED_ERROR_STAT)
+        if incomplete is None and feed:
+            self.exitcode = EXIT_FEED
+        return "; ".join(str(part) for part in (incomplete, feed) if part) or None
 
     def _incomplete(self, crawler: Crawler) -> str | None:
         units = crawler.stats.get_value(UNITS_INCOMPLETE_STAT) or 0

@@ -6,7 +6,8 @@
     scrapy export snapshots --month 2026-11 -o snapshots-2026-11.parquet
 
 The format follows the file's extension: `.jsonl` (one JSON object a line), `.csv` (a header row;
-booleans `true`/`false`, empty for null, times ISO 8601, nested values as JSON text) or `.parquet`
+booleans `true`/`false`, empty for null, times ISO 8601, nested values as JSON text, a text that a
+spreadsheet would run as a formula led by `'`: cannaspider/spreadsheet.py) or `.parquet`
 (pyarrow, typed columns). Rows stream from a server-side cursor into a `.partial` file beside the
 target, renamed over it when complete: a failed export leaves no half file. Bad input, and a
 folder that cannot be written, is one `error:` line and exit code 2.
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 from cannaspider.analytics import events as ev
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
+from cannaspider.spreadsheet import text_cell
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 CHUNK = 10_000  # rows a fetch and a Parquet row group: a month of snapshots never sits in memory
@@ -99,7 +101,7 @@ def csv_value(value: Any) -> Any:
         return "true" if value else "false"
     if isinstance(value, datetime):
         return value.isoformat()
-    return value
+    return text_cell(value)
 
 
 def write(path: Path, names: list[str], types: list[pa.DataType], chunks: Iterator[list[tuple[Any, ...]]]) -> int:

@@ -8,6 +8,7 @@ from spidermon import MonitorSuite
 from cannaspider.monitors.alerts import HealthReportAction
 from cannaspider.monitors.blocks import BlocksPerProxyMonitor, StaleHashMonitor
 from cannaspider.monitors.finish import ErrorCountMonitor, FinishReasonMonitor
+from cannaspider.monitors.images import ImageFailuresMonitor
 from cannaspider.monitors.stores import StoreCrawlsMonitor
 from cannaspider.monitors.validation import ItemValidationMonitor
 
@@ -20,5 +21,6 @@ class CrawlHealthSuite(MonitorSuite):  # type: ignore[misc]  # Spidermon is unty
         BlocksPerProxyMonitor,
         StaleHashMonitor,
         ItemValidationMonitor,
+        ImageFailuresMonitor,
     ]
     monitors_finished_actions = [HealthReportAction]

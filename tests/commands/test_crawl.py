@@ -11,6 +11,7 @@ import time
 import psycopg
 import pytest
 
+from cannaspider.commands.crawl import EXIT_FEED, EXIT_INCOMPLETE
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, run_scrapy, runs_of
 
 
@@ -159,3 +160,42 @@ def test_a_database_lost_mid_crawl_is_one_line_and_a_non_zero_exit(sandbox, scra
     assert last.startswith("error: the database was lost during the crawl"), stderr[-3000:]
     assert "1 crawl run(s) stay 'running'" in last
     assert "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_a_feed_on_a_full_disk_is_one_error_line_and_exit_4_and_every_row_is_stored(db, sandbox, scrapy_env):
+    # /dev/full: every write fails with ENOSPC, as on a full disk (without mounting one)
+    store = max(sandbox.stores("AZ"), key=lambda s: s["product_count"])
+    d = add_store(db, store)
+    result = run_scrapy(
+        "crawl", "product_resync", "-a", f"dispensary_id={d}", "-O", "/dev/full:jsonlines", env=scrapy_env
+    )
+    assert result.returncode == EXIT_FEED, result.stderr[-3000:]
+    assert _last_line(result) == "error: the feed /dev/full could not be written: No space left on device"
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if " ERROR: " in line]
+    # the feed's failure when it happened, Scrapy's "Error storing" at the close (and the health
+    # alert those lines raise), not one per item
+    assert len(errors) <= 3, result.stderr[-5000:]
+    assert "the crawl goes on without it" in errors[0]
+    assert any(
+        f"Error storing jsonlines feed ({len(sandbox.menu(store['id'], 0))} items) in: /dev/full" in line
+        for line in errors
+    )
+    # the database writes never depended on the feed
+    assert [run[0] for run in runs_of(db, d)] == ["complete"]
+    assert len(products_of(db, d)) == len(sandbox.menu(store["id"], 0))
+
+
+def test_a_feed_not_written_beside_an_incomplete_store_crawl_exits_3_and_says_both(db, sandbox, scrapy_env):
+    store = max(sandbox.stores("AZ"), key=lambda s: s["product_count"])
+    d = add_store(db, store)
+    sandbox.faults({"kind": "lying_total", "factor": 2, "store": store["id"]})  # fewer than totalCount: incomplete
+    result = run_scrapy(
+        "crawl", "product_resync", "-a", f"dispensary_id={d}", "-O", "/dev/full:jsonlines", env=scrapy_env
+    )
+    assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]
+    assert _last_line(result) == (
+        "error: 1 unit(s) of work incomplete (the crawl ended: finished); "
+        "the feed /dev/full could not be written: No space left on device"
+    )
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -89,6 +89,27 @@ def test_a_month_of_snapshots_to_parquet(env, sql, db, tmp_path):
     assert first["is_on_special"] == "true" and json.loads(first["specials"]) == [{"name": "Deal"}]
 
 
+FORMULA = '=HYPERLINK("http://x","y")'
+
+
+def test_a_name_a_spreadsheet_would_run_as_a_formula_is_text_in_csv_and_verbatim_in_jsonl(env, sql, tmp_path):
+    ids = seed_events(sql)
+    sql("UPDATE dispensaries SET name = %s WHERE id = %s", (FORMULA, ids["az"]))
+    sql("UPDATE store_products SET name = %s, brand_name_raw = %s WHERE id = %s", ("-2+3", "@SUM(A1)", ids["a"]))
+    sql("UPDATE store_products SET name = %s, brand_name_raw = %s WHERE id = %s", ("\tTab", "\rReturn", ids["b"]))
+    rows = {}
+    for ext in ("csv", "jsonl"):
+        out = tmp_path / f"events.{ext}"
+        assert export(env, "events", "--since", "2026-11-28", "--state", "AZ", "-o", str(out)).returncode == 0
+        with open(out, newline="") as f:
+            rows[ext] = {
+                (r["store"], r["product"], r["brand"])
+                for r in (csv.DictReader(f) if ext == "csv" else map(json.loads, f))
+            }
+    assert rows["csv"] == {("'" + FORMULA, "'-2+3", "'@SUM(A1)"), ("'" + FORMULA, "'\tTab", "'\rReturn")}
+    assert rows["jsonl"] == {(FORMULA, "-2+3", "@SUM(A1)"), (FORMULA, "\tTab", "\rReturn")}  # data: as it is
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
