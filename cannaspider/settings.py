@@ -319,6 +319,10 @@ ALERTS_BACKOFF_MAX_S = 6 * 3600.0
 ALERTS_MATCH_LOOKBACK_S = 3600.0
 ALERTS_TICK_S = 60.0  # `scrapy schedule` and `scrapy alerts send --follow`: a pass this often
 SCHEDULE_ALERTS = True  # `scrapy schedule` delivers alerts (False: run `scrapy alerts send --follow` instead)
+# Both webhooks (these alerts' and ALERT_WEBHOOK_URL below) never follow a redirect, read at most
+# 4 kB of an answer, and refuse a host that is or resolves to a loopback, private or link-local
+# address unless this is True (a receiver on the operator's own network; cannaspider/webhook.py).
+WEBHOOK_ALLOW_PRIVATE = False
 
 # --- Crawl health (Spidermon; cannaspider/monitors, docs/health.md) ----------------------------
 # A monitor over its threshold fails the crawl's health: an ERROR line, the report under
