@@ -248,6 +248,12 @@ IMG_MAX_AGE_S = 31_536_000
 IMG_MAX_PIXELS = 16_000_000  # the largest variant /img renders (w × h)
 IMG_RENDER_THREADS = 0  # 0: one per core
 IMG_MEMORY_CACHE_BYTES = 64 * 1024 * 1024  # recently served variants kept in memory
+# Bounds on what anyone may ask /img for (docs/images.md, "Bounds"): requests waiting on a render
+# per client address (above a browser's 6 connections per host: a page of thumbnails never meets
+# it; past it a 429), and the pixels (source + output) of the renders in flight together (one
+# render of a 16 MP source to 16 MP beside many thumbnails; the rest wait their turn).
+IMG_RENDERS_PER_CLIENT = 6
+IMG_RENDER_BUDGET_PIXELS = 40_000_000
 # libvips (/img and the pipeline's conversion; cannaspider/images/vips.py), process-wide. Its
 # operation cache would keep decoded pixels of recent renders beside /img's own caches of the
 # encoded variants: off by default, bounded when on. VIPS_CONCURRENCY is libvips' worker threads

@@ -1,0 +1,113 @@
+"""cannaspider/images/budget.py: the pixels held add up, work beyond the budget waits for room in
+order of arrival, one image over the whole budget runs alone, a cancelled waiter gives its turn."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cannaspider.images.budget import PixelBudget
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_holds_add_up_and_are_given_back():
+    async def run() -> None:
+        budget = PixelBudget(100)
+        async with budget.hold(30):
+            async with budget.hold(70):
+                assert (budget.held, budget.waiting) == (100, 0)
+            assert budget.held == 30
+        assert (budget.held, budget.peak) == (0, 100)
+
+    asyncio.run(run())
+
+
+def test_work_beyond_the_budget_waits_in_order():
+    async def run() -> None:
+        budget = PixelBudget(100)
+        started: list[str] = []
+        release = {name: asyncio.Event() for name in "abcd"}
+
+        async def work(name: str, pixels: int) -> None:
+            async with budget.hold(pixels):
+                started.append(name)
+                await release[name].wait()
+
+        tasks = [asyncio.create_task(work(n, p)) for n, p in (("a", 60), ("b", 60), ("c", 10), ("d", 30))]
+        await settle()
+        # b does not fit beside a; c and d would, but they came after b: they wait with it
+        assert (started, budget.held, budget.waiting) == (["a"], 60, 3)
+        release["a"].set()
+        await settle()
+        assert (started, budget.held) == (["a", "b", "c", "d"], 100)
+        for event in release.values():
+            event.set()
+        await asyncio.gather(*tasks)
+        assert (budget.held, budget.peak, budget.waiting) == (0, 100, 0)
+
+    asyncio.run(run())
+
+
+def test_an_image_over_the_whole_budget_runs_alone():
+    async def run() -> None:
+        budget = PixelBudget(100)
+        release = asyncio.Event()
+        small_done = asyncio.Event()
+
+        async def small() -> None:
+            async with budget.hold(10):
+                await small_done.wait()
+
+        first = asyncio.create_task(small())
+        await settle()
+
+        async def huge() -> None:
+            async with budget.hold(10_000):
+                assert budget.held == 100  # all of it, nothing beside it
+                await release.wait()
+
+        big = asyncio.create_task(huge())
+        await settle()
+        assert budget.waiting == 1
+        small_done.set()
+        await settle()
+        assert (budget.held, budget.waiting) == (100, 0)
+        release.set()
+        await asyncio.gather(first, big)
+        assert budget.held == 0
+
+    asyncio.run(run())
+
+
+def test_a_cancelled_waiter_gives_its_turn_to_the_next():
+    async def run() -> None:
+        budget = PixelBudget(100)
+        release = asyncio.Event()
+        got: list[str] = []
+
+        async def work(name: str, pixels: int) -> None:
+            async with budget.hold(pixels):
+                got.append(name)
+                await release.wait()
+
+        first = asyncio.create_task(work("a", 90))
+        await settle()
+        blocked = asyncio.create_task(work("b", 50))
+        behind = asyncio.create_task(work("c", 10))
+        await settle()
+        assert got == ["a"] and budget.waiting == 2
+        blocked.cancel()
+        await settle()
+        assert got == ["a", "c"] and budget.held == 100 and budget.waiting == 0
+        release.set()
+        await asyncio.gather(first, behind)
+        with pytest.raises(asyncio.CancelledError):
+            await blocked
+        assert budget.held == 0
+
+    asyncio.run(run())
