@@ -221,9 +221,10 @@ IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCUR
 IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
 IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb); /img too
 # the pixels the conversions under way decode together (each counted from its header; more wait
-# their turn; one larger runs alone): ~3 bytes each while decoded, so ~300 MB at most, where 40
-# images of 49 MP converted at once took a crawl to 1.94 GB
-IMAGES_CONVERT_BUDGET_PIXELS = 100_000_000
+# their turn; one larger runs alone): one image at the cap above at a time, beside the crawl's
+# usual 1 MP ones by the dozen. 8 images of 49 MP at once: 1.78 GB peak RSS unbounded, 499 MB
+# with this (benchmarks/convert_budget.py; docs/images.md, "Bounds")
+IMAGES_CONVERT_BUDGET_PIXELS = 50_000_000
 IMAGES_MIN_WIDTH = 0  # a smaller image is skipped (images_failed/small), as Scrapy's ImagesPipeline does
 IMAGES_MIN_HEIGHT = 0
 # The download → stored webp conversion: libvips. In a crawl it converts about twice as fast as
