@@ -20,21 +20,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import pyvips  # noqa: E402
+from scrapy import Spider  # noqa: E402
+from scrapy.http import Response  # noqa: E402
+from scrapy.pipelines.files import FSFilesStore  # noqa: E402
+from scrapy.pipelines.media import MediaPipeline  # noqa: E402
+from scrapy.utils.test import get_crawler  # noqa: E402
+
+from cannaspider import settings  # noqa: E402
+from cannaspider.pipelines.image_fetch import ImageFetcher, ImageJob  # noqa: E402
+from tests.helpers import project_settings  # noqa: E402
+
 UNBOUNDED = 10**12  # a budget no crawl reaches: every conversion at once, as before the budget
 
 
 def run(images: int, budget: int) -> None:
     """In this process: the images saved at once; prints the peak RSS in MB."""
-    import pyvips
-    from scrapy import Spider
-    from scrapy.http import Response
-    from scrapy.pipelines.files import FSFilesStore
-    from scrapy.pipelines.media import MediaPipeline
-    from scrapy.utils.test import get_crawler
-
-    from cannaspider.pipelines.image_fetch import ImageFetcher, ImageJob
-    from tests.helpers import project_settings
-
     body = pyvips.Image.black(7000, 7000, bands=3).cast("uchar").pngsave_buffer(compression=9)
     crawler = get_crawler(Spider, {**project_settings(), "IMAGES_CONVERT_BUDGET_PIXELS": budget})
     with tempfile.TemporaryDirectory() as folder:
@@ -59,8 +60,6 @@ def main() -> None:
     if args.budget is not None:
         run(args.images, args.budget)
         return
-    from cannaspider import settings
-
     for budget in (UNBOUNDED, settings.IMAGES_CONVERT_BUDGET_PIXELS):
         cmd = [sys.executable, __file__, "--images", str(args.images), "--budget", str(budget)]
         subprocess.run(cmd, check=True, cwd=ROOT)
