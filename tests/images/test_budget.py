@@ -1,5 +1,6 @@
-"""cannaspider/images/budget.py: the pixels held add up, work beyond the budget waits for room in
-order of arrival, one image over the whole budget runs alone, a cancelled waiter gives its turn."""
+"""cannaspider/images/budget.py: the pixels held add up, work beyond the budget waits for room (what
+fits going ahead of what does not, a bounded number of times), one image over the whole budget
+runs alone, a cancelled waiter gives its turn."""
 
 from __future__ import annotations
 
@@ -27,28 +28,56 @@ def test_holds_add_up_and_are_given_back():
     asyncio.run(run())
 
 
-def test_work_beyond_the_budget_waits_in_order():
+def test_work_beyond_the_budget_waits_and_what_fits_goes_first():
     async def run() -> None:
         budget = PixelBudget(100)
         started: list[str] = []
-        release = {name: asyncio.Event() for name in "abcd"}
+        release = {name: asyncio.Event() for name in "abcde"}
 
         async def work(name: str, pixels: int) -> None:
             async with budget.hold(pixels):
                 started.append(name)
                 await release[name].wait()
 
-        tasks = [asyncio.create_task(work(n, p)) for n, p in (("a", 60), ("b", 60), ("c", 10), ("d", 30))]
+        tasks = [asyncio.create_task(work(n, p)) for n, p in (("a", 60), ("b", 60), ("c", 10), ("d", 30), ("e", 5))]
         await settle()
-        # b does not fit beside a; c and d would, but they came after b: they wait with it
-        assert (started, budget.held, budget.waiting) == (["a"], 60, 3)
+        # b does not fit beside a; c and d do, and go ahead of it; e waits for room like b
+        assert (started, budget.held, budget.waiting) == (["a", "c", "d"], 100, 2)
         release["a"].set()
         await settle()
-        assert (started, budget.held) == (["a", "b", "c", "d"], 100)
+        assert (started, budget.held) == (["a", "c", "d", "b"], 100)  # b first: e did not fit either
+        release["c"].set()
+        await settle()
+        assert (started[-1], budget.held, budget.waiting) == ("e", 95, 0)
         for event in release.values():
             event.set()
         await asyncio.gather(*tasks)
         assert (budget.held, budget.peak, budget.waiting) == (0, 100, 0)
+
+    asyncio.run(run())
+
+
+def test_a_waiter_passed_over_enough_times_holds_back_those_behind_it():
+    async def run() -> None:
+        budget = PixelBudget(100, max_overtakes=2)
+        release = asyncio.Event()
+        order: list[str] = []
+
+        async def work(name: str, pixels: int) -> None:
+            async with budget.hold(pixels):
+                order.append(name)
+                await release.wait()
+
+        first = asyncio.create_task(work("first", 50))
+        await settle()
+        big = asyncio.create_task(work("big", 100))
+        small = [asyncio.create_task(work(f"s{n}", 10)) for n in range(4)]
+        await settle()
+        # two small ones went ahead of the big one; then it is its turn, and the others wait with it
+        assert order == ["first", "s0", "s1"] and budget.waiting == 3
+        release.set()
+        await asyncio.gather(first, big, *small)
+        assert order[:4] == ["first", "s0", "s1", "big"]
 
     asyncio.run(run())
 
@@ -86,7 +115,7 @@ def test_an_image_over_the_whole_budget_runs_alone():
 
 def test_a_cancelled_waiter_gives_its_turn_to_the_next():
     async def run() -> None:
-        budget = PixelBudget(100)
+        budget = PixelBudget(100, max_overtakes=0)  # in order of arrival only
         release = asyncio.Event()
         got: list[str] = []
 
