@@ -11,6 +11,13 @@ import pytest
 from cannaspider.images.budget import PixelBudget
 
 
+async def work(budget: PixelBudget, name: str, pixels: int, started: list[str], release: asyncio.Event) -> None:
+    """Hold `pixels` from when it is granted (its name added to `started`) until `release` is set."""
+    async with budget.hold(pixels):
+        started.append(name)
+        await release.wait()
+
+
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
@@ -34,12 +41,10 @@ def test_work_beyond_the_budget_waits_and_what_fits_goes_first():
         started: list[str] = []
         release = {name: asyncio.Event() for name in "abcde"}
 
-        async def work(name: str, pixels: int) -> None:
-            async with budget.hold(pixels):
-                started.append(name)
-                await release[name].wait()
-
-        tasks = [asyncio.create_task(work(n, p)) for n, p in (("a", 60), ("b", 60), ("c", 10), ("d", 30), ("e", 5))]
+        tasks = [
+            asyncio.create_task(work(budget, n, p, started, release[n]))
+            for n, p in (("a", 60), ("b", 60), ("c", 10), ("d", 30), ("e", 5))
+        ]
         await settle()
         # b does not fit beside a; c and d do, and go ahead of it; e waits for room like b
         assert (started, budget.held, budget.waiting) == (["a", "c", "d"], 100, 2)
@@ -63,15 +68,10 @@ def test_a_waiter_passed_over_enough_times_holds_back_those_behind_it():
         release = asyncio.Event()
         order: list[str] = []
 
-        async def work(name: str, pixels: int) -> None:
-            async with budget.hold(pixels):
-                order.append(name)
-                await release.wait()
-
-        first = asyncio.create_task(work("first", 50))
+        first = asyncio.create_task(work(budget, "first", 50, order, release))
         await settle()
-        big = asyncio.create_task(work("big", 100))
-        small = [asyncio.create_task(work(f"s{n}", 10)) for n in range(4)]
+        big = asyncio.create_task(work(budget, "big", 100, order, release))
+        small = [asyncio.create_task(work(budget, f"s{n}", 10, order, release)) for n in range(4)]
         await settle()
         # two small ones went ahead of the big one; then it is its turn, and the others wait with it
         assert order == ["first", "s0", "s1"] and budget.waiting == 3
@@ -119,15 +119,10 @@ def test_a_cancelled_waiter_gives_its_turn_to_the_next():
         release = asyncio.Event()
         got: list[str] = []
 
-        async def work(name: str, pixels: int) -> None:
-            async with budget.hold(pixels):
-                got.append(name)
-                await release.wait()
-
-        first = asyncio.create_task(work("a", 90))
+        first = asyncio.create_task(work(budget, "a", 90, got, release))
         await settle()
-        blocked = asyncio.create_task(work("b", 50))
-        behind = asyncio.create_task(work("c", 10))
+        blocked = asyncio.create_task(work(budget, "b", 50, got, release))
+        behind = asyncio.create_task(work(budget, "c", 10, got, release))
         await settle()
         assert got == ["a"] and budget.waiting == 2
         blocked.cancel()
