@@ -238,6 +238,11 @@ IMAGES_STORE = None
 IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCURRENT_REQUESTS)
 IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
 IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb); /img too
+# the pixels the conversions under way decode together (each counted from its header; more wait
+# their turn; one larger runs alone): one image at the cap above at a time, beside the crawl's
+# usual 1 MP ones by the dozen. 8 images of 49 MP at once: 1.78 GB peak RSS unbounded, 499 MB
+# with this (benchmarks/convert_budget.py; docs/images.md, "Bounds")
+IMAGES_CONVERT_BUDGET_PIXELS = 50_000_000
 IMAGES_MIN_WIDTH = 0  # a smaller image is skipped (images_failed/small), as Scrapy's ImagesPipeline does
 IMAGES_MIN_HEIGHT = 0
 # The download → stored webp conversion: libvips. In a crawl it converts about twice as fast as
@@ -266,6 +271,12 @@ IMG_MAX_AGE_S = 31_536_000
 IMG_MAX_PIXELS = 16_000_000  # the largest variant /img renders (w × h)
 IMG_RENDER_THREADS = 0  # 0: one per core
 IMG_MEMORY_CACHE_BYTES = 64 * 1024 * 1024  # recently served variants kept in memory
+# Bounds on what anyone may ask /img for (docs/images.md, "Bounds"): requests waiting on a render
+# per client address (above a browser's 6 connections per host: a page of thumbnails never meets
+# it; past it a 429), and the pixels (source + output) of the renders in flight together (one
+# render of a 16 MP source to 16 MP beside many thumbnails; the rest wait their turn).
+IMG_RENDERS_PER_CLIENT = 6
+IMG_RENDER_BUDGET_PIXELS = 40_000_000
 # libvips (/img and the pipeline's conversion; cannaspider/images/vips.py), process-wide. Its
 # operation cache would keep decoded pixels of recent renders beside /img's own caches of the
 # encoded variants: off by default, bounded when on. VIPS_CONCURRENCY is libvips' worker threads
@@ -337,6 +348,10 @@ ALERTS_BACKOFF_MAX_S = 6 * 3600.0
 ALERTS_MATCH_LOOKBACK_S = 3600.0
 ALERTS_TICK_S = 60.0  # `scrapy schedule` and `scrapy alerts send --follow`: a pass this often
 SCHEDULE_ALERTS = True  # `scrapy schedule` delivers alerts (False: run `scrapy alerts send --follow` instead)
+# Both webhooks (these alerts' and ALERT_WEBHOOK_URL below) never follow a redirect, read at most
+# 4 kB of an answer, and refuse a host that is or resolves to a loopback, private or link-local
+# address unless this is True (a receiver on the operator's own network; cannaspider/webhook.py).
+WEBHOOK_ALLOW_PRIVATE = False
 
 # --- Crawl health (Spidermon; cannaspider/monitors, docs/health.md) ----------------------------
 # A monitor over its threshold fails the crawl's health: an ERROR line, the report under

@@ -3,7 +3,8 @@
 A pass claims up to ALERTS_BATCH due deliveries (FOR UPDATE SKIP LOCKED: two senders never post
 the same one at once; a claim pushes next_attempt_at past the request's timeout, so a sender that
 dies mid-post leaves the delivery due again, not lost), posts them concurrently, and records each
-outcome: a 2xx answer marks it delivered; anything else (a refused connection, a timeout, a 500)
+outcome: a 2xx answer marks it delivered; anything else (a refused connection, a timeout, a 500,
+a redirect, which is never followed, a host whose address is not public: cannaspider/webhook.py)
 keeps it, with the status and a reason free of URL and secret, and makes it due again after
 ALERTS_BACKOFF_S · 2^(attempts-1), capped at ALERTS_BACKOFF_MAX_S, jittered up to +20 %
 (cannaspider/backoff.py), up to ALERTS_MAX_ATTEMPTS
@@ -27,7 +28,7 @@ import aiohttp
 import psycopg
 from scrapy.settings import BaseSettings
 
-from cannaspider import env
+from cannaspider import env, webhook
 from cannaspider.alerts import signing
 from cannaspider.backoff import Backoff
 
@@ -85,12 +86,14 @@ class AlertSender:
         batch: int,
         max_attempts: int,
         backoff: Backoff,
+        allow_private: bool,
     ) -> None:
         self._secret = secret
         self.timeout_s = timeout_s
         self.batch = batch
         self.max_attempts = max_attempts
         self.backoff = backoff
+        self.allow_private = allow_private
         self._warned = False
 
     @classmethod
@@ -101,6 +104,7 @@ class AlertSender:
             batch=settings.getint("ALERTS_BATCH"),
             max_attempts=settings.getint("ALERTS_MAX_ATTEMPTS"),
             backoff=Backoff.from_settings(settings, "ALERTS_BACKOFF_S", "ALERTS_BACKOFF_MAX_S", ALERT_JITTER),
+            allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
         )
 
     @property
@@ -126,19 +130,11 @@ class AlertSender:
             signing.SIGNATURE: signing.sign(self._secret, now, body),
         }
 
-    async def _post(self, session: aiohttp.ClientSession, claimed: Claimed) -> Outcome:
+    async def _post(self, client: aiohttp.ClientSession, claimed: Claimed) -> Outcome:
         body = self.body(claimed)
-        try:
-            async with session.post(claimed.url, data=body, headers=self.headers(claimed, body, int(time.time()))) as r:
-                await r.read()
-                if 200 <= r.status < 300:
-                    return Outcome(claimed.id, r.status, None)
-                return Outcome(claimed.id, r.status, f"answered HTTP {r.status}")
-        except TimeoutError:
-            return Outcome(claimed.id, None, f"no answer within {self.timeout_s:g} s")
-        except aiohttp.ClientError as exc:
-            # the exception's text names the URL (which may carry a token): its class only
-            return Outcome(claimed.id, None, f"connection failed ({type(exc).__name__})")
+        headers = self.headers(claimed, body, int(time.time()))
+        answer = await webhook.post(client, claimed.url, body, headers, allow_private=self.allow_private)
+        return Outcome(claimed.id, answer.status, answer.error)
 
     async def send(self, conn: psycopg.AsyncConnection[Any]) -> PassResult:
         """One pass over the due deliveries; `conn` in autocommit."""
@@ -153,9 +149,8 @@ class AlertSender:
         claimed = [Claimed(*row) for row in await cur.fetchall()]
         if not claimed:
             return PassResult(0, 0)
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            outcomes = await asyncio.gather(*(self._post(session, c) for c in claimed))
+        async with webhook.session(self.timeout_s, allow_private=self.allow_private) as client:
+            outcomes = await asyncio.gather(*(self._post(client, c) for c in claimed))
         attempts = {c.id: c.attempts for c in claimed}
         failed = 0
         async with conn.transaction():

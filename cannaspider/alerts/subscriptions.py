@@ -4,10 +4,12 @@ A subscription names event types (product_events' six, and `availability_changed
 market analytics) and narrows them: a state, a store, a brand (any spelling of its canonical
 brand: the name is normalized as the canonical brands' are), a minimum price drop in percent, a
 minimum availability change. Its webhook URL is a secret (an incoming-webhook URL carries a
-token): it is stored, posted to, and shown only as scheme://host (redacted())."""
+token): it is stored, posted to, and shown only as scheme://host (redacted()). A host that is
+or resolves to an address outside the public internet is refused unless WEBHOOK_ALLOW_PRIVATE."""
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -16,6 +18,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
+from cannaspider import webhook
 from cannaspider.dutchie.identity import normalize_name
 
 EVENT_TYPES = ("listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock")
@@ -72,6 +75,7 @@ def validate(
     state: str | None,
     min_drop_pct: float | None,
     min_change: float | None,
+    allow_private: bool,
 ) -> None:
     parts = urlsplit(webhook_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -89,6 +93,18 @@ def validate(
         raise SubscriptionError("--min-change is a share of stores, above 0 and at most 1")
     if AVAILABILITY in types and min_change is None:
         raise SubscriptionError("--type availability_changed needs --min-change")
+    if not allow_private and (why := address_refusal(parts.hostname)) is not None:
+        raise SubscriptionError(why)
+
+
+def address_refusal(host: str) -> str | None:
+    """Why a webhook host may not be subscribed: an address of it is not public. A name that does
+    not resolve now is taken; every post checks its addresses again (cannaspider/webhook.py)."""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError):
+        return None
+    return next((why for a in sorted(addresses) if (why := webhook.refusal(str(a))) is not None), None)
 
 
 def add(
@@ -101,8 +117,16 @@ def add(
     brand: str | None = None,
     min_drop_pct: float | None = None,
     min_change: float | None = None,
+    allow_private: bool,
 ) -> int:
-    validate(webhook_url, types, state=state, min_drop_pct=min_drop_pct, min_change=min_change)
+    validate(
+        webhook_url,
+        types,
+        state=state,
+        min_drop_pct=min_drop_pct,
+        min_change=min_change,
+        allow_private=allow_private,
+    )
     brand_key = normalize_name(brand) if brand is not None else None
     if brand is not None and not brand_key:
         raise SubscriptionError("a brand needs letters or digits")

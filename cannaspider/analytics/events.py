@@ -37,7 +37,7 @@ class CursorError(EventQueryError):
 
 def parse_since(text: str) -> datetime:
     """A date (`2026-11-30`: midnight UTC) or an ISO 8601 time (without an offset: UTC)."""
-    value = text.strip()
+    value = text.strip().upper()  # RFC 3339 also writes the T and the Z in lower case
     try:
         if len(value) == 10:
             return datetime.combine(date.fromisoformat(value), time(), UTC)

@@ -67,6 +67,7 @@ class Command(CannaspiderCommand):
         if not opts.webhook:
             self._fail("add needs --webhook URL")
             return
+        assert self.settings is not None  # Scrapy sets a command's settings before it runs
         with connect(database_url(self.settings)) as conn:
             try:
                 new_id = subscriptions.add(
@@ -78,6 +79,7 @@ class Command(CannaspiderCommand):
                     brand=opts.brand,
                     min_drop_pct=opts.min_drop,
                     min_change=opts.min_change,
+                    allow_private=self.settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
                 )
             except subscriptions.SubscriptionError as exc:
                 self._fail(str(exc))

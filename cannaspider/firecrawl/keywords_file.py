@@ -25,7 +25,10 @@ import psycopg
 from cannaspider.firecrawl.classify import STATUSES
 from cannaspider.firecrawl.merge import CRAWL_FIELDS
 
-LOCALE = re.compile(r"^(?P<lang>[A-Za-z]{2,3})(?:[-_](?P<region>[A-Za-z]{2}|[0-9]{3}))?$")
+# a language, then a region (both groups: no names, so that the JSON Schema of GET /api/…/profile's
+# locale, which states this pattern, reads in every regex dialect)
+LOCALE_PATTERN = r"^([A-Za-z]{2,3})(?:[-_]([A-Za-z]{2}|[0-9]{3}))?$"
+LOCALE = re.compile(LOCALE_PATTERN)
 MAX_KEYWORD_LENGTH = 500
 MAX_PROBLEMS_SHOWN = 1
 
@@ -49,7 +52,7 @@ def normalize_locale(text: str) -> str | None:
     m = LOCALE.match(text.strip())
     if not m:
         return None
-    lang, region = m.group("lang").lower(), m.group("region")
+    lang, region = m.group(1).lower(), m.group(2)
     return f"{lang}-{region.upper()}" if region else lang
 
 

@@ -51,6 +51,20 @@ def to_webp(body: bytes, *, quality: int, max_pixels: int) -> tuple[bytes, tuple
     return webp, (image.width, image.height)
 
 
+def declared_pixels(body: bytes, *, max_pixels: int) -> int:
+    """The pixels a conversion of `body` decodes, from its header (what the pipeline's pixel budget
+    holds for it); 0 for a body to_webp() refuses before decoding (not an image, unreadable, or
+    over `max_pixels`): such a refusal costs nothing to budget."""
+    if not body or loader_of(body) is None:
+        return 0
+    try:
+        image = pyvips.Image.new_from_buffer(body, "", fail_on="error")
+    except pyvips.Error:
+        return 0
+    pixels = int(image.width * image.height)
+    return pixels if pixels <= max_pixels else 0
+
+
 def _srgb(image: pyvips.Image) -> pyvips.Image:
     """8-bit sRGB, with alpha where the source has any (palette tRNS is an alpha band already)."""
     if image.interpretation == "cmyk":

@@ -3,7 +3,10 @@ behind `GET /img` (cannaspider/web/images.py; docs/images.md, "The image proxy")
 
 sharp, which the seed's proxy used, is libvips too, so `fit`, `blur`, `gray`, `q` and `format`
 mean here what they meant there. The stored file's header is read first (no pixel decoded): a
-file declaring more than `source_max_pixels` is refused, so is a variant over `max_pixels`.
+file declaring more than `source_max_pixels` is refused, so is a variant over `max_pixels`; a
+variant is never larger than its source (within_source), and a blur costs a few operations per
+pixel whatever its sigma (_blur): the work of a render goes with its pixels (Plan.pixels), which
+`/img` budgets (cannaspider/images/budget.py).
 Resizing is libvips' `thumbnail`, which shrinks on load (webp decodes straight to a smaller
 scale) and streams the pixels instead of holding the whole image. Anything libvips cannot decode
 is a `StoredImageError` with its reason, never a crash of the worker.
@@ -20,7 +23,8 @@ from cannaspider.images.vips import KEEP_ICC, reason
 
 WEBP_EFFORT = 4  # libwebp's method 4: sharp's default
 AVIF_EFFORT = 1  # aom speed 8: a thumbnail in tens of milliseconds, not seconds
-BLUR_DIRECT_MAX = 20.0  # above this sigma, blur a smaller copy (see _blur)
+BLUR_DIRECT_MAX = 3.0  # above this sigma, blur a smaller copy (see _blur)
+BLUR_MIN_SIDE = 24  # the smaller copy's shorter side, at least
 
 
 class BadParameter(ValueError):
@@ -75,8 +79,29 @@ def target_size(source: tuple[int, int], v: Variant) -> tuple[int, int]:
     return max(1, round(sw * scale)), max(1, round(sh * scale))
 
 
-def render(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels: int) -> bytes:
-    """The variant's bytes (runs in a worker thread)."""
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a render will do, from the stored file's header: its size and the output's."""
+
+    source: tuple[int, int]
+    size: tuple[int, int]
+
+    @property
+    def pixels(self) -> int:
+        """What it costs, in pixels (the budget's unit): the source decoded and the output made."""
+        return self.source[0] * self.source[1] + self.size[0] * self.size[1]
+
+
+def within_source(size: tuple[int, int], source: tuple[int, int]) -> tuple[int, int]:
+    """No enlarging: a size past the source's width or height is scaled down, keeping its own
+    aspect ratio, until it fits (w=4000&h=4000 of an 800×600 source is 600×600)."""
+    scale = min(1.0, source[0] / size[0], source[1] / size[1])
+    return max(1, round(size[0] * scale)), max(1, round(size[1] * scale))
+
+
+def plan(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels: int) -> Plan:
+    """Read the header (no pixel decoded) and size the output (runs in a worker thread): a source
+    over `source_max_pixels` is a StoredImageError, a variant asked over `max_pixels` a BadParameter."""
     try:
         # the header only (webp alone: the pipeline stores nothing else)
         header = (
@@ -92,10 +117,16 @@ def render(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels:
     size = target_size((sw, sh), v)
     if size[0] * size[1] > max_pixels:
         raise BadParameter(f"{size[0]}x{size[1]} is more than the {max_pixels} pixels this server renders")
+    return Plan((sw, sh), within_source(size, (sw, sh)))
+
+
+def render(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels: int, at: Plan | None = None) -> bytes:
+    """The variant's bytes (runs in a worker thread); `at`: its plan(), when already made."""
+    at = at or plan(source, v, max_pixels, source_max_pixels)
     try:
-        image = _resize(source, (sw, sh), size, v)
+        image = _resize(source, at.source, at.size, v)
         if v.blur is not None:
-            image = _blur(image, v.blur)
+            image = _blur(image, min(v.blur, max(at.size)))
         if v.gray:
             image = image.colourspace("b-w").copy()
             if "icc-profile-data" in image.get_fields():
@@ -117,7 +148,7 @@ def _resize(source: Path | bytes, source_size: tuple[int, int], size: tuple[int,
         # scaled to cover w × h and cropped to it, centred (sharp's default position)
         return _thumbnail(source, size[0], size[1], crop="centre")
     if both and v.fit == "contain":
-        inner = target_size(source_size, Variant(v.w, v.h, fit="inside"))
+        inner = target_size(source_size, Variant(size[0], size[1], fit="inside"))
         image = _thumbnail(source, inner[0], inner[1], size="force")
         if not image.hasalpha():
             image = image.bandjoin(255)
@@ -136,9 +167,11 @@ def _resize(source: Path | bytes, source_size: tuple[int, int], size: tuple[int,
 def _blur(image: pyvips.Image, sigma: float) -> pyvips.Image:
     """A Gaussian blur of `sigma` px, alpha premultiplied (transparent pixels lend no colour).
 
-    A direct Gaussian costs its kernel width (~7 sigma) per pixel: sigma 1000 on a 4000 px image
-    would hold a core for minutes. Above BLUR_DIRECT_MAX the image is shrunk by sigma / 10,
-    blurred with sigma 10 and enlarged back: at such radii no detail survives to tell the two apart.
+    A direct Gaussian costs its kernel width (~7 sigma) per pixel: sigma 20 on a 4000 px square
+    held a core for 10 s. Above BLUR_DIRECT_MAX the image is shrunk by sigma / BLUR_DIRECT_MAX,
+    blurred with BLUR_DIRECT_MAX and enlarged back, so a blur costs a few operations per pixel
+    whatever its sigma: at such radii no detail survives to tell the two apart. The caller bounds
+    sigma by the output's longer side (past it, the image is one colour either way).
     """
     alpha = image.hasalpha()
     if alpha:
@@ -146,8 +179,11 @@ def _blur(image: pyvips.Image, sigma: float) -> pyvips.Image:
     if sigma <= BLUR_DIRECT_MAX:
         image = image.gaussblur(sigma)
     else:
-        width, height, factor = image.width, image.height, sigma / 10
-        small = image.resize(1 / factor) if min(width, height) / factor >= 2 else image.resize(2 / min(width, height))
+        width, height = image.width, image.height
+        # a copy too small to say where an edge was blurs unlike the real thing: its shorter side
+        # keeps BLUR_MIN_SIDE px (a larger sigma on so few pixels costs nothing)
+        factor = max(1.0, min(sigma / BLUR_DIRECT_MAX, min(width, height) / BLUR_MIN_SIDE))
+        small = image.resize(1 / factor)
         small = small.gaussblur(sigma * small.width / width)
         image = small.resize(width / small.width, vscale=height / small.height)
         image = image.crop(0, 0, min(width, image.width), min(height, image.height)).embed(

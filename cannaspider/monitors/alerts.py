@@ -13,8 +13,6 @@ import json
 import logging
 import os
 import re
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from typing import Any
 from scrapy.settings import BaseSettings
 from spidermon.core.actions import Action
 
-from cannaspider import env
+from cannaspider import env, webhook
 from cannaspider.monitors.blocks import blocks_per_proxy
 
 logger = logging.getLogger(__name__)
@@ -117,18 +115,16 @@ def alert_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def post_webhook(url: str, text: str, timeout: float) -> bool:
-    request = urllib.request.Request(  # noqa: S310 - an operator-set URL
-        url, data=json.dumps({"text": text}).encode(), method="POST", headers={"content-type": "application/json"}
+def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool) -> bool:
+    """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhook.py)."""
+    body = json.dumps({"text": text}).encode()
+    answer = webhook.post_once(
+        url, body, {"content-type": "application/json"}, timeout_s=timeout, allow_private=allow_private
     )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310 - an operator-set URL
-            reply.read()
-        return True
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else type(exc).__name__
-        logger.warning("crawl health: the alert webhook could not be reached (%s)", reason)
+    if answer.error is not None:
+        logger.warning("crawl health: the alert webhook could not be reached (%s)", answer.error)
         return False
+    return True
 
 
 class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
@@ -151,4 +147,9 @@ class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
         logger.error("%s (report: %s)", text.replace("\n", " "), path)
         url = settings.get("ALERT_WEBHOOK_URL")
         if url:
-            post_webhook(url, text, settings.getfloat("ALERT_WEBHOOK_TIMEOUT_S"))
+            post_webhook(
+                url,
+                text,
+                settings.getfloat("ALERT_WEBHOOK_TIMEOUT_S"),
+                allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
+            )

@@ -9,7 +9,9 @@ file, the row's path. The jobs are planned by image_plan.py and run by the pipel
   file found there has its path recorded without a download.
 - The file is webp, not JPEG (IMAGES_CONVERTER: cannaspider/images/convert.py), checked against
   IMAGES_MIN_WIDTH/HEIGHT, written to one of Scrapy's file stores (a local folder, s3://, gs://,
-  ftp://, chosen by IMAGES_STORE: cannaspider/images/filestore.py); the product's
+  ftp://, chosen by IMAGES_STORE: cannaspider/images/filestore.py); the conversions under way
+  together decode at most IMAGES_CONVERT_BUDGET_PIXELS (cannaspider/images/budget.py; docs/images.md,
+  "Bounds"), each counted from its header first; the product's
   store_products.local_image_path is set once it is written, by a batched UPDATE
   (cannaspider/pipelines/image_paths.py), never a round trip per product.
 - A failed or unusable image (HTTP error, HTML, a truncated file, a decompression bomb, an empty
@@ -42,7 +44,8 @@ from twisted.internet.defer import Deferred
 
 from cannaspider.db.errors import first_line
 from cannaspider.images import vips
-from cannaspider.images.convert import UnusableImage
+from cannaspider.images.budget import PixelBudget
+from cannaspider.images.convert import UnusableImage, declared_pixels
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
 
@@ -87,6 +90,7 @@ class ImageFetcher:
         vips.configure(settings)
         self.convert = load_object(settings["IMAGES_CONVERTER"])  # (body, quality=, max_pixels=) -> (webp, size)
         self.max_pixels = settings.getint("IMAGES_MAX_PIXELS")
+        self.budget = PixelBudget(max(1, settings.getint("IMAGES_CONVERT_BUDGET_PIXELS")))
         self.min_width = settings.getint("IMAGES_MIN_WIDTH")
         self.min_height = settings.getint("IMAGES_MIN_HEIGHT")
         self.download_timeout = settings.getfloat("IMAGES_DOWNLOAD_TIMEOUT_S")
@@ -166,10 +170,13 @@ class ImageFetcher:
         status = "cached" if "cached" in response.flags else "downloaded"
         self.stats.inc_value("file_count")  # Scrapy's media pipelines' stats
         self.stats.inc_value(f"file_status_count/{status}")
-        # decoding and encoding hold a core for tens of milliseconds: never on the event loop
-        webp, (width, height) = await asyncio.to_thread(
-            self.convert, response.body, quality=self.quality, max_pixels=self.max_pixels
-        )
+        # decoding and encoding hold a core for tens of milliseconds: never on the event loop; and
+        # memory for every pixel: the conversions at once hold at most IMAGES_CONVERT_BUDGET_PIXELS
+        pixels = await asyncio.to_thread(declared_pixels, response.body, max_pixels=self.max_pixels)
+        async with self.budget.hold(pixels):
+            webp, (width, height) = await asyncio.to_thread(
+                self.convert, response.body, quality=self.quality, max_pixels=self.max_pixels
+            )
         if width < self.min_width or height < self.min_height:
             raise ImageFailed("small", f"too small ({width}x{height} < {self.min_width}x{self.min_height})")
         persisted = self.store.persist_file(

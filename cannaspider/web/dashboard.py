@@ -13,6 +13,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from cannaspider.web import dashboard_api as api
 from cannaspider.web import dashboard_queries as q
@@ -41,6 +42,21 @@ def _money(value: float | None) -> str:
     return "–" if value is None else f"${value:,.2f}"
 
 
+def _bdi(value: object) -> Markup | str:
+    """User or payload text (a store's, a product's, a brand's name; a page's URL; an error) in an
+    element of its own direction: a right-to-left override inside it reorders itself, never the
+    page around it (docs/dashboard.md). Nothing for None or ''."""
+    return "" if value is None or value == "" else Markup("<bdi>{}</bdi>").format(value)
+
+
+def _fsi(value: object) -> str:
+    """The same isolation where no element may go (<title>, <option>): Unicode's first-strong
+    isolate around the text (escaped by autoescape like any string)."""
+    return "" if value is None else f"\u2068{value}\u2069"
+
+
+templates.env.filters["bdi"] = _bdi
+templates.env.filters["fsi"] = _fsi
 templates.env.filters["ago"] = _ago
 templates.env.filters["money"] = _money
 templates.env.filters["event_label"] = lambda kind: EVENT_LABELS.get(kind, kind)

@@ -2,7 +2,11 @@
 `input` and `ctx`) may be what JSON cannot carry, a NaN or infinity (Python's JSON reader takes
 them) or a lone surrogate (a valid JSON escape that is no UTF-8): FastAPI's own handler then fails
 with a 500. Here they are echoed as their repr. Every 422 has the documented shape, a list of
-{loc, msg, type}, the task roles' own refusals (TaskInputError) included."""
+{loc, msg, type}, the task roles' own refusals (TaskInputError) included.
+
+A 405 says in `Allow` every method the path answers, whichever of its routes the request came
+closest to (Starlette names only the methods of the first route of that path: OPTIONS
+/api/tasks said `Allow: POST`, though GET /api/tasks exists)."""
 
 from __future__ import annotations
 
@@ -11,8 +15,11 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from cannaspider.tasks.roles import TaskInputError
 
@@ -47,4 +54,23 @@ async def task_input_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": json_safe(detail)}, status_code=422)
 
 
-HANDLERS = {RequestValidationError: validation_error, TaskInputError: task_input_error}
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        methods = {
+            method
+            for route in request.app.router.routes
+            if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE
+            for method in route.methods or ()
+        }
+        exc = StarletteHTTPException(
+            405, exc.detail, headers={**(exc.headers or {}), "Allow": ", ".join(sorted(methods))}
+        )
+    return await http_exception_handler(request, exc)
+
+
+HANDLERS = {
+    RequestValidationError: validation_error,
+    TaskInputError: task_input_error,
+    StarletteHTTPException: http_error,
+}

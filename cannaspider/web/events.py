@@ -21,6 +21,7 @@ from cannaspider.analytics import events as ev
 router = APIRouter(prefix="/api", tags=["events"])
 
 MAX_LIMIT = 1000
+SINCE_PATTERN = "^(?!0000)[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])([Tt ][0-9]{2}:[0-9]{2}|$)"
 PARAMETERS = {"state", "dispensary_id", "brand", "type", "since", "cursor", "limit"}
 EventType = Literal["listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock"]
 assert get_args(EventType) == ev.EVENT_TYPES  # one list of types (the table's CHECK has it too)
@@ -100,11 +101,31 @@ def unprocessable(field: str, message: str) -> HTTPException:
 @router.get("/events", response_model=EventsPage)
 async def list_events(
     request: Request,
-    state: str | None = Query(None, description="two-letter state code of the store"),
+    # the patterns say in the schema what EventFilter checks (its messages are the 422s)
+    state: str | None = Query(
+        None, description="two-letter state code of the store", json_schema_extra={"pattern": "^[A-Za-z]{2}$"}
+    ),
     dispensary_id: int | None = Query(None, ge=1, le=ev.MAX_ID),
-    brand: str | None = Query(None, max_length=200, description="brand name as the menu gives it (any case)"),
+    brand: str | None = Query(
+        None,
+        max_length=200,
+        description="brand name as the menu gives it (any case)",
+        json_schema_extra={"pattern": r"^[^\x00]*[^\x00\s][^\x00]*$"},  # not blank, no NUL
+    ),
     type: list[EventType] | None = Query(None, description="one or more event types"),  # noqa: A002 - the API's name
-    since: str | None = Query(None, max_length=40, description="a date (UTC midnight) or an ISO 8601 time"),
+    since: str | None = Query(
+        None,
+        max_length=40,
+        description="a date (UTC midnight) or an ISO 8601 time",
+        # what parse_since() takes, as the schema can say it: a date or a date-time (RFC 3339),
+        # whose year is 1 or later (a format alone validates nothing: the pattern does)
+        json_schema_extra={
+            "type": "string",
+            "maxLength": 40,
+            "pattern": SINCE_PATTERN,
+            "anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}],
+        },
+    ),
     cursor: str | None = Query(None, max_length=200, description="a previous page's next_cursor"),
     limit: int = Query(200, ge=1, le=MAX_LIMIT),
 ) -> dict[str, Any]:

@@ -5,6 +5,12 @@ memory cache. Its ETag is derived from the source (a local file: path, size, mti
 path and store, as a stored file never changes) and the normalized parameters, so a matching
 If-None-Match on a file known to exist is answered 304 without reading anything.
 
+Bounds on the work anyone may ask for (docs/images.md, "Bounds"): a request that needs a render
+(one that starts a render: joining one under way costs nothing) counts against its client's
+address, IMG_RENDERS_PER_CLIENT at once (more: 429); renders in
+flight together hold at most IMG_RENDER_BUDGET_PIXELS of the pixel budget (more wait their turn);
+a render's own work goes with its pixels (no enlarging, a blur's cost bounded: render.py).
+
 Parameters: cannaspider/images/params.py; rendering (libvips, in a thread pool, never on the event
 loop): cannaspider/images/render.py; originals from a remote store: cannaspider/images/originals.py;
 the route: cannaspider/web/images.py.
@@ -27,12 +33,13 @@ from scrapy.settings import BaseSettings
 
 from cannaspider import settings as defaults
 from cannaspider.images import vips
+from cannaspider.images.budget import PixelBudget
 from cannaspider.images.cache import DiskCache, MemoryCache
 from cannaspider.images.filestore import images_store_uri
 from cannaspider.images.originals import ImageNotFound, RemoteOriginals, settled
 from cannaspider.images.params import MEDIA_TYPES, parse_variant
 from cannaspider.images.paths import is_stored_path_shape
-from cannaspider.images.render import BadParameter, StoredImageError, Variant, render
+from cannaspider.images.render import BadParameter, Plan, StoredImageError, Variant, plan, render
 from cannaspider.images.store_reader import StoreConfigError, StoreReader, StoreUnavailable
 from cannaspider.images.stores import LocalReader, open_store
 
@@ -57,6 +64,8 @@ class ImageProxy:
         originals_bytes: int = defaults.IMG_ORIGINALS_CACHE_MAX_BYTES,
         store_threads: int = defaults.IMG_STORE_THREADS,
         store_retry_s: float = defaults.IMG_STORE_RETRY_S,
+        render_budget_pixels: int = defaults.IMG_RENDER_BUDGET_PIXELS,
+        renders_per_client: int = defaults.IMG_RENDERS_PER_CLIENT,
         unsupported_store: str | None = None,
     ):
         self.store: StoreReader = LocalReader(store) if isinstance(store, Path) else store
@@ -80,6 +89,9 @@ class ImageProxy:
         self.inflight: dict[str, asyncio.Task[bytes]] = {}
         self.located: OrderedDict[str, tuple[float, tuple[Path, int, int]]] = OrderedDict()
         self.renders = 0  # variants rendered since start (the tests count them)
+        self.budget = PixelBudget(render_budget_pixels)
+        self.renders_per_client = renders_per_client
+        self.rendering: dict[str, int] = {}  # per client address: its requests waiting on a render
         self.unsupported_store = unsupported_store
         self.cache_control = f"public, max-age={max_age}, immutable"
 
@@ -111,6 +123,8 @@ class ImageProxy:
             originals_bytes=settings.getint("IMG_ORIGINALS_CACHE_MAX_BYTES"),
             store_threads=store_threads,
             store_retry_s=settings.getfloat("IMG_STORE_RETRY_S"),
+            render_budget_pixels=max(1, settings.getint("IMG_RENDER_BUDGET_PIXELS")),
+            renders_per_client=max(1, settings.getint("IMG_RENDERS_PER_CLIENT")),
             unsupported_store=unsupported,
         )
 
@@ -144,7 +158,17 @@ class ImageProxy:
         matches = _matches(request.headers.get("if-none-match"), etag)
         if matches and self._known(key, path, variant, source):
             return Response(status_code=304, headers=headers)
+        client = request.client.host if request.client is not None else ""
+        # a request that joins a render already under way, or needs none, adds no work: not counted
+        if self.memory.get(key) is None and not variant.is_original and key not in self.inflight:
+            if self.rendering.get(client, 0) >= self.renders_per_client:
+                detail = f"more than {self.renders_per_client} images rendering at once for this client"
+                return JSONResponse({"detail": detail}, status_code=429, headers={"Retry-After": "1"})
+        else:
+            client = ""  # nothing to render: not counted
         try:
+            if client:
+                self.rendering[client] = self.rendering.get(client, 0) + 1
             body = await self._variant(key, path, source, variant)
         except BadParameter as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
@@ -162,9 +186,19 @@ class ImageProxy:
         except OSError as exc:  # the local store's disk (permissions, I/O): logged with its path, not answered with it
             logger.warning("/img %s: the stored file cannot be read: %s", path, exc)
             return JSONResponse({"detail": f"the stored image cannot be read ({type(exc).__name__})"}, status_code=500)
+        finally:
+            if client:
+                self._rendered(client)
         if matches:  # a remote file not seen before: it exists, and the client has this variant
             return Response(status_code=304, headers=headers)
         return Response(body, media_type=MEDIA_TYPES[variant.format], headers=headers)
+
+    def _rendered(self, client: str) -> None:
+        left = self.rendering[client] - 1
+        if left:
+            self.rendering[client] = left
+        else:
+            del self.rendering[client]  # the table holds the clients rendering now, no more
 
     def _locate(self, path: str) -> tuple[Path, int, int] | None:
         """The local store's locate(), its answers for files found kept LOCATE_TTL_S: resolving a
@@ -221,12 +255,17 @@ class ImageProxy:
                     else await loop.run_in_executor(self.pool, original.read_bytes)
                 )
             else:
-                body = await loop.run_in_executor(self.pool, self._render_and_keep, name, original, variant)
+                at = await loop.run_in_executor(
+                    self.pool, plan, original, variant, self.max_pixels, self.source_max_pixels
+                )
+                # the renders in flight together touch at most IMG_RENDER_BUDGET_PIXELS
+                async with self.budget.hold(at.pixels):
+                    body = await loop.run_in_executor(self.pool, self._render_and_keep, name, original, variant, at)
         self.memory.put(key, body)
         return body
 
-    def _render_and_keep(self, name: str, original: Path | bytes, variant: Variant) -> bytes:
-        body = render(original, variant, self.max_pixels, self.source_max_pixels)
+    def _render_and_keep(self, name: str, original: Path | bytes, variant: Variant, at: Plan) -> bytes:
+        body = render(original, variant, self.max_pixels, self.source_max_pixels, at)
         self.renders += 1
         self.variants.put(name, body)
         return body

@@ -15,7 +15,8 @@ remote store kept in a bounded local cache folder (cannaspider/images/originals.
 that does not answer is a 503 (Retry-After; for IMG_STORE_RETRY_S seconds further reads are not even
 tried), one that refuses us a 502; both say which store, never with its credentials. What is
 already cached is still served. A stored file that is corrupt or declares too many pixels is a 502
-saying so. Variants, caches and ETags: cannaspider/web/image_proxy.py; responses are
+saying so. A client with IMG_RENDERS_PER_CLIENT renders under way gets a 429 for one more
+(docs/images.md, "Bounds"). Variants, caches and ETags: cannaspider/web/image_proxy.py; responses are
 `Cache-Control: public, max-age=IMG_MAX_AGE_S, immutable` (a new source URL is a new file name).
 
 The app mounts it with one line: `app.include_router(image_router(settings))`.
@@ -47,7 +48,7 @@ def image_router(settings: BaseSettings | None = None, proxy: ImageProxy | None 
         responses={
             200: {"content": {t: {} for t in MEDIA_TYPES.values()}, "description": "the image, as asked for"},
             304: {"description": "not modified (If-None-Match)"},
-            **refused_with(400, 404, 501, 503),
+            **refused_with(400, 404, 429, 500, 501, 502, 503),
         },
     )
     async def image(path: str, request: Request) -> Response:

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
 from cannaspider.firecrawl import store
-from cannaspider.firecrawl.keywords_file import normalize_locale
+from cannaspider.firecrawl.keywords_file import LOCALE_PATTERN, normalize_locale
 from cannaspider.web.dashboard import templates
 from cannaspider.web.models import refused_with
 
@@ -120,7 +120,10 @@ async def load_profile(request: Request, keyword_id: int, locale: str) -> dict[s
 async def get_keyword_profile(
     request: Request,
     keyword_id: int = Path(ge=1, le=MAX_ID),
-    locale: str = Query(max_length=20, description="the SERP locale, e.g. fr-FR"),
+    # the pattern is stated for the schema; load_profile() judges it, with its own message
+    locale: str = Query(
+        max_length=20, description="the SERP locale, e.g. fr-FR", json_schema_extra={"pattern": LOCALE_PATTERN}
+    ),
 ) -> dict[str, Any]:
     """The semantic profile of a keyword in one locale, as the last `crawl_onpage` computed it:
     shared terms and phrases weighted by TF-IDF over the SERP, their coverage, and completeness."""

@@ -94,6 +94,7 @@ class CanonicalProductOut(BaseModel):
 MAX_ID = 2**63 - 1  # ids are bigints: a larger one is a 422, not a database error
 # a day outside them is a 422: date arithmetic near year 1 or 9999 would overflow into a 500
 FIRST_DAY, LAST_DAY = date(2000, 1, 1), date(2999, 12, 31)
+DAY_PATTERN = "^2[0-9]{3}-"  # a year from FIRST_DAY's to LAST_DAY's
 
 
 @router.get("/brands", response_model=list[BrandSummaryOut], responses=refused_with(503))
@@ -207,7 +208,11 @@ MARKET_PARAMETERS = ("city", "compare_days", "day", "limit", "movers", "state")
 async def get_market(
     request: Request,
     state: str = Query(min_length=2, max_length=2, pattern="^[A-Za-z]{2}$"),
-    day: date | None = Query(None, description=f"a UTC day, {FIRST_DAY} to {LAST_DAY} (default: the last rolled)"),
+    day: date | None = Query(
+        None,
+        description=f"a UTC day, {FIRST_DAY} to {LAST_DAY} (default: the last rolled)",
+        json_schema_extra={"pattern": DAY_PATTERN},  # the range, as the schema can say it
+    ),
     compare_days: int = Query(28, ge=1, le=366, description="the change is measured against this many days before"),
     city: str | None = Query(None, min_length=1, max_length=100, pattern=NO_NUL, description="categories of a city"),
     limit: int = Query(100, ge=1, le=1000, description="brands listed"),

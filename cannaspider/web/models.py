@@ -39,7 +39,10 @@ REFUSALS = {
     403: "writes are disabled: the server has no CANNASPIDER_API_TOKEN",
     404: "not found",
     413: "the request body is over API_MAX_BODY_BYTES",
+    429: "more renders at once from this client than IMG_RENDERS_PER_CLIENT: try again after Retry-After",
+    500: "the stored image cannot be read",
     501: "the image store's scheme is not supported by this server",
+    502: "the stored image cannot be rendered, or the image store refused us",
     503: "the database (or the image store) is unavailable: try again later",
 }
 

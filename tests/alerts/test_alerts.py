@@ -24,7 +24,9 @@ ALERT_TABLES = "alert_deliveries, alert_subscriptions, alert_match_state"
 
 
 def settings(**overrides: Any) -> Any:
-    return project_crawler(**{"ALERTS_WEBHOOK_SECRET": SECRET, "ALERTS_BACKOFF_S": 60.0, **overrides}).settings
+    # the receivers are on 127.0.0.1: allowed here, refused by default (test_a_private_webhook_…)
+    base = {"ALERTS_WEBHOOK_SECRET": SECRET, "ALERTS_BACKOFF_S": 60.0, "WEBHOOK_ALLOW_PRIVATE": True}
+    return project_crawler(**{**base, **overrides}).settings
 
 
 def alerts_pass(db: str, sender: AlertSender | None = None, **overrides: Any) -> AlertsPass:
@@ -75,9 +77,9 @@ def events(db, sql):
     return ids
 
 
-def subscribe(db: str, url: str, types: list[str], **filters: Any) -> int:
+def subscribe(db: str, url: str, types: list[str], allow_private: bool = True, **filters: Any) -> int:
     with psycopg.connect(db, autocommit=True) as conn:
-        return subscriptions.add(conn, url, types, **filters)
+        return subscriptions.add(conn, url, types, allow_private=allow_private, **filters)
 
 
 def test_matching_events_are_posted_signed_once_each(db, sql, events):
@@ -157,6 +159,46 @@ def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, 
     sql("UPDATE alert_deliveries SET next_attempt_at = now() WHERE delivered_at IS NULL")
     assert alerts_pass(db, ALERTS_MAX_ATTEMPTS=2) == AlertsPass(0, 0, 0)
     assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NULL") == [(1,)]
+
+
+@pytest.mark.parametrize("status", [302, 307, 308])
+def test_a_redirect_is_a_failed_delivery_never_followed(db, sql, events, status):
+    with Receiver() as elsewhere, Receiver(statuses=[status], location=elsewhere.url) as receiver:
+        subscribe(db, receiver.url, ["out_of_stock"], state="NV")
+        assert alerts_pass(db) == AlertsPass(1, 0, 1)
+    assert [r["method"] for r in receiver.received] == ["POST"]
+    assert elsewhere.received == []  # neither a GET nor the signed POST went where it pointed
+    assert sql("SELECT delivered_at, last_status, last_error FROM alert_deliveries") == [
+        (None, status, f"answered HTTP {status}, a redirect (never followed)")
+    ]
+
+
+def test_a_long_answer_is_read_no_further_than_a_few_kb(db, sql, events):
+    """A receiver that streams 32 MB back: the status is read, the answer closed unread."""
+    with Receiver(stream=32 << 20) as receiver:
+        subscribe(db, receiver.url, ["out_of_stock"], state="NV")
+        assert alerts_pass(db) == AlertsPass(1, 1, 0)
+        assert receiver.done.wait(60) and receiver.hung_up.is_set()
+    assert sql("SELECT last_status, last_error FROM alert_deliveries") == [(200, None)]
+
+
+def test_a_private_webhook_is_refused_unless_allowed(db, sql, events):
+    with Receiver() as receiver:
+        by_name = receiver.url.replace("127.0.0.1", "localhost")
+        for url in (receiver.url, by_name):
+            with pytest.raises(subscriptions.SubscriptionError, match=r"127\.0\.0\.1 is not public"):
+                subscribe(db, url, ["out_of_stock"], allow_private=False)
+        # subscribed while allowed (or a name that resolved elsewhere then): each post checks again
+        for url in (receiver.url, by_name):
+            subscribe(db, url, ["out_of_stock"], state="NV")
+        assert alerts_pass(db, WEBHOOK_ALLOW_PRIVATE=False) == AlertsPass(2, 0, 2)
+        assert receiver.received == []
+        assert sql("SELECT DISTINCT last_status, last_error FROM alert_deliveries") == [
+            (None, "refused: the webhook's address 127.0.0.1 is not public (set WEBHOOK_ALLOW_PRIVATE to allow it)")
+        ]
+        sql("UPDATE alert_deliveries SET next_attempt_at = now()")
+        assert alerts_pass(db) == AlertsPass(0, 2, 0)
+    assert len(receiver.received) == 2
 
 
 def test_without_a_secret_nothing_is_sent_and_deliveries_wait(db, sql, events, caplog):

@@ -47,6 +47,7 @@ def test_add_list_remove_without_showing_the_token(env, sql):
         ("add", "--type", "listed"),
         ("remove", "999"),
         ("frobnicate",),
+        ("add", "--type", "listed", "--webhook", "http://127.0.0.1:9/hooks/T0KEN"),  # WEBHOOK_ALLOW_PRIVATE unset
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(env, args):

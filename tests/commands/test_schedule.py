@@ -55,7 +55,9 @@ def env(db, sql, tmp_path) -> dict[str, str]:
 
 
 def scheduler(env: dict[str, str], *settings: str) -> subprocess.Popen[str]:
+    # the receiver is on 127.0.0.1, a private address: allowed for these tests
     args = ["-s", "SCHEDULE_TICK_S=0.5", "-s", "ALERTS_TICK_S=0.3", "-s", "ALERTS_BACKOFF_S=0.5"]
+    args += ["-s", "WEBHOOK_ALLOW_PRIVATE=True"]
     for setting in settings:
         args += ["-s", setting]
     return subprocess.Popen(
@@ -87,7 +89,7 @@ def stopped(proc: subprocess.Popen[str]) -> tuple[str, str]:
 def test_the_schedule_delivers_alerts_and_retries_a_500_with_backoff(db, sql, env):
     with Receiver(statuses=[500]) as receiver:
         with psycopg.connect(db, autocommit=True) as conn:
-            subscriptions.add(conn, receiver.url, ["out_of_stock"], state="AZ")
+            subscriptions.add(conn, receiver.url, ["out_of_stock"], state="AZ", allow_private=True)
         proc = scheduler(env)
         try:
             until(lambda: len(receiver.received) >= 2)
@@ -109,7 +111,7 @@ def test_the_schedule_delivers_alerts_and_retries_a_500_with_backoff(db, sql, en
 def test_a_hanging_webhook_delays_no_tick(db, sql, env):
     with Receiver(hang_s=15) as receiver:
         with psycopg.connect(db, autocommit=True) as conn:
-            subscriptions.add(conn, receiver.url, ["out_of_stock"])
+            subscriptions.add(conn, receiver.url, ["out_of_stock"], allow_private=True)
         proc = scheduler(env, "ALERTS_TIMEOUT_S=30")
         try:
             until(lambda: receiver.received)  # the post hangs from here on

@@ -10,7 +10,15 @@ import pytest
 import pyvips
 from PIL import Image, ImageChops, ImageStat
 
-from cannaspider.images.render import BadParameter, StoredImageError, Variant, render, target_size
+from cannaspider.images.render import (
+    BadParameter,
+    StoredImageError,
+    Variant,
+    plan,
+    render,
+    target_size,
+    within_source,
+)
 
 SOURCE = (397, 211)  # odd sides: every rounding shows
 
@@ -30,9 +38,41 @@ def out(body: bytes) -> Image.Image:
 
 @pytest.mark.parametrize("fit", ["cover", "contain", "fill", "inside", "outside"])
 @pytest.mark.parametrize(("w", "h"), [(1, None), (None, 1), (37, None), (None, 99), (50, 13), (13, 50), (398, 212)])
-def test_the_size_is_target_sizes_to_the_pixel(stored, fit, w, h):
+def test_the_size_is_target_sizes_to_the_pixel_within_the_source(stored, fit, w, h):
     v = Variant(w, h, fit=fit, format="png")
-    assert out(render(stored, v, 16_000_000, 50_000_000)).size == target_size(SOURCE, v)
+    assert out(render(stored, v, 16_000_000, 50_000_000)).size == within_source(target_size(SOURCE, v), SOURCE)
+
+
+@pytest.mark.parametrize(
+    ("size", "fits"),
+    [
+        ((4000, 4000), (211, 211)),  # a square box stays square, as large as the source allows
+        ((800, 100), (397, 50)),
+        ((397, 211), (397, 211)),
+        ((398, 10), (397, 10)),
+        ((100, 50), (100, 50)),  # within already
+    ],
+)
+def test_no_enlarging_past_the_source(size, fits):
+    assert within_source(size, SOURCE) == fits
+
+
+def test_a_variant_is_never_larger_than_its_source(stored):
+    """w=4000&h=4000&fit=contain of a 397×211 source: 211×211, letterboxed, not 16 MP."""
+    at = plan(stored, Variant(4000, 4000, fit="contain", blur=20), 16_000_000, 50_000_000)
+    assert (at.source, at.size, at.pixels) == (SOURCE, (211, 211), 397 * 211 + 211 * 211)
+    assert out(render(stored, Variant(4000, 4000, fit="contain", format="png"), 16_000_000, 50_000_000)).size == (
+        211,
+        211,
+    )
+    assert out(render(stored, Variant(w=1000, format="png"), 16_000_000, 50_000_000)).size == SOURCE
+
+
+def test_a_blur_past_the_outputs_side_is_the_blur_of_that_side(stored):
+    v = Variant(40, 20, fit="fill", format="png")
+    widest = render(stored, Variant(40, 20, fit="fill", blur=40, format="png"), 16_000_000, 50_000_000)
+    assert render(stored, Variant(40, 20, fit="fill", blur=1000, format="png"), 16_000_000, 50_000_000) == widest
+    assert render(stored, v, 16_000_000, 50_000_000) != widest
 
 
 def test_bytes_and_a_file_render_alike(stored):

@@ -22,6 +22,8 @@ class ProductSpider(Spider):
 
 def run_health(stats: dict, tmp_path: Path, db: str, **settings) -> dict:
     """Close a crawl with these stats; return the report it wrote."""
+    # webhook receivers are on 127.0.0.1: allowed unless a test says otherwise
+    settings = {"WEBHOOK_ALLOW_PRIVATE": True, **settings}
     crawler = project_crawler(ProductSpider, HEALTH_REPORT_DIR=str(tmp_path / "reports"), DATABASE_URL=db, **settings)
     spider = ProductSpider.from_crawler(crawler)
     assert crawler.stats is not None

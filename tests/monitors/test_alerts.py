@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
+
+from tests.alerts.receiver import Receiver
 from tests.monitors.conftest import run_health
 
 PROXY_PASSWORD = "pr0xy-pa55-9f8e"
@@ -33,6 +36,39 @@ def test_an_unreachable_webhook_is_a_warning_without_its_url(tmp_path, db, caplo
     assert not report["ok"]
     assert any("alert webhook could not be reached" in r.getMessage() for r in caplog.records)
     assert "s3cr3t-path" not in caplog.text
+
+
+def warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize("status", [302, 307, 308])
+def test_a_redirect_is_never_followed(tmp_path, db, caplog, status):
+    with Receiver() as elsewhere, Receiver(statuses=[status], location=elsewhere.url) as receiver:
+        run_health({"log_count/ERROR": 1}, tmp_path, db, ALERT_WEBHOOK_URL=receiver.url)
+    assert [r["method"] for r in receiver.received] == ["POST"] and elsewhere.received == []
+    assert warnings(caplog) == [
+        f"crawl health: the alert webhook could not be reached (answered HTTP {status}, a redirect (never followed))"
+    ]
+
+
+def test_a_long_answer_is_not_read(tmp_path, db, caplog):
+    with Receiver(stream=32 << 20) as receiver:
+        run_health({"log_count/ERROR": 1}, tmp_path, db, ALERT_WEBHOOK_URL=receiver.url)
+        assert receiver.done.wait(60) and receiver.hung_up.is_set()
+    assert len(receiver.received) == 1 and warnings(caplog) == []
+
+
+def test_a_private_webhook_is_refused_without_the_setting(tmp_path, db, caplog):
+    with Receiver() as receiver:
+        for n, url in enumerate((receiver.url, receiver.url.replace("127.0.0.1", "localhost"))):
+            settings = {"ALERT_WEBHOOK_URL": url, "WEBHOOK_ALLOW_PRIVATE": False}
+            run_health({"log_count/ERROR": 1}, tmp_path / str(n), db, **settings)
+    assert receiver.received == []
+    assert warnings(caplog) == 2 * [
+        "crawl health: the alert webhook could not be reached (refused: the webhook's address 127.0.0.1 is not "
+        "public (set WEBHOOK_ALLOW_PRIVATE to allow it))"
+    ]
 
 
 def test_no_secret_in_the_report_log_or_webhook(tmp_path, db, webhook, caplog):

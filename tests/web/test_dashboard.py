@@ -6,6 +6,7 @@ go to the test's tmp dir (kept by pytest: the last runs' are under /tmp/pytest-o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -215,3 +216,34 @@ def test_the_json_api_is_documented_and_matches_the_pages(service):
     assert http("GET", service.base + "/api/stores/99/products").status == 404
     assert http("GET", service.base + "/api/stores/1/products/zz/history").status == 404
     assert http("GET", service.base + "/api/stores/1/products?stock=gone").status == 422
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: reverses what follows it, up to the end of its paragraph
+
+
+def outside_isolation(html: str) -> str:
+    """The page's shown text outside its isolated runs (<bdi> elements, FSI … PDI; attribute values
+    are not shown)."""
+    html = re.sub(r'="[^"]*"', "", html)
+    return re.sub("\u2068[^\u2069]*\u2069", "", re.sub(r"<bdi>[^<]*</bdi>", "", html))
+
+
+def test_names_with_a_right_to_left_override_are_isolated(service, sql):
+    sql(
+        "INSERT INTO dispensaries (id, name, city, state, platform_dispensary_id) VALUES (4, %s, %s, 'AZ', 'p-4')",
+        (f"{RLO}Evil Store", f"{RLO}Town"),
+    )
+    sql(
+        "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, category, "
+        "price_rec, stock_status, is_in_stock) VALUES (4, 'e1', %s, %s, %s, %s, 10, 'in_stock', true)",
+        (f"{RLO}gpj.exe", f"{RLO}gpj.exe", f"{RLO}Brand", f"{RLO}Flower"),
+    )
+    for path in ("/dashboard/stores", "/dashboard/stores/4", "/dashboard/stores/4/products/e1"):
+        reply = http("GET", service.base + path)
+        assert reply.status == 200, reply.text
+        assert f"<bdi>{RLO}" in reply.text, path
+        assert RLO not in outside_isolation(reply.text), path
+    store = http("GET", service.base + "/dashboard/stores/4").text
+    for name in ("Evil Store", "Town", "gpj.exe", "Brand", "Flower"):
+        assert f"<bdi>{RLO}{name}</bdi>" in store
+    assert f'<option value="{RLO}Brand">\u2068{RLO}Brand\u2069</option>' in store  # the filter still sends the name

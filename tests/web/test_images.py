@@ -93,7 +93,8 @@ def test_the_original_when_nothing_is_asked(site):
         ("?w=100&h=100&fit=fill", (100, 100)),
         ("?w=100&h=100&fit=inside", (100, 50)),
         ("?w=100&h=100&fit=outside", (200, 100)),
-        ("?w=800", (800, 400)),  # enlarging is allowed (within the pixel cap)
+        ("?w=800", (400, 200)),  # never enlarged past the source (#28)
+        ("?w=2000&h=2000&fit=contain", (200, 200)),
     ],
 )
 def test_sizes_and_fits(site, query, size):
