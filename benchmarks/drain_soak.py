@@ -107,6 +107,8 @@ def main() -> None:
         sandbox.wait(10)
         if args.log:
             log.close()  # type: ignore[union-attr]
+    if not samples:
+        raise SystemExit("no RSS sample was taken: --minutes must be longer than --sample")
     third = max(len(samples) // 3, 1)
     first = sum(s[1] for s in samples[:third]) / third
     last = sum(s[1] for s in samples[-third:]) / third

@@ -68,6 +68,19 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
         ],
     ),
     ("stealth", [("stealth.py", ["--stores", "2", "--products", "10", "--repeats", "1"], "TLS impersonated / off")]),
+    (
+        "drain_soak",
+        [
+            (
+                "drain_soak.py",
+                ["--minutes", "0.3", "--stores", "2", "--products", "5", "--every", "5", "--sample", "2"],
+                "RSS",
+            )
+        ],
+    ),
+    ("img_worst", [("img_worst.py", ["--sides", "200"], "worst")]),
+    ("img_contention", [("img_contention.py", ["--heavy", "1"], "thumbnail: HTTP 200")]),
+    ("convert_budget", [("convert_budget.py", ["--images", "2", "--budget", "50000000"], "peak RSS")]),
     ("task_queue", [("task_queue.py", ["--tasks", "40", "--baseline-tasks", "10", "--processes", "1"], "tasks/s")]),
     ("task_queue_e2e", [("task_queue_e2e.py", ["--stores", "2", "--products", "10", "--repeats", "1"], "overhead")]),
 ]
