@@ -24,6 +24,7 @@ async def get_state(request: web.Request) -> web.Response:
             "current_hashes": s.current_hashes,
             "faults": s.faults.as_dicts(),
             "requests": dict(s.requests),
+            "pages": {str(n): count for n, count in sorted(s.pages.items())},
         }
     )
 
@@ -57,6 +58,7 @@ async def reset(request: web.Request) -> web.Response:
     s.faults.clear()
     s.current_hashes = dict(DEFAULT_PERSISTED_HASHES)
     s.requests.clear()
+    s.pages.clear()
     s.competitor_slow_seconds = 5.0
     return web.json_response({"ok": True})
 

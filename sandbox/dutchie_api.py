@@ -52,6 +52,9 @@ class DutchieState:
         self.current_hashes = dict(DEFAULT_PERSISTED_HASHES)
         self.faults = FaultSwitchboard(seed)
         self.requests: Counter[str] = Counter()
+        # FilteredProducts requests by page number: a test waits for "page n was asked for" (the
+        # pages are fetched in order, so page n+1 asked for means page n arrived)
+        self.pages: Counter[int] = Counter()
         self.competitor_slow_seconds = 5.0
         self.page_cache: dict[tuple, bytes] = {}
 
@@ -131,6 +134,8 @@ async def graphql(request: web.Request) -> web.StreamResponse:
     store = state.catalog.find(key) if key else None
     store_keys = tuple(k for k in (key, store and store.id, store and store.cname) if k)
     page = variables.get("page") if op == FILTERED_PRODUCTS else None
+    if isinstance(page, int):
+        state.pages[page] += 1
 
     if _incoherent_identity(request):
         state.requests["incoherent_identity"] += 1

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,19 @@ from tests.httpclient import http
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA_DIR = ROOT / ".data" / "test"
 TEST_PGDATA = TEST_DATA_DIR / "postgres"
+
+
+def holds_for(seconds: float, check: Callable[[], bool], what: str) -> None:
+    """Assert that something does NOT happen for a while (a drainer claims nothing, a cancelled job
+    stays cancelled): `check` must hold at every look, ten times a second, so a transient breach is
+    caught too. The only waits on the clock in the suite are these windows of absence; anything
+    that happens is waited for as a condition."""
+    end = time.monotonic() + seconds
+    while True:
+        assert check(), f"no longer true: {what}"
+        if time.monotonic() >= end:
+            return
+        time.sleep(0.1)
 
 
 def run_scrapy(*args: str, env: dict, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -160,6 +174,10 @@ class SandboxClient:
 
     def requests(self) -> dict:
         return self.call("GET", "/_sandbox/state")["requests"]
+
+    def pages_asked(self, page: int) -> int:
+        """How many FilteredProducts requests asked for this page (every store together)."""
+        return int(self.call("GET", "/_sandbox/state")["pages"].get(str(page), 0))
 
 
 def scrapy_environment(db_url: str, urls: SandboxURLs, tmp_path: Path) -> dict:

@@ -136,6 +136,11 @@ class Node:
     def jobs(self) -> dict:
         return _call(self.port, "listjobs.json?project=cannaspider")
 
+    def log(self, job: str) -> str:
+        """The job's log so far ("" before Scrapyd has opened it)."""
+        found = next((self.work / ".data" / "scrapyd" / "logs").rglob(f"{job}.log"), None)
+        return found.read_text() if found else ""
+
     def wait_finished(self, job: str, timeout: float = 150) -> str:
         deadline = time.monotonic() + timeout
         while not any(j["id"] == job for j in self.jobs()["finished"]):
@@ -201,7 +206,11 @@ def test_two_nodes_drain_one_queue_and_run_no_task_twice(nodes, db, sandbox):
     while not all(any(j["id"] == job for j in node.jobs()["running"]) for node, job in jobs):
         assert time.monotonic() < deadline, [node.jobs() for node, _ in jobs]
         time.sleep(0.5)
-    time.sleep(3)  # past the crawl's start-up: both are listening
+    # past the crawl's start-up: both drain (and listen) before the work arrives
+    for node, job in jobs:
+        while "draining the product_resync queue" not in node.log(job):
+            assert time.monotonic() < deadline, [node.jobs() for node, _ in jobs]
+            time.sleep(0.2)
     for d in ids:
         _enqueue(db, dispensary_id=d)
     while _sql(db, "SELECT count(*) FROM worker_tasks WHERE status = 'completed'") != [(8,)]:

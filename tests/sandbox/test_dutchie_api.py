@@ -146,6 +146,8 @@ def test_filtered_products_pages_are_zero_based_and_capped(sandbox):
     assert block["queryInfo"]["totalCount"] == len(on_menu) == len(set(ids)) == len(ids)
     assert set(ids) == set(on_menu)
     assert block["queryInfo"]["totalPages"] == -(-len(on_menu) // 100)
+    # the control API counts the pages asked for (tests wait on "page n asked for")
+    assert [sandbox.pages_asked(n) for n in range(pages + 1)] == [1] * pages + [0]
     nothing = get(
         sandbox,
         "FilteredProducts",

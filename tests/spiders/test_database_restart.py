@@ -27,6 +27,15 @@ from cannaspider.db import embedded, migrations
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, TEST_DATA_DIR, add_store, products_of, register_proxy, runs_of
 
 
+def wait_for_page(sandbox, page: int, crawl: subprocess.Popen) -> None:
+    """Until the crawl asks the sandbox for `page`: pages are fetched in order, so the page before
+    it has arrived and its rows are in the writers' hands."""
+    deadline = time.monotonic() + 60
+    while not sandbox.pages_asked(page):
+        assert time.monotonic() < deadline and crawl.poll() is None, f"page {page} never asked for"
+        time.sleep(0.1)
+
+
 def test_crawl_survives_a_database_restart(sandbox, scrapy_env):
     # under the test data folder: the embedded server's user must reach it (pytest's tmp_path is
     # private to the user running the tests)
@@ -64,8 +73,8 @@ def test_crawl_survives_a_database_restart(sandbox, scrapy_env):
             assert time.monotonic() < deadline and crawl.poll() is None, crawl.stderr.read()[-3000:]
             time.sleep(0.05)
         assert embedded.stop(pgdata)  # the server goes down mid-crawl, while page 1
-        time.sleep(2.5)  # arrives and its rows are due to be written…
-        assert embedded.ensure_running(pgdata) == url  # …and comes back before page 2
+        wait_for_page(sandbox, 2, crawl)  # arrives and its rows are due to be written…
+        assert embedded.ensure_running(pgdata) == url  # …and comes back before page 2 (2 s away)
         _, stderr = crawl.communicate(timeout=120)
         assert crawl.returncode == 0
         stored = products_of(url, d)
@@ -124,7 +133,7 @@ def test_a_draining_crawl_leaves_nothing_running_after_a_database_restart(sandbo
             assert time.monotonic() < deadline and crawl.poll() is None, crawl.stderr.read()[-3000:]
             time.sleep(0.05)
         assert embedded.stop(pgdata)
-        time.sleep(2.5)
+        wait_for_page(sandbox, 2, crawl)  # a store's page 1 arrived while the server was down
         assert embedded.ensure_running(pgdata) == url
         _, stderr = crawl.communicate(timeout=180)
         assert "Traceback" not in stderr, stderr[-3000:]
@@ -161,7 +170,10 @@ def test_an_idle_follow_drainer_waits_out_a_long_outage_and_goes_on(sandbox, scr
         env = {**scrapy_env, "DATABASE_URL": url, "CANNASPIDER_LOG_LEVEL": "INFO"}
         with log.open("w") as err:
             drainer = subprocess.Popen(
-                [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1", "-s", "TASK_POLL_S=1"],
+                # reconnect retries cut to 3 s (60 s in production): the test waits for what
+                # follows them, the drainer's outage wait, not for the clock
+                [sys.executable, "-m", "scrapy", "crawl", "product_resync", "-a", "follow=1", "-s", "TASK_POLL_S=1"]
+                + ["-s", "TASK_RECONNECT_S=3", "-s", "TASK_OUTAGE_WAIT_MAX_S=2"],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,
@@ -174,8 +186,11 @@ def test_an_idle_follow_drainer_waits_out_a_long_outage_and_goes_on(sandbox, scr
                 assert time.monotonic() < deadline and drainer.poll() is None, log.read_text()[-3000:]
                 time.sleep(0.2)
             assert embedded.stop(pgdata)
-            time.sleep(70)  # past the 60 s a queue operation retries a lost connection
-            assert drainer.poll() is None, log.read_text()[-3000:]
+            # past TASK_RECONNECT_S a queue operation gives up: the drainer says so and stays up
+            deadline = time.monotonic() + 60
+            while log.read_text().count("the database is still unreachable") < 2:
+                assert time.monotonic() < deadline and drainer.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.2)
             assert embedded.ensure_running(pgdata) == url
             with psycopg.connect(url, autocommit=True) as conn:
                 task = conn.execute(

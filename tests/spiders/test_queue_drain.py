@@ -194,12 +194,23 @@ def test_kill_9_mid_crawl_the_task_reruns_after_its_lease_and_nothing_is_marked(
     proc = _spawn(scrapy_env, "product_resync", *lease)
     try:
         _wait_for(lambda: sql("SELECT pages_fetched FROM crawl_runs WHERE task_id = %s", (task.id,)) != [])
-        time.sleep(2.5)  # the heartbeat keeps the lease beyond its 2 s while the crawl runs
+        # the heartbeat keeps the lease beyond its first 2 s while the crawl runs
+        _wait_for(
+            lambda: (
+                sql(
+                    "SELECT status FROM worker_tasks WHERE id = %s AND now() > claimed_at + interval '2.5 s'"
+                    " AND lease_expires_at > claimed_at + interval '2.5 s'",
+                    (task.id,),
+                )
+                != []
+            )
+        )
         assert sql("SELECT status FROM worker_tasks WHERE id = %s", (task.id,)) == [("running",)]
     finally:
         proc.kill()
         proc.wait(10)
-    time.sleep(2.5)  # the lease runs out
+    # the lease runs out (no heartbeat renews it now)
+    _wait_for(lambda: sql("SELECT 1 FROM worker_tasks WHERE id = %s AND lease_expires_at < now()", (task.id,)) != [])
     sandbox.reset()
     again = drain(scrapy_env, "product_resync", *lease)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 
 from cannaspider.tasks import queue
-from tests.helpers import ROOT, add_store, run_scrapy
+from tests.helpers import ROOT, add_store, holds_for, run_scrapy
 
 OUTAGE_SETTINGS = {
     "STEALTH_PROXY_MAX_FAILURES": "2",  # deactivated by the first page's blocks
@@ -88,9 +88,13 @@ def test_a_follow_drainer_waits_out_a_proxy_outage_and_burns_no_attempt(
             proc=proc,
         )
         later = [enqueue(db, d) for d in ids[1:]]  # queued during the outage
-        time.sleep(2.0)  # four polls of the table and of the queue: nothing is claimed without a proxy
-        waiting = sql("SELECT status, attempts, claimed_by FROM worker_tasks ORDER BY id")
-        assert waiting == [("pending", 0, None)] * 3, waiting
+        # four polls of the table and of the queue: nothing is claimed without a proxy
+        unclaimed = [("pending", 0, None)] * 3
+        holds_for(
+            2.0,
+            lambda: sql("SELECT status, attempts, claimed_by FROM worker_tasks ORDER BY id") == unclaimed,
+            "every task pending, unclaimed, its attempts untouched",
+        )
         sandbox.faults()  # the exit is clean again; the operator brings the proxy back
         assert run_scrapy("proxies", "enable", str(sandbox_proxy), env=scrapy_env).returncode == 0
         done = wait_for(
@@ -153,8 +157,8 @@ def test_a_follow_drainer_started_without_proxy_says_why_on_a_batch_then_waits_f
             ),
             proc=proc,
         )
-        time.sleep(2.0)  # the drainer waits (it does not exit, it sends nothing)
-        assert proc.poll() is None and sandbox.requests() == {}
+        # the drainer waits (it does not exit, it sends nothing)
+        holds_for(2.0, lambda: proc.poll() is None and sandbox.requests() == {}, "the drainer up and silent")
         assert run_scrapy("proxies", "enable", str(sandbox_proxy), env=scrapy_env).returncode == 0
         done = wait_for(
             "the task completed",
