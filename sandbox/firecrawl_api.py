@@ -387,6 +387,9 @@ async def control(request: web.Request) -> web.Response:
             "queue_delay": state.queue_delay,
             "stall": {"seconds": state.stall_seconds, "count": state.stall_count},
             "jobs": len(state.jobs),
+            # each job's [created, finished] (epoch seconds; finished null while it runs): a test
+            # tells jobs that ran at once from jobs that ran one after another without a clock bound
+            "job_spans": [[job.created, job.finished_at] for job in state.jobs.values()],
         }
     )
 

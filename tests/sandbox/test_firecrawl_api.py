@@ -265,6 +265,7 @@ def test_stalled_calls_answer_late_then_reset_restores_defaults(sandbox):
             "queue_delay": 0.0,
             "stall": {"seconds": 0.0, "count": 0},
             "jobs": 0,
+            "job_spans": [],
         }
         assert http("GET", f"{fc}/v2/batch/scrape/{first['id']}").status == 404  # jobs forgotten
     finally:
