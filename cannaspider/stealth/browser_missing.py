@@ -1,0 +1,37 @@
+"""A browser page without a browser: Chromium missing at CHROMIUM_PATH fails that page only.
+
+Without Chromium (apt locked, a non-root user, a node built without it) the stores whose menu is on
+their own website cannot be rendered, but nothing else needs a browser: each browser page fails
+with ChromiumNotFound, an IgnoreRequest whose message is the store's `resolution_error`
+("Chromium not found at CHROMIUM_PATH (/usr/bin/chromium)"), and the crawl goes on with the other
+stores. Checked per request (a stat), not once per crawl: a `-a follow=1` drainer that runs for
+weeks renders again once Chromium is installed. The stealth middleware checks before it draws a
+browser identity (which reads the Chromium's version, and would stop the crawl); the download
+handler checks again for a page that comes to it without the middleware.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from scrapy.exceptions import IgnoreRequest
+from scrapy.settings import BaseSettings
+
+MISSING_STAT = "cannaspider/browser_missing"  # browser pages failed for want of Chromium
+
+
+class ChromiumNotFound(IgnoreRequest):
+    """A browser page that cannot be rendered: no Chromium at CHROMIUM_PATH."""
+
+
+def browser_path(settings: BaseSettings) -> str:
+    """The Chromium scrapy-playwright launches: PLAYWRIGHT_LAUNCH_OPTIONS' executable_path, else CHROMIUM_PATH."""
+    path: str = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS").get("executable_path") or settings.get("CHROMIUM_PATH")
+    return path
+
+
+def chromium_not_found(path: str | None) -> ChromiumNotFound | None:
+    """The error for a browser page when there is no executable at `path` (a path, or a name on PATH)."""
+    if path and shutil.which(path) is not None:
+        return None
+    return ChromiumNotFound(f"Chromium not found at CHROMIUM_PATH ({path or 'not set'})")
