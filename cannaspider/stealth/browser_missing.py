@@ -13,6 +13,7 @@ handler checks again for a page that comes to it without the middleware.
 from __future__ import annotations
 
 import shutil
+import sys
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.settings import BaseSettings
@@ -35,3 +36,29 @@ def chromium_not_found(path: str | None) -> ChromiumNotFound | None:
     if path and shutil.which(path) is not None:
         return None
     return ChromiumNotFound(f"Chromium not found at CHROMIUM_PATH ({path or 'not set'})")
+
+
+def setup_warning(missing: ChromiumNotFound) -> str:
+    """What `./dev` says when there is no Chromium: exactly what a crawl then does."""
+    return (
+        f"warning: {missing}: only the stores whose menu is on their own website will not resolve, each "
+        f'with resolution_error "{missing}"; the other stores resolve and crawl as usual '
+        "(install chromium, or set CHROMIUM_PATH)"
+    )
+
+
+def main(argv: list[str]) -> int:
+    """`python -m cannaspider.stealth.browser_missing [--quiet]` (./dev setup): exit 1 and, unless
+    quiet, the warning on stderr when the project's settings name no Chromium that exists."""
+    from scrapy.utils.project import get_project_settings  # noqa: PLC0415 - the command's, not the crawl's
+
+    missing = chromium_not_found(browser_path(get_project_settings()))
+    if missing is None:
+        return 0
+    if "--quiet" not in argv:
+        print(setup_warning(missing), file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
