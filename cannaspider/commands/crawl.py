@@ -117,7 +117,7 @@ def _append_to_log_file(settings: BaseSettings, line: str, exitcode: int) -> Non
         return
     record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, "%s (exit code %d)", (line, exitcode), None)
     try:
-        handler = logging.FileHandler(os.fspath(path), mode="a", encoding=settings.get("LOG_ENCODING") or "utf-8")
+        handler = logging.FileHandler(os.fspath(path), mode="a", encoding=settings.get("LOG_ENCODING"))
     except OSError:
         return
     try:
