@@ -32,10 +32,11 @@ def browser_path(settings: BaseSettings) -> str:
 
 
 def chromium_not_found(path: str | None) -> ChromiumNotFound | None:
-    """The error for a browser page when there is no executable at `path` (a path, or a name on PATH)."""
-    if path and shutil.which(path) is not None:
+    """The error for a browser page when there is no executable at `path` (a path, or a name on PATH).
+    No path at all (CHROMIUM_PATH set empty): Playwright launches a browser of its own, not ours to check."""
+    if not path or shutil.which(path) is not None:
         return None
-    return ChromiumNotFound(f"Chromium not found at CHROMIUM_PATH ({path or 'not set'})")
+    return ChromiumNotFound(f"Chromium not found at CHROMIUM_PATH ({path})")
 
 
 def setup_warning(missing: ChromiumNotFound) -> str:
