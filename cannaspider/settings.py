@@ -363,7 +363,10 @@ SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.suite.CrawlHealthSuite"
 # logged in it: a report, and an alert if a check failed (monitors/extension.py). 0: at close only.
 HEALTH_CHECK_PERIOD_S = 300.0
 HEALTH_OK_FINISH_REASONS = ["finished"]
-HEALTH_MAX_ERRORS = 0  # ERROR log lines a healthy crawl may have
+# a stop the operator asked for (SIGTERM/SIGINT, Scrapyd's cancel.json: Scrapy's `shutdown`) is no
+# alert: a deploy or restart that stops a `-a follow=1` drainer is not a failure (monitors/finish.py)
+HEALTH_STOP_FINISH_REASONS = ["shutdown"]
+HEALTH_MAX_ERRORS = 0  # ERROR and CRITICAL log lines a healthy crawl may have
 HEALTH_MAX_INCOMPLETE_SHARE = 0.1  # of the stores a product crawl closed
 HEALTH_MAX_PRODUCT_DROP = 0.3  # a store's products against its previous complete crawl
 # many stores going empty at once (docs/health.md, "Empty menus"): at least this many, and more than

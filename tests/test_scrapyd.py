@@ -93,6 +93,14 @@ def test_schedule_json_runs_a_crawl_from_the_deployed_egg(nodes, db, sandbox):
     assert set(products_of(db, dispensary)) == set(sandbox.menu(store["id"], 0))
 
 
+def test_a_failed_job_says_why_in_its_own_log(nodes, db, sandbox):
+    """Scrapyd keeps a job's stderr in its daemon log only: the `error:` line is in the job's log too."""
+    [node] = nodes(1)
+    job = node.schedule("product_resync", follow="maybe")
+    log = node.wait_finished(job, timeout=60)
+    assert "ERROR: error: product_resync: follow must be 1 or 0" in log and "(exit code 2)" in log, log[-3000:]
+
+
 # -- nodes that drain the queue ------------------------------------------------------------------------------
 class Node:
     """A Scrapyd on a loopback port with the egg deployed, aimed at the test database and sandbox."""

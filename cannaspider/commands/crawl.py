@@ -16,12 +16,17 @@ line `error: …` on stderr (passwords masked, no traceback) when:
 - the crawl ran and did its work, but a feed file could not be written (a full disk:
   cannaspider/feed_storage.py; the database writes never depend on it) — exit 4 (3 when a unit
   was also incomplete; the line says both).
+
+With LOG_FILE set (Scrapyd sets one per job) the crawl's log goes there, not to stderr: the same
+`error:` line is then also appended to that file, at ERROR with its exit code, so the job's own log
+says why it failed (Scrapyd keeps stderr in its daemon log only).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import traceback
 from typing import Any
@@ -31,6 +36,7 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.crawler import Crawler
 from scrapy.exceptions import UsageError
 from scrapy.extensions.feedexport import FeedExporter
+from scrapy.settings import BaseSettings
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
@@ -59,7 +65,9 @@ class Command(ScrapyCrawlCommand):
         self.crawler_process.start()
         message = self._fatal(crawler, errors)
         if message is not None:
-            print(f"error: {redact(message)}", file=sys.stderr)
+            line = f"error: {redact(message)}"
+            print(line, file=sys.stderr)
+            _append_to_log_file(crawler.settings, line, self.exitcode)
         elif self.crawler_process.bootstrap_failed:
             self.exitcode = EXIT_BUG
 
@@ -97,6 +105,26 @@ class Command(ScrapyCrawlCommand):
             parts.append(f"{tasks} of the {drain.claimed} {drain.role} task(s) it took not completed")
         reason = crawler.stats.get_value("finish_reason")
         return "; ".join(parts) + (f" (the crawl ended: {reason})" if reason else "")
+
+
+def _append_to_log_file(settings: BaseSettings, line: str, exitcode: int) -> None:
+    """The `error:` line in the crawl's LOG_FILE too, formatted as the log's other lines (LOG_FORMAT,
+    LOG_DATEFORMAT). Appended through a handler of its own: Scrapy's root handler is an
+    implementation detail, and may already be closed. A log that cannot be written loses only this
+    copy of the line (stderr has it)."""
+    path = settings.get("LOG_FILE")
+    if not path or not settings.getbool("LOG_ENABLED"):
+        return
+    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, "%s (exit code %d)", (line, exitcode), None)
+    try:
+        handler = logging.FileHandler(os.fspath(path), mode="a", encoding=settings.get("LOG_ENCODING"))
+    except OSError:
+        return
+    try:
+        handler.setFormatter(logging.Formatter(settings.get("LOG_FORMAT"), settings.get("LOG_DATEFORMAT")))
+        handler.emit(record)
+    finally:
+        handler.close()
 
 
 def _warn_if_feeds_unused(sender: Crawler, **kwargs: Any) -> None:

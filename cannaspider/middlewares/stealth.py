@@ -29,7 +29,9 @@ Browser pages (meta `playwright`: a store's own website, rendered by scrapy-play
 proxy from the same sessions and go through a browser context per proxy and identity
 (stealth/browser_pages.py); their identity is a Chrome of the launched Chromium's version
 (stealth/browser.py). Blocks and errors on them count, rotate and stop exactly as for HTTP
-requests (the same code below). Stopping and waiting out an empty pool: stealth/stopping.py.
+requests (the same code below). Without Chromium at CHROMIUM_PATH a browser page fails alone with
+ChromiumNotFound (stealth/browser_missing.py), before any proxy or identity is drawn. Stopping
+and waiting out an empty pool: stealth/stopping.py.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 
 from cannaspider.stealth.browser import BrowserIdentity
+from cannaspider.stealth.browser_missing import MISSING_STAT, ChromiumNotFound, browser_path, chromium_not_found
 from cannaspider.stealth.browser_pages import BrowserPages
 from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META
 from cannaspider.stealth.identity import IdentityError, IdentityFactory
@@ -80,10 +83,9 @@ class StealthProxyMiddleware:
         self.pool = ProxyPool.for_crawler(crawler)
         self.policy = BlockPolicy()
         self.max_retries = max_retries
-        launch = crawler.settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
         # the Chromium scrapy-playwright launches (its version makes the browser identities)
-        browser_path: str = launch.get("executable_path") or crawler.settings.get("CHROMIUM_PATH")
-        self.sessions = Sessions(self.pool, StoreLocales(crawler), self.stats, browser_path)
+        self.browser_path = browser_path(crawler.settings)
+        self.sessions = Sessions(self.pool, StoreLocales(crawler), self.stats, self.browser_path)
         self.pages = BrowserPages(self.sessions)
         # after an outage every session was on a proxy that left the pool
         self.stop = StealthStop(crawler, self.pool, on_resume=self.sessions.clear)
@@ -113,6 +115,8 @@ class StealthProxyMiddleware:
         key = session_key(request)
         pinned: ProxyRecord | None = request.meta.get(PIN_META)
         browser = is_browser_page(request)
+        if browser and (missing := chromium_not_found(self.browser_path)) is not None:
+            raise self._no_chromium(missing)  # this page only: drawing its identity would stop the crawl
         try:
             session = await self.sessions.pinned(pinned, key) if pinned is not None else self.sessions.live(key)
             if browser and session is not None and session.proxy.browser_refusal is not None:
@@ -155,6 +159,14 @@ class StealthProxyMiddleware:
             logger.warning("%s (add an http(s) proxy, or a socks5 one without a password)", why)
         self.stats.inc_value("cannaspider/stealth_browser_no_proxy")
         return ProxyBlocked(why)
+
+    def _no_chromium(self, missing: ChromiumNotFound) -> ChromiumNotFound:
+        """No browser on this node: the page fails with the reason (once in the log as a warning),
+        no proxy is chosen or blamed, the crawl's other requests go on."""
+        if not self.stats.get_value(MISSING_STAT):
+            logger.warning("%s: the stores whose menu is on their own website are not rendered", missing)
+        self.stats.inc_value(MISSING_STAT)
+        return missing
 
     def _identity_failed(self, exc: IdentityError) -> ProxyBlocked:
         self.stop.stop(f"identity generation failed: {exc}")

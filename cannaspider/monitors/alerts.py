@@ -29,6 +29,7 @@ SECRET_SETTING = re.compile(r"(KEY|TOKEN|PASSWORD|SECRET|WEBHOOK_URL|DATABASE_UR
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@", re.I)
 FIGURES = (
     "item_scraped_count",
+    "log_count/CRITICAL",
     "log_count/ERROR",
     "log_count/WARNING",
     "cannaspider/stores_complete",

@@ -25,6 +25,7 @@ from spidermon import MonitorSuite
 from spidermon.runners import MonitorRunner
 
 from cannaspider.db.errors import first_line
+from cannaspider.monitors.spidermon_settings import refuse_unsupported
 from cannaspider.monitors.window import StatsWindow
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ OWN_LINES = ("log_count/ERROR",)  # what a check adds to the stats itself (its a
 
 class CrawlHealth:
     def __init__(self, crawler: Crawler):
+        # before NotConfigured: with the suite off, a SPIDERMON_* setting acts no more than with it on
+        refuse_unsupported(crawler.settings)
         if not crawler.settings.getbool("SPIDERMON_ENABLED"):
             raise NotConfigured
         self.crawler = crawler

@@ -14,10 +14,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 # Counters whose increase means something happened worth a report: a unit closed, an item was
-# scraped, an error was logged. A stretch without any of these (an idle drainer) is not reported.
+# scraped, an error (ERROR or CRITICAL) was logged. A stretch without any of these (an idle
+# drainer) is not reported.
 ACTIVITY = (
     "item_scraped_count",
     "log_count/ERROR",
+    "log_count/CRITICAL",
     "cannaspider/stores_complete",
     "cannaspider/stores_incomplete",
     "cannaspider/units_incomplete",

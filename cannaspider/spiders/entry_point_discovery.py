@@ -30,6 +30,7 @@ from cannaspider.dutchie import graphql, slugs
 from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.items import EntryPointResolution
 from cannaspider.spiders.base import DutchieSpider
+from cannaspider.stealth.browser_missing import ChromiumNotFound
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
 from cannaspider.units.role import Chain, Role, StoreTarget
@@ -214,13 +215,10 @@ class EntryPointDiscoverySpider(DutchieSpider):
         if request is None or dispensary_id is None:
             self.logger.error("request failed: %s", reason)
             return
-        yield self._unresolved(
-            dispensary_id,
-            request.meta.get("slug"),
-            f"request failed: {reason}"[:500],
-            meta=request.meta,
-            transient=True,
-        )
+        # no browser on this node: the reason as is ("Chromium not found at CHROMIUM_PATH (…)"); still
+        # transient, a drained task retries (on this node once Chromium is installed, or another's)
+        error = str(failure.value) if isinstance(failure.value, ChromiumNotFound) else f"request failed: {reason}"
+        yield self._unresolved(dispensary_id, request.meta.get("slug"), error[:500], meta=request.meta, transient=True)
 
     # -- a drained task's outcome (units/lifecycle.py) ----------------------------------------------
     def unit_item(self, unit: Unit, item: Any) -> None:

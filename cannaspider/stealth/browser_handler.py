@@ -13,6 +13,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Request, Response
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
+from cannaspider.stealth.browser_missing import browser_path, chromium_not_found
 from cannaspider.stealth.tls import ImpersonatingDownloadHandler
 
 
@@ -20,10 +21,15 @@ class BrowserOrImpersonatingDownloadHandler(ScrapyPlaywrightDownloadHandler):  #
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.impersonating = ImpersonatingDownloadHandler(crawler)
+        self.browser_path = browser_path(crawler.settings)
 
     async def download_request(self, request: Request) -> Response:
         response: Response
         if request.meta.get("playwright"):
+            # no Chromium: this page fails alone (stealth/browser_missing.py), before Playwright
+            # tries to launch it
+            if (missing := chromium_not_found(self.browser_path)) is not None:
+                raise missing
             response = await super().download_request(request)
         else:
             response = await self.impersonating.download_request(request)

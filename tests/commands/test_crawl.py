@@ -199,3 +199,33 @@ def test_a_feed_not_written_beside_an_incomplete_store_crawl_exits_3_and_says_bo
         "the feed /dev/full could not be written: No space left on device"
     )
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("args", "env_change", "says"),
+    [
+        # a spider argument refused before the crawl starts
+        (("-a", "follow=maybe"), {}, "error: product_resync: follow must be 1 or 0"),
+        # the database, found unreachable once the crawl runs (its fatal-error stat)
+        (
+            ("-a", "state=AZ"),
+            {"DATABASE_URL": "postgresql://app:s3cret-pw@127.0.0.1:1/nowhere"},
+            "error: cannot connect to PostgreSQL at postgresql://app:***@127.0.0.1:1",
+        ),
+    ],
+)
+def test_the_error_line_is_in_the_jobs_own_log_file(scrapy_env, tmp_path, args, env_change, says):
+    """Scrapyd sets LOG_FILE per job and keeps stderr in its daemon log only: the job's log says why it failed."""
+    log = tmp_path / "job.log"
+    result = run_scrapy("crawl", "product_resync", *args, "-s", f"LOG_FILE={log}", env={**scrapy_env, **env_change})
+    assert result.returncode == 2
+    assert _last_line(result).startswith(says)
+    last = log.read_text().strip().splitlines()[-1]
+    assert f"[cannaspider.commands.crawl] ERROR: {_last_line(result)} (exit code 2)" in last, last
+    assert "s3cret-pw" not in log.read_text()
+
+
+def test_a_crawl_without_a_log_file_prints_its_error_line_once(scrapy_env):
+    result = run_scrapy("crawl", "product_resync", "-a", "follow=maybe", env=scrapy_env)
+    assert result.returncode == 2
+    assert result.stderr.count("follow must be 1 or 0") == 1, result.stderr[-2000:]

@@ -229,3 +229,26 @@ def test_a_page_with_only_socks5_proxies_with_a_password_fails_with_the_reason(c
     assert mw.stats.get_value("cannaspider/fatal_error") is None  # no alert: the API requests go on
     api = send(mw, proxy_mw, Request(URL, meta={"graphql_operation": "ConsumerDispensaries", "point": "store-1"}))
     assert api.meta["proxy"] == "socks5h://10.0.0.3:1080" and not mw.pool.pending
+
+
+def test_without_chromium_a_browser_page_fails_alone_and_nothing_stops(tmp_path, caplog):
+    """No executable at CHROMIUM_PATH: the page fails with the reason before a proxy or an identity is
+    drawn (drawing one reads the browser's version, whose failure would stop the crawl); the store's
+    API requests and every other request go on."""
+    from cannaspider.stealth.browser_missing import ChromiumNotFound
+
+    mw = middleware(WITH_AUTH)
+    mw.browser_path = str(tmp_path / "chromium")
+    for _ in range(2):
+        with pytest.raises(ChromiumNotFound, match=r"^Chromium not found at CHROMIUM_PATH \(.*/chromium\)$"):
+            asyncio.run(mw.process_request(page()))
+    assert mw.sessions.by_key == {} and mw.sessions.browsers is None and mw.stop.reason is None
+    assert mw.stats.get_value("cannaspider/browser_missing") == 2
+    assert (
+        sum("the stores whose menu is on their own website are not rendered" in r.getMessage() for r in caplog.records)
+        == 1
+    )
+    api = send(
+        mw, HttpProxyMiddleware(), Request(URL, meta={"graphql_operation": "FilteredProducts", "point": "store-1"})
+    )
+    assert api.meta["proxy"] == "http://10.0.0.1:3128"

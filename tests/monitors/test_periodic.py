@@ -103,3 +103,12 @@ def test_a_period_of_zero_checks_at_close_only(tmp_path, db):
         assert reports(tmp_path) == []
 
     asyncio.run(crawl())
+
+
+def test_a_stretch_with_only_a_critical_line_is_checked_and_fails(tmp_path, db):
+    crawler, spider, health = running(tmp_path, db)
+    crawler.stats.inc_value("log_count/CRITICAL")  # Scrapy's log counter, one stat a level
+    assert asyncio.run(health.check_stretch(spider))
+    report = reports(tmp_path)[-1]
+    assert not report["ok"] and report["figures"]["log_count/CRITICAL"] == 1
+    assert failed(report) == {"test_errors": "1 errors logged, 1 of them CRITICAL (HEALTH_MAX_ERRORS = 0)"}

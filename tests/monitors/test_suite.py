@@ -23,9 +23,18 @@ def test_a_healthy_crawl_passes_and_still_leaves_a_report(tmp_path, db, caplog):
 @pytest.mark.parametrize(
     ("stats", "settings", "check", "says"),
     [
-        ({"finish_reason": "shutdown"}, {}, "test_finish_reason", "finish reason 'shutdown'"),
+        ({"finish_reason": "closespider_timeout"}, {}, "test_finish_reason", "finish reason 'closespider_timeout'"),
+        ({"finish_reason": "database_unavailable"}, {}, "test_finish_reason", "finish reason 'database_unavailable'"),
         ({"cannaspider/fatal_error": "db gone"}, {}, "test_finish_reason", "fatal error: db gone"),
         ({"log_count/ERROR": 3}, {}, "test_errors", "3 errors logged (HEALTH_MAX_ERRORS = 0)"),
+        # a CRITICAL line (Scrapy counts it apart, log_count/CRITICAL) is an error too
+        ({"log_count/CRITICAL": 1}, {}, "test_errors", "1 errors logged, 1 of them CRITICAL (HEALTH_MAX_ERRORS = 0)"),
+        (
+            {"log_count/ERROR": 2, "log_count/CRITICAL": 1},
+            {"HEALTH_MAX_ERRORS": 2},
+            "test_errors",
+            "3 errors logged, 1 of them CRITICAL (HEALTH_MAX_ERRORS = 2)",
+        ),
         (
             {"cannaspider/stores_complete": 8, "cannaspider/stores_incomplete": 2},
             {},
@@ -88,3 +97,17 @@ def test_each_check_fails_with_its_reason(tmp_path, db, caplog, stats, settings,
 )
 def test_thresholds_are_settings(tmp_path, db, stats, settings):
     assert run_health(stats, tmp_path, db, **settings)["ok"]
+
+
+def test_the_operators_stop_is_healthy_and_posts_nothing(tmp_path, db, webhook, caplog):
+    """SIGTERM/SIGINT or Scrapyd's cancel.json ends a crawl with Scrapy's `shutdown`: asked for, not an alert."""
+    with caplog.at_level(logging.ERROR):
+        report = run_health({"finish_reason": "shutdown"}, tmp_path, db, ALERT_WEBHOOK_URL=webhook.url)
+    assert report["ok"] and report["finish_reason"] == "shutdown" and failed(report) == {}
+    assert webhook.bodies == []
+    assert not [r for r in caplog.records if r.name.startswith("cannaspider")]
+
+
+def test_the_operators_stop_still_has_its_work_judged(tmp_path, db):
+    report = run_health({"finish_reason": "shutdown", "log_count/ERROR": 1}, tmp_path, db)
+    assert list(failed(report)) == ["test_errors"]

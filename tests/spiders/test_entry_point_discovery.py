@@ -161,3 +161,73 @@ def test_a_second_row_for_the_same_store_is_reported_not_crashed(crawl, db, sand
     assert result.returncode == 0
     pid, _slug, error, _resolved = _resolution(sql, duplicate)
     assert pid is None and error == f"platform id {store['id']} already belongs to dispensary {first}"
+
+
+# --- without Chromium: only the stores that need a browser fail ---------------------------------
+
+
+def test_without_chromium_only_the_website_stores_fail_each_with_the_reason(
+    crawl, scrapy_env, db, sandbox, sql, tmp_path
+):
+    """CHROMIUM_PATH at a file that does not exist (apt locked, a non-root user): the stores whose menu is
+    on their own website get the reason, the others resolve, the crawl is not stopped (exit 0)."""
+    missing = tmp_path / "no-such" / "chromium"
+    scrapy_env["CHROMIUM_PATH"] = str(missing)  # the environment variable, as an operator sets it
+    stores = {add_store(db, s, resolved=False): s for s in sandbox.stores("AZ")}
+    sites = {d for d, s in stores.items() if "/sites/" in s["menu_url"]}
+    assert sites and len(sites) < len(stores)
+    result = crawl("entry_point_discovery", state="AZ")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for d, s in stores.items():
+        pid, _slug, error, _resolved = _resolution(sql, d)
+        if d in sites:
+            assert (pid, error) == (None, f"Chromium not found at CHROMIUM_PATH ({missing})"), d
+        else:
+            assert (pid, error) == (s["id"], None), d
+    assert result.stderr.count("the stores whose menu is on their own website are not rendered") == 1
+    assert "ALERT" not in result.stderr and "identity generation failed" not in result.stderr
+
+
+def test_without_chromium_a_drained_website_store_fails_its_task_and_the_others_chain(
+    crawl, db, sandbox, sql, tmp_path
+):
+    import asyncio
+
+    import psycopg
+
+    from cannaspider.tasks import queue
+
+    site = next(s for s in sandbox.stores("AZ") if "/sites/" in s["menu_url"])
+    plain = next(s for s in sandbox.stores("AZ") if "/sites/" not in s["menu_url"])
+    ids = [add_store(db, s, resolved=False) for s in (site, plain)]
+
+    async def enqueue_all() -> list[int]:
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
+            return [(await queue.enqueue(conn, "entry_point_discovery", dispensary_id=d)).task.id for d in ids]
+
+    site_task, plain_task = asyncio.run(enqueue_all())
+    missing = tmp_path / "chromium"
+    result = crawl("entry_point_discovery", "-s", f"CHROMIUM_PATH={missing}")
+    assert result.returncode == 3, result.stderr[-3000:]  # a task it took did not complete: the node lacks a browser
+    status = dict(sql("SELECT id, status FROM worker_tasks WHERE role = 'entry_point_discovery'"))
+    assert status == {site_task: "pending", plain_task: "completed"}  # the site's retries after its backoff
+    [(error,)] = sql("SELECT error FROM worker_tasks WHERE id = %s", (site_task,))
+    assert error.endswith(f": Chromium not found at CHROMIUM_PATH ({missing})"), error  # "attempt 1/5: …"
+    assert _resolution(sql, ids[0])[2] == f"Chromium not found at CHROMIUM_PATH ({missing})"
+    assert sql("SELECT dispensary_id FROM worker_tasks WHERE role = 'product_discovery'") == [(ids[1],)]
+
+
+def test_without_chromium_a_page_that_bypasses_the_stealth_middleware_fails_alone_too(
+    crawl, db, sandbox, sql, tmp_path
+):
+    """The download handler checks again before Playwright would try to launch the missing browser."""
+    import json
+
+    site = next(s for s in sandbox.stores("AZ") if "/sites/" in s["menu_url"])
+    d = add_store(db, site, resolved=False)
+    off = json.dumps({"cannaspider.middlewares.stealth.StealthProxyMiddleware": None})
+    missing = tmp_path / "chromium"
+    settings = ("-s", f"CHROMIUM_PATH={missing}", "-s", f"DOWNLOADER_MIDDLEWARES={off}")
+    result = crawl("entry_point_discovery", *settings, dispensary_id=str(d))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _resolution(sql, d)[2] == f"Chromium not found at CHROMIUM_PATH ({missing})"
