@@ -113,7 +113,9 @@ async def stores(
     return await _all(conn, STORES, {"state": state, "id": store_id, "limit": limit})
 
 
-async def menu_events(conn: AsyncConnection, dispensary_id: int, limit: int = MENU_EVENTS_SHOWN) -> list[dict[str, Any]]:
+async def menu_events(
+    conn: AsyncConnection, dispensary_id: int, limit: int = MENU_EVENTS_SHOWN
+) -> list[dict[str, Any]]:
     """The store's latest store_events (its menu emptied, its menu returned), newest first."""
     return await _all(conn, MENU_EVENTS, (dispensary_id, limit))
 
