@@ -120,7 +120,7 @@ async def canonical_product(conn: AsyncConnection, product_id: int, *, limit: in
 # the day shown, and the state's crawled stores on the day compared with (one round trip)
 MARKET_DAY = """
 SELECT n.day, n.stores_crawled, n.products_seen, n.listed, n.price_changed, n.price_drops, n.price_rises,
-       n.specials_started, n.specials_ended, n.out_of_stock, n.back_in_stock,
+       n.specials_started, n.specials_ended, n.out_of_stock, n.back_in_stock, n.price_changes_implausible,
        (SELECT t.stores_crawled FROM market_state_daily t
          WHERE t.state = n.state AND t.day = n.day - %(compare)s) AS stores_crawled_then
   FROM market_state_daily n
