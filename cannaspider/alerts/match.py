@@ -14,6 +14,10 @@ against compare_days before, as GET /api/market computes it): one delivery per s
 brand whose change reached the subscription's min_change, a brand that no store carries any more
 included (availability 0 on a day its state was crawled). A roll that rewrites a day may move
 its figure; the delivery already made stands.
+
+A price_changed event whose move is implausible (analytics/plausible.py: $30 → $0.01, a ×1000
+jump) is a wrong price, not a drop: it fires no alert (the market roll counts it,
+market_state_daily.price_changes_implausible), with or without --min-drop.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+
+from cannaspider.analytics.plausible import price_move_plausible_sql
 
 MARKET_COMPARE_DAYS = 28  # the 4-week change (docs/analytics.md, "Market analytics")
 
@@ -37,6 +43,13 @@ BRAND_MATCHES = """
     SELECT coalesce(b.canonical_brand_id, b.id) FROM brands b WHERE b.normalized_name = s.brand_key
     UNION SELECT a.brand_id FROM brand_aliases a WHERE a.alias = s.brand_key))
 """
+
+# a price_changed event fires unless its recreational price moved implausibly (a price_changed of
+# the medical price alone, or to or from no price, has no such move to judge)
+PLAUSIBLE_MOVE = (
+    "(e.type <> 'price_changed' OR e.price_rec_old IS NULL OR e.price_rec IS NULL"
+    f" OR {price_move_plausible_sql('e.price_rec_old', 'e.price_rec')})"
+)
 
 EVENTS = f"""
 INSERT INTO alert_deliveries (subscription_id, key, payload)
@@ -61,7 +74,7 @@ SELECT s.id, 'e:' || e.id,
    AND (s.min_drop_pct IS NULL
         OR (e.price_rec_old > 0 AND (e.price_rec_old - e.price_rec) / e.price_rec_old * 100 >= s.min_drop_pct))
    AND {BRAND_MATCHES}
- WHERE e.recorded_at >= %(since)s
+ WHERE e.recorded_at >= %(since)s AND {PLAUSIBLE_MOVE}
 ON CONFLICT (subscription_id, key) DO NOTHING
 """
 

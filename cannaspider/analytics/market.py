@@ -23,6 +23,10 @@ from typing import Any
 import psycopg
 
 from cannaspider.analytics import parts
+from cannaspider.analytics.plausible import price_move_plausible_sql
+
+# a price_changed event's move is a drop, a rise or a mover only when plausible (plausible.py)
+PLAUSIBLE_MOVE = price_move_plausible_sql("e.price_rec_old", "e.price_rec")
 
 STEP = "market_daily"  # its name in analytics_refreshes and in a refresh task's result
 MOVERS_PER_DAY = 20  # price drops and rises kept per state and day (the API shows up to this many)
@@ -86,7 +90,7 @@ SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') C
    AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
 """
 
-STATES = """
+STATES = f"""
 INSERT INTO market_state_daily
 WITH crawled AS (
     SELECT coalesce(d.state, '') AS state, a.day, count(*) AS stores_crawled
@@ -99,12 +103,16 @@ ev AS (
     SELECT coalesce(d.state, '') AS state, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
            count(*) FILTER (WHERE e.type = 'listed') AS listed,
            count(*) FILTER (WHERE e.type = 'price_changed') AS price_changed,
-           count(*) FILTER (WHERE e.type = 'price_changed' AND e.price_rec < e.price_rec_old) AS price_drops,
-           count(*) FILTER (WHERE e.type = 'price_changed' AND e.price_rec > e.price_rec_old) AS price_rises,
+           count(*) FILTER (WHERE e.type = 'price_changed' AND {PLAUSIBLE_MOVE} AND e.price_rec < e.price_rec_old)
+               AS price_drops,
+           count(*) FILTER (WHERE e.type = 'price_changed' AND {PLAUSIBLE_MOVE} AND e.price_rec > e.price_rec_old)
+               AS price_rises,
            count(*) FILTER (WHERE e.type = 'special_started') AS specials_started,
            count(*) FILTER (WHERE e.type = 'special_ended') AS specials_ended,
            count(*) FILTER (WHERE e.type = 'out_of_stock') AS out_of_stock,
-           count(*) FILTER (WHERE e.type = 'back_in_stock') AS back_in_stock
+           count(*) FILTER (WHERE e.type = 'back_in_stock') AS back_in_stock,
+           count(*) FILTER (WHERE e.type = 'price_changed' AND e.price_rec IS DISTINCT FROM e.price_rec_old
+                            AND NOT coalesce({PLAUSIBLE_MOVE}, false)) AS price_changes_implausible
       FROM product_events e JOIN dispensaries d ON d.id = e.dispensary_id
      WHERE e.occurred_at >= coalesce(%(from)s::date::timestamp AT TIME ZONE 'UTC', '-infinity')
        AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
@@ -112,7 +120,7 @@ ev AS (
 SELECT c.state, c.day, c.stores_crawled, coalesce(s.products_seen, 0),
        coalesce(ev.listed, 0), coalesce(ev.price_changed, 0), coalesce(ev.price_drops, 0),
        coalesce(ev.price_rises, 0), coalesce(ev.specials_started, 0), coalesce(ev.specials_ended, 0),
-       coalesce(ev.out_of_stock, 0), coalesce(ev.back_in_stock, 0)
+       coalesce(ev.out_of_stock, 0), coalesce(ev.back_in_stock, 0), coalesce(ev.price_changes_implausible, 0)
   FROM crawled c
   LEFT JOIN seen s ON s.state = c.state AND s.day = c.day
   LEFT JOIN ev ON ev.state = c.state AND ev.day = c.day
@@ -143,7 +151,7 @@ SELECT state, city, day, category, stores, products, on_special, p25, p50, p75
  WHERE whole = 1 OR city <> ''
 """
 
-MOVERS = """
+MOVERS = f"""
 INSERT INTO market_movers
 SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id, price_rec_old, price_rec, pct
   FROM (SELECT coalesce(d.state, '') AS state, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
@@ -156,7 +164,7 @@ SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id
           FROM product_events e JOIN dispensaries d ON d.id = e.dispensary_id
          WHERE e.occurred_at >= coalesce(%(from)s::date::timestamp AT TIME ZONE 'UTC', '-infinity')
            AND e.type = 'price_changed' AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
-           AND e.price_rec_old > 0 AND e.price_rec IS NOT NULL AND e.price_rec <> e.price_rec_old) m
+           AND e.price_rec <> e.price_rec_old AND {PLAUSIBLE_MOVE}) m
  WHERE rank <= %(movers)s
 """
 

@@ -73,6 +73,7 @@ SNAPSHOT_COLUMNS = {
     "thc_unit": ("thc_unit", pa.string()),
     "cbd_value": ("cbd_value::float8", pa.float64()),
     "cbd_unit": ("cbd_unit", pa.string()),
+    "status": ("status", pa.string()),  # Dutchie's Status of the product (migrations/028_seed_fields.sql)
 }
 SNAPSHOTS = f"""
 SELECT {", ".join(expr for expr, _ in SNAPSHOT_COLUMNS.values())}

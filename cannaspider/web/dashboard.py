@@ -99,8 +99,10 @@ async def store_page(
             stock=stock_filter,  # type: ignore[arg-type]
         )
         events = await store_events(conn, store_id)
+        menu_events = await q.menu_events(conn, store_id)
     context = {
         "store": store,
+        "menu_events": menu_events,
         "products": rows,
         "events": events,
         "brands": brands,

@@ -1,6 +1,7 @@
 """The dashboard's JSON API (the pages in dashboard.py render the same data):
 
-GET /api/stores                                               stores, last crawl, status, last error
+GET /api/stores                                               stores, last crawl, status, last error, menu empty since
+GET /api/stores/{id}                                          one store, with its menu's emptied/returned events
 GET /api/stores/{id}/products?brand=&category=&stock=         a store's products, filtered
 GET /api/stores/{id}/products/{provider_product_id}/history   a product's snapshots, events and out-of-stock
                                                               intervals, oldest first
@@ -23,6 +24,7 @@ from cannaspider.web.dashboard_models import (
     HealthOut,
     HistoryOut,
     OverviewOut,
+    StoreDetailOut,
     StoreOut,
     StoreProductsOut,
 )
@@ -60,6 +62,15 @@ async def list_stores(
 ) -> list[dict[str, Any]]:
     async with request.app.state.pool.connection() as conn:
         return await q.stores(conn, state=state.upper() if state else None, limit=limit)
+
+
+@router.get("/stores/{store_id}", response_model=StoreDetailOut, responses=refused_with(404))
+async def store_detail(store_id: int, request: Request) -> dict[str, Any]:
+    async with request.app.state.pool.connection() as conn:
+        found = await q.stores(conn, store_id=store_id, limit=1)
+        if not found:
+            raise HTTPException(404, f"store {store_id} does not exist")
+        return {**found[0], "menu_events": await q.menu_events(conn, store_id)}
 
 
 @router.get("/stores/{store_id}/products", response_model=StoreProductsOut, responses=refused_with(404))

@@ -25,6 +25,24 @@ class StoreOut(BaseModel):
     last_run_products: int | None
     products: int
     oos: int
+    menu_empty_since: datetime | None = Field(
+        description="the start of the first of the store's current run of complete crawls that found its menu empty"
+        " (its products keep the stock they had, and the market's figures of now leave the store out); null: its"
+        " menu is not empty"
+    )
+
+
+class MenuEventOut(BaseModel):
+    occurred_at: datetime = Field(description="the start of the crawl that saw it")
+    type: Literal["menu_emptied", "menu_returned"]
+    products: int = Field(
+        description="menu_emptied: the store's products in stock, left as they were; menu_returned: the products seen"
+    )
+    crawl_run_id: int
+
+
+class StoreDetailOut(StoreOut):
+    menu_events: list[MenuEventOut] = Field(description="the latest times its menu emptied or returned, newest first")
 
 
 class ProductOut(BaseModel):

@@ -34,7 +34,7 @@ SELECT
 
 STORES = """
 SELECT d.id, d.name, d.city, d.state, d.platform_dispensary_id, d.crawl_enabled, d.last_crawl_at,
-       d.resolution_error,
+       d.resolution_error, d.menu_empty_since,
        r.started_at AS last_run_at, r.status AS last_run_status, r.error AS last_run_error,
        r.products_seen AS last_run_products,
        (SELECT count(*) FROM store_products p WHERE p.dispensary_id = d.id) AS products,
@@ -43,12 +43,19 @@ SELECT d.id, d.name, d.city, d.state, d.platform_dispensary_id, d.crawl_enabled,
   LEFT JOIN LATERAL (
         SELECT started_at, status, error, products_seen FROM crawl_runs c
          WHERE c.dispensary_id = d.id ORDER BY c.started_at DESC LIMIT 1) r ON true
- WHERE (%(state)s::text IS NULL OR d.state = %(state)s)
+ WHERE (%(state)s::text IS NULL OR d.state = %(state)s) AND (%(id)s::bigint IS NULL OR d.id = %(id)s)
  ORDER BY d.name, d.id
  LIMIT %(limit)s
 """
 
-STORE = "SELECT id, name, city, state, last_crawl_at FROM dispensaries WHERE id = %s"
+STORE = "SELECT id, name, city, state, last_crawl_at, menu_empty_since FROM dispensaries WHERE id = %s"
+
+# a store's menu emptied and returned (migrations/025_empty_menus.sql), newest first
+MENU_EVENTS_SHOWN = 20
+MENU_EVENTS = """
+SELECT occurred_at, type, products, crawl_run_id FROM store_events
+ WHERE dispensary_id = %s ORDER BY id DESC LIMIT %s
+"""
 
 PRODUCTS = """
 SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category, subcategory,
@@ -100,8 +107,17 @@ async def overview(conn: AsyncConnection) -> dict[str, Any]:
     return (await _all(conn, OVERVIEW, None))[0]
 
 
-async def stores(conn: AsyncConnection, *, state: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-    return await _all(conn, STORES, {"state": state, "limit": limit})
+async def stores(
+    conn: AsyncConnection, *, state: str | None = None, store_id: int | None = None, limit: int = 500
+) -> list[dict[str, Any]]:
+    return await _all(conn, STORES, {"state": state, "id": store_id, "limit": limit})
+
+
+async def menu_events(
+    conn: AsyncConnection, dispensary_id: int, limit: int = MENU_EVENTS_SHOWN
+) -> list[dict[str, Any]]:
+    """The store's latest store_events (its menu emptied, its menu returned), newest first."""
+    return await _all(conn, MENU_EVENTS, (dispensary_id, limit))
 
 
 async def store(conn: AsyncConnection, dispensary_id: int) -> dict[str, Any] | None:

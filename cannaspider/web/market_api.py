@@ -185,6 +185,10 @@ class MarketEventsOut(BaseModel):
     specials_ended: int
     out_of_stock: int
     back_in_stock: int
+    price_changes_implausible: int = Field(
+        description="of price_changed, the moves too large to be real ($30 → $0.01, ×1000): neither drops nor rises,"
+        " never movers (docs/analytics.md, 'Implausible price moves')"
+    )
 
 
 class MarketOut(BaseModel):

@@ -4,7 +4,10 @@ analytics refresh: market_brands_now); every store that sells a canonical produc
 and stock (current rows); and the market analytics (migration 020): a state's day, its brands'
 availability and 4-week change, movers, price per gram.
 
-A store *carries* a brand or a product when it has one of its store products in stock."""
+A store *carries* a brand or a product when it has one of its store products in stock, and its menu
+is not empty (dispensaries.menu_empty_since NULL): a store whose menu went dark keeps its products'
+stock as it was (migrations/025_empty_menus.sql) but says nothing about what it carries now, so
+it is left out of the brands' figures (migrations/031_empty_menus_now.sql)."""
 
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ SELECT coalesce(d.state, '') AS state, count(DISTINCT sp.dispensary_id) AS store
        (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.unit_price) FILTER (WHERE sp.unit_price_basis = 'g'))::float8
            AS median_price_per_g
   FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
- WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock'
+ WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
  GROUP BY 1 ORDER BY 1
 """
 
@@ -61,8 +64,8 @@ SELECT coalesce(sp.category, '') AS category, count(DISTINCT sp.canonical_produc
        (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_rec))::float8 AS median_price,
        (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.unit_price))::float8 AS median_unit_price,
        CASE WHEN count(DISTINCT sp.unit_price_basis) = 1 THEN min(sp.unit_price_basis) END AS unit_price_basis
-  FROM store_products sp
- WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock'
+  FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
+ WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
  GROUP BY 1 ORDER BY 1
 """
 
@@ -117,7 +120,7 @@ async def canonical_product(conn: AsyncConnection, product_id: int, *, limit: in
 # the day shown, and the state's crawled stores on the day compared with (one round trip)
 MARKET_DAY = """
 SELECT n.day, n.stores_crawled, n.products_seen, n.listed, n.price_changed, n.price_drops, n.price_rises,
-       n.specials_started, n.specials_ended, n.out_of_stock, n.back_in_stock,
+       n.specials_started, n.specials_ended, n.out_of_stock, n.back_in_stock, n.price_changes_implausible,
        (SELECT t.stores_crawled FROM market_state_daily t
          WHERE t.state = n.state AND t.day = n.day - %(compare)s) AS stores_crawled_then
   FROM market_state_daily n

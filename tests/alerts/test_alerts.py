@@ -121,6 +121,28 @@ def test_matching_events_are_posted_signed_once_each(db, sql, events):
     assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NOT NULL AND attempts = 1") == [(2,)]
 
 
+def test_an_implausible_price_move_fires_no_price_alert(db, sql, events):
+    """Issue #28, 16: $30 → $0.01 and $20 → $20,000 are wrong prices, not a 99.97 % drop or a rise
+    (cannaspider/analytics/plausible.py): no subscription to price changes hears of them, with
+    --min-drop or without; the plausible -20 % drop still fires."""
+    run = sql("SELECT crawl_run_id FROM product_events WHERE id = %s", (events["pod:price_changed"],))[0][0]
+    for key, old, new in (("pod", "30.00", "0.01"), ("pen", "20.00", "20000.00")):
+        sql(
+            "INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, "
+            "price_rec_old, price_rec) VALUES (now(), %s, %s, %s, 'price_changed', %s, %s)",
+            (run, events["az"], events[key], old, new),
+        )
+    with Receiver() as receiver:
+        drops = subscribe(db, receiver.url, ["price_changed"], min_drop_pct=15)
+        every = subscribe(db, receiver.url, ["price_changed"])
+        assert alerts_pass(db) == AlertsPass(matched=3, delivered=3, failed=0)
+    got = sorted(
+        (doc["subscription_id"], doc["price_rec_old"], doc["price_rec"])
+        for doc in (json.loads(r["body"]) for r in receiver.received)
+    )
+    assert got == sorted([(drops, 35.0, 28.0), (every, 35.0, 28.0), (every, 20.0, 19.0)])
+
+
 def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, sql, events, caplog):
     caplog.set_level(logging.DEBUG)
     with Receiver(statuses=[500]) as receiver:

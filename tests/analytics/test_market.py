@@ -383,3 +383,52 @@ def test_a_failed_part_of_the_market_roll_leaves_its_days_to_the_next_roll(db, h
     got = market_rows(db)
     assert rows(db, "SELECT market_from FROM analytics_roll_state") == [(None,)]
     assert got == rebuilt(db)
+
+
+def test_a_store_whose_menu_is_empty_now_carries_nothing_and_lacks_nothing(db, history):
+    """Issue #28, 1 (migrations/031_empty_menus_now.sql): while C's menu is empty its products keep
+    the stock they had (025), but the views of the market now leave C out: it is neither a store
+    carrying brand X nor one in the brand-category figures; its menu back, it counts again."""
+    x = history["x"]
+
+    def now_figures() -> tuple[list[tuple], list[tuple]]:
+        brands = rows(db, "SELECT state, stores FROM market_brands_now WHERE brand_id = %s ORDER BY 1", (x,))
+        flower = rows(
+            db,
+            "SELECT products, products_in_stock, stores FROM analytics_brand_category_state "
+            "WHERE state = 'AZ' AND category = 'Flower'",
+        )
+        return brands, flower
+
+    assert now_figures() == ([("AZ", 3), ("MI", 1), (None, 4)], [(3, 3, 3)])
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("UPDATE dispensaries SET menu_empty_since = '2026-11-30 04:00Z' WHERE id = %s", (history["c"],))
+    refresh(db)
+    assert now_figures() == ([("AZ", 2), ("MI", 1), (None, 3)], [(2, 2, 2)])
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("UPDATE dispensaries SET menu_empty_since = NULL WHERE id = %s", (history["c"],))
+    refresh(db)
+    assert now_figures() == ([("AZ", 3), ("MI", 1), (None, 4)], [(3, 3, 3)])
+
+
+def test_an_implausible_price_move_is_counted_not_a_drop_rise_or_mover(db, history):
+    """Issue #28, 16 (cannaspider/analytics/plausible.py): on day 30, B's 20.00 → 0.01 and M's
+    40.00 → 40,000.00 are wrong prices: price_changes_implausible counts them, price_drops and
+    price_rises do not, and the movers are only B's plausible 12.00 → 10.00 (-16.67 %)."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        runs = {k: crawl(conn, history[k], DAY30) for k in ("b", "m")}
+        seen(conn, history["pb2"], runs["b"], DAY30, "10.00")
+        event(conn, runs["b"], DAY30, history["b"], history["pb1"], "price_changed", "20.00", "0.01")
+        event(conn, runs["b"], DAY30, history["b"], history["pb2"], "price_changed", "12.00", "10.00")
+        event(conn, runs["m"], DAY30, history["m"], history["pm1"], "price_changed", "40.00", "40000.00")
+    refresh(db)
+    got = rows(
+        db,
+        "SELECT state, price_changed, price_drops, price_rises, price_changes_implausible FROM market_state_daily "
+        "WHERE day = %s ORDER BY 1",
+        (D30,),
+    )
+    assert got == [("AZ", 2, 1, 0, 1), ("MI", 1, 0, 0, 1)]
+    movers = rows(db, "SELECT state, kind, store_product_id, change_pct FROM market_movers WHERE day = %s", (D30,))
+    assert movers == [("AZ", "drop", history["pb2"], Decimal("-16.67"))]
+    assert rows(db, "SELECT sum(price_changes_implausible) FROM market_state_daily WHERE day < %s", (D30,)) == [(0,)]

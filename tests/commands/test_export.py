@@ -61,32 +61,34 @@ def test_a_month_of_snapshots_to_parquet(env, sql, db, tmp_path):
     )[0][0]
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("SELECT ensure_snapshot_partitions('2026-10-01', 3)")
-        for at, price, special in (
-            ("2026-10-31T23:59:59Z", 9, False),
-            ("2026-11-01T00:00:00Z", 10, True),
-            ("2026-11-30T23:00:00Z", 11, False),
-            ("2026-12-01T00:00:00Z", 12, False),
+        for at, price, special, status in (
+            ("2026-10-31T23:59:59Z", 9, False, "Active"),
+            ("2026-11-01T00:00:00Z", 10, True, "Active"),
+            ("2026-11-30T23:00:00Z", 11, False, None),
+            ("2026-12-01T00:00:00Z", 12, False, "Active"),
         ):
             conn.execute(
                 "INSERT INTO product_snapshots (store_product_id, captured_at, price_rec, is_on_special, specials, "
-                "thc_value, thc_unit) VALUES (%s, %s, %s, %s, %s, 21.5, 'p')",
-                (product, at, price, special, '[{"name": "Deal"}]' if special else None),
+                "thc_value, thc_unit, status) VALUES (%s, %s, %s, %s, %s, 21.5, 'p', %s)",
+                (product, at, price, special, '[{"name": "Deal"}]' if special else None, status),
             )
     out = tmp_path / "snapshots-2026-11.parquet"
     result = export(env, "snapshots", "--month", "2026-11", "-o", str(out))
     assert result.returncode == 0, result.stderr
     got = pq.read_table(out).to_pylist()
-    assert [(r["price_rec"], r["is_on_special"], r["thc_unit"]) for r in got] == [
-        (10.0, True, "percent"),
-        (11.0, False, "percent"),
+    # the snapshot's Dutchie Status (#28, 7), None where the payload sent none
+    assert [(r["price_rec"], r["is_on_special"], r["thc_unit"], r["status"]) for r in got] == [
+        (10.0, True, "percent", "Active"),
+        (11.0, False, "percent", None),
     ]
     assert json.loads(got[0]["specials"]) == [{"name": "Deal"}] and got[0]["provider_product_id"] == "p" * 24
     with open(tmp_path / "s.csv", "w"):
         pass
     assert export(env, "snapshots", "--month", "2026-11", "-o", str(tmp_path / "s.csv")).returncode == 0
     with open(tmp_path / "s.csv", newline="") as f:
-        [first, _] = list(csv.DictReader(f))
+        [first, second] = list(csv.DictReader(f))
     assert first["is_on_special"] == "true" and json.loads(first["specials"]) == [{"name": "Deal"}]
+    assert (first["status"], second["status"]) == ("Active", "")
 
 
 FORMULA = '=HYPERLINK("http://x","y")'

@@ -223,6 +223,43 @@ def test_the_json_api_is_documented_and_matches_the_pages(service):
     assert http("GET", service.base + "/api/stores/1/products?stock=gone").status == 422
 
 
+def test_a_store_whose_menu_is_empty_says_so_with_its_menu_events(service, sql):
+    """Issue #28, 1: Mesa Greens' menu emptied (two days ago, 2 products left in stock as they were),
+    returned, and emptied again an hour ago: the API gives menu_empty_since (in its documented
+    schema) and the store's menu events newest first; the store page says so and lists them."""
+    sql("UPDATE dispensaries SET menu_empty_since = now() - interval '1 hour' WHERE id = 2")
+    for run, ago, kind, products in ((11, "2 days", "menu_emptied", 2), (12, "1 day", "menu_returned", 1)) + (
+        (13, "1 hour", "menu_emptied", 1),
+    ):
+        sql(
+            "INSERT INTO store_events (occurred_at, crawl_run_id, dispensary_id, type, products) "
+            "VALUES (now() - %s::interval, %s, 2, %s, %s)",
+            (ago, run, kind, products),
+        )
+    schema = http("GET", service.base + "/openapi.json").json()
+    assert "menu_empty_since" in schema["components"]["schemas"]["StoreOut"]["required"]
+    assert "get" in schema["paths"]["/api/stores/{store_id}"]
+    stores = {s["id"]: s for s in http("GET", service.base + "/api/stores").json()}
+    assert stores[1]["menu_empty_since"] is None and stores[2]["menu_empty_since"] is not None
+    detail = http("GET", service.base + "/api/stores/2").json()
+    assert detail["menu_empty_since"] == stores[2]["menu_empty_since"] and detail["name"] == "Mesa Greens"
+    assert [(e["crawl_run_id"], e["type"], e["products"]) for e in detail["menu_events"]] == [
+        (13, "menu_emptied", 1),
+        (12, "menu_returned", 1),
+        (11, "menu_emptied", 2),
+    ]
+    assert http("GET", service.base + "/api/stores/1").json()["menu_events"] == []
+    assert http("GET", service.base + "/api/stores/99").status == 404
+    page = http("GET", service.base + "/dashboard/stores/2").text
+    assert 'id="menu-empty"' in page and "Menu empty since" in page
+    assert re.findall(r'<tr data-type="(menu_\w+)" data-run="(\d+)"', page) == [
+        ("menu_emptied", "13"),
+        ("menu_returned", "12"),
+        ("menu_emptied", "11"),
+    ]
+    assert 'id="menu-empty"' not in http("GET", service.base + "/dashboard/stores/1").text
+
+
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: reverses what follows it, up to the end of its paragraph
 
 

@@ -151,3 +151,27 @@ def test_one_brand_with_its_spellings_states_and_categories(api, market, sql):
 def test_the_endpoints_are_in_openapi(api):
     paths = http("GET", api.base + "/openapi.json").json()["paths"]
     assert {"/api/brands", "/api/brands/{brand_id}", "/api/products/{canonical_id}"} <= set(paths)
+
+
+def test_a_store_whose_menu_is_empty_carries_no_brand(db, api, market, sql):
+    """Issue #28, 1 (migrations/031_empty_menus_now.sql): the NV stores' menus are empty (their
+    products keep the stock they had): after the next refresh no brand is carried in NV, in the
+    list, by state or by category; their menus back, they carry their brands again."""
+    nv = [d for d, s in zip(market, STORES, strict=True) if s.state == "NV"]
+    brand_id = sql(
+        "SELECT canonical_brand_id FROM store_products WHERE dispensary_id = ANY(%s) GROUP BY 1 "
+        "ORDER BY count(DISTINCT dispensary_id) DESC, 1 LIMIT 1",
+        (nv,),
+    )[0][0]
+    before = http("GET", f"{api.base}/api/brands/{brand_id}").json()
+    assert "NV" in {s["state"] for s in before["states"]} and http("GET", f"{api.base}/api/brands?state=NV").json()
+    sql("UPDATE dispensaries SET menu_empty_since = now() WHERE id = ANY(%s)", (nv,))
+    refresh(db)
+    during = http("GET", f"{api.base}/api/brands/{brand_id}").json()
+    assert "NV" not in {s["state"] for s in during["states"]}
+    assert sum(c["stores"] for c in during["categories"]) < sum(c["stores"] for c in before["categories"])
+    assert http("GET", f"{api.base}/api/brands?state=NV").json() == []
+    assert all("NV" not in b["stores_by_state"] for b in http("GET", f"{api.base}/api/brands").json())
+    sql("UPDATE dispensaries SET menu_empty_since = NULL WHERE id = ANY(%s)", (nv,))
+    refresh(db)
+    assert http("GET", f"{api.base}/api/brands/{brand_id}").json() == before

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.analytics.test_market import MARKET_TABLES, ROLLED_TABLES, refresh, script
+from tests.analytics.test_market import MARKET_TABLES, ROLLED_TABLES, event, refresh, script
 from tests.httpclient import http
 
 
@@ -15,6 +15,8 @@ def rolled(db):
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute(f"TRUNCATE {ROLLED_TABLES}, {MARKET_TABLES}")
         ids = script(conn)
+        # a broken price on day 28 (#28, 16): counted apart, neither a drop nor a mover
+        event(conn, ids["run_a28"], "2026-11-29 09:00Z", ids["a"], ids["pa2"], "price_changed", "10.00", "0.01")
     refresh(db)
     return ids
 
@@ -38,13 +40,14 @@ def test_a_states_brand_availability_its_change_and_the_movers(api, rolled):
     ]
     assert body["events"] == {
         "listed": 1,
-        "price_changed": 2,
+        "price_changed": 3,
         "price_drops": 1,
         "price_rises": 1,
         "specials_started": 1,
         "specials_ended": 0,
         "out_of_stock": 0,
         "back_in_stock": 0,
+        "price_changes_implausible": 1,
     }
     flower = next(c for c in body["categories"] if c["category"] == "Flower")
     assert (flower["stores"], flower["price_per_g_median"]) == (1, 8.0)
