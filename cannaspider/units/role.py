@@ -22,7 +22,6 @@ import us
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-
 NOT_FOUND = "target_not_found"  # the pydantic error type of a target that names nothing (state_code)
 
 

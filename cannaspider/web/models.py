@@ -7,7 +7,9 @@ validates and describes them as it does these models.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+import functools
+import operator
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.fields import FieldInfo
@@ -75,7 +77,9 @@ class TaskInBase(BaseModel):
 
     role: str
     platform: Platform = Field(roles.PLATFORMS[0], description="the crawl platform")
-    priority: Annotated[int, WholeNumber] = Field(roles.ON_DEMAND_PRIORITY, ge=-1000, le=1000, strict=True, description="higher runs first")
+    priority: Annotated[int, WholeNumber] = Field(
+        roles.ON_DEMAND_PRIORITY, ge=-1000, le=1000, strict=True, description="higher runs first"
+    )
     max_attempts: Annotated[int, WholeNumber] = Field(DEFAULT_MAX_ATTEMPTS, ge=1, le=50, strict=True)
 
     @field_validator("platform", mode="before")
@@ -115,7 +119,10 @@ def _task_in(role: roles.Role) -> type[TaskInBase]:
 if TYPE_CHECKING:
     TaskIn = TaskInBase
 else:
-    TaskIn = Annotated[Union[tuple(_task_in(role) for role in roles.all_roles().values())], Field(discriminator="role")]
+    TaskIn = Annotated[
+        functools.reduce(operator.or_, (_task_in(role) for role in roles.all_roles().values())),  # A | B | …
+        Field(discriminator="role"),
+    ]
 
 
 class EnqueueOut(BaseModel):

@@ -1,6 +1,6 @@
 """GET /api/events over the real database: filters, keyset pages and their cursor, every bad input
-a 422 with its reason and a cursor that leads nowhere a 404 (never a 500), the route in /openapi.json; and the events and out-of-stock
-intervals of the product history API."""
+a 422 with its reason and a cursor that leads nowhere a 404 (never a 500), the route in
+/openapi.json; and the events and out-of-stock intervals of the product history API."""
 
 from __future__ import annotations
 
