@@ -111,7 +111,7 @@ def first_error(exc: ValidationError) -> str:
     """A validation error as the one line a user reads (the first problem found)."""
     error = exc.errors()[0]
     field = ".".join(str(part) for part in error["loc"]) or "value"
-    if error["type"] in ("task_input", NOT_FOUND):
+    if error["type"] == NOT_FOUND:
         return str(error["msg"])
     if error["type"] in INTEGER_ERRORS:
         return f"{field} must be a positive integer, got {error['input']!r}"
