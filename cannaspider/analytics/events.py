@@ -4,7 +4,7 @@ carries a page's position.
 
 A cursor is the last id of a page bound to the filters it was made for: base64url of
 `<id>.<digest>`, the digest a SHA-256 of the id and the filters. A cursor that does not decode,
-was edited, or is replayed with other filters is refused (CursorError, a 422 for the API), never
+was edited, or is replayed with other filters is refused (CursorError, a 404 for the API), never
 read as some other position."""
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from scrapy.settings import Settings
 from scrapy.spiderloader import SpiderLoader
 
 from cannaspider.settings import SPIDER_MODULES
-from cannaspider.units.role import Role, TaskInputError
+from cannaspider.units.role import Role, TargetNotFound, TaskInputError
 
-__all__ = ["Role", "TaskInputError", "all_roles", "get", "names", "platform", "target_fields"]
+__all__ = ["Role", "TargetNotFound", "TaskInputError", "all_roles", "get", "names", "platform", "target_fields"]
 
 CHAINED_PRIORITY = 10  # seed "Priority Levels": on-demand and chained tasks
 SCHEDULED_PRIORITY = 0  # scheduled/batch tasks

@@ -19,27 +19,49 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
 import us
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
+
+NOT_FOUND = "target_not_found"  # the pydantic error type of a target that names nothing (state_code)
 
 
 class TaskInputError(ValueError):
     """Bad input for a task (unknown role, missing or extra target). str() is one line."""
 
 
+class TargetNotFound(TaskInputError):
+    """A well-formed target naming what does not exist: a store or keyword id without its row, a
+    state no US state is called. The request was right in form (POST /api/tasks answers 404, not
+    422: its schema cannot know which ids exist). `field` names the target field."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 def state_code(value: str) -> str:
-    """The two-letter code of a US state given by code or name; a `task_input` error otherwise."""
+    """The two-letter code of a US state given by code or name; a `target_not_found` error otherwise
+    (Role.target turns it into a TargetNotFound)."""
     found = us.states.lookup(value.strip()) if value.strip() else None
     if found is None:
         reason = f"unknown US state {value!r} (use a code like AZ or a name like Arizona)"
-        raise PydanticCustomError("task_input", "{reason}", {"reason": reason})
+        raise PydanticCustomError(NOT_FOUND, "{reason}", {"reason": reason})
     return str(found.abbr)
 
 
+def whole_number(value: object) -> object:
+    """A JSON number without a fraction (`550.0`) as the int it is: JSON Schema's `integer` takes it,
+    so the schema of POST /api/tasks does; anything else is left to the strict int check (a string,
+    a bool, 5.5, NaN: refused)."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+WholeNumber = BeforeValidator(whole_number)
+
 # The field types of every target: a role's Target model, the `-a` arguments (units/arguments.py)
 # and the body of POST /api/tasks (web/models.py) validate with these, and nothing else.
-DispensaryId = Annotated[int, Field(ge=1, strict=True, description="a store (dispensaries.id)")]
-KeywordId = Annotated[int, Field(ge=1, strict=True, description="a keyword (keywords.id)")]
+DispensaryId = Annotated[int, Field(ge=1, strict=True, description="a store (dispensaries.id)"), WholeNumber]
+KeywordId = Annotated[int, Field(ge=1, strict=True, description="a keyword (keywords.id)"), WholeNumber]
 UsState = Annotated[
     str,
     Field(min_length=2, max_length=40, strict=True, description="US state code or name"),
@@ -89,7 +111,7 @@ def first_error(exc: ValidationError) -> str:
     """A validation error as the one line a user reads (the first problem found)."""
     error = exc.errors()[0]
     field = ".".join(str(part) for part in error["loc"]) or "value"
-    if error["type"] == "task_input":
+    if error["type"] == NOT_FOUND:
         return str(error["msg"])
     if error["type"] in INTEGER_ERRORS:
         return f"{field} must be a positive integer, got {error['input']!r}"
@@ -141,7 +163,8 @@ class Role:
         return self.schedule.label if self.schedule is not None else "on-demand"
 
     def target(self, **given: object) -> tuple[int | None, dict[str, Any]]:
-        """(dispensary_id, payload) for a task of this role; TaskInputError when the input does not fit."""
+        """(dispensary_id, payload) for a task of this role; TaskInputError when the input does not
+        fit, TargetNotFound when it fits but names no state (the ids' rows: tasks/queue/enqueuing.py)."""
         given = {name: value for name, value in given.items() if value is not None}
         wanted = set(self.target_model.model_fields)
         extra = sorted(set(given) - wanted)
@@ -154,6 +177,9 @@ class Role:
         try:
             target = self.target_model.model_validate(given)
         except ValidationError as exc:
+            error = exc.errors()[0]
+            if error["type"] == NOT_FOUND:
+                raise TargetNotFound(str(error["loc"][0]), first_error(exc)) from None
             raise TaskInputError(first_error(exc)) from None
         return target.column(), target.payload()
 

@@ -45,7 +45,15 @@ from cannaspider.web import (
 from cannaspider.web.auth import WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.limits import BodyLimit
-from cannaspider.web.models import EnqueueOut, RoleName, RoleOut, TaskIn, refused_with
+from cannaspider.web.models import (
+    TARGET_NOT_FOUND,
+    EnqueueOut,
+    RoleName,
+    RoleOut,
+    TargetNotFoundOut,
+    TaskIn,
+    refused_with,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +134,7 @@ def create_app(
         tags=["tasks"],
         responses={
             200: {"model": EnqueueOut, "description": "an identical task was already queued"},
+            404: {"model": TargetNotFoundOut, "description": "TargetNotFound: " + TARGET_NOT_FOUND},
             **refused_with(400, 401, 403, 413),
         },
     )
@@ -133,7 +142,7 @@ def create_app(
         async with request.app.state.pool.connection() as conn:
             done = await queue.enqueue(
                 conn,
-                body.role.value,
+                body.role,
                 platform=body.platform,
                 priority=body.priority,
                 max_attempts=body.max_attempts,

@@ -2,7 +2,8 @@
 `input` and `ctx`) may be what JSON cannot carry, a NaN or infinity (Python's JSON reader takes
 them) or a lone surrogate (a valid JSON escape that is no UTF-8): FastAPI's own handler then fails
 with a 500. Here they are echoed as their repr. Every 422 has the documented shape, a list of
-{loc, msg, type}, the task roles' own refusals (TaskInputError) included.
+{loc, msg, type}, the task roles' own refusals (TaskInputError) included. A task's target that is
+well formed but names no store, keyword or state (TargetNotFound) is a 404 {detail, field}.
 
 A 405 says in `Allow` every method the path answers, whichever of its routes the request came
 closest to (Starlette names only the methods of the first route of that path: OPTIONS
@@ -21,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
-from cannaspider.tasks.roles import TaskInputError
+from cannaspider.tasks.roles import TargetNotFound, TaskInputError
 
 
 def json_safe(value: Any) -> Any:
@@ -54,6 +55,11 @@ async def task_input_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": json_safe(detail)}, status_code=422)
 
 
+async def target_not_found(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TargetNotFound)
+    return JSONResponse(json_safe({"detail": str(exc), "field": exc.field}), status_code=404)
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 405:
@@ -72,5 +78,6 @@ async def http_error(request: Request, exc: Exception) -> Response:
 HANDLERS = {
     RequestValidationError: validation_error,
     TaskInputError: task_input_error,
+    TargetNotFound: target_not_found,  # a TaskInputError: Starlette picks the handler of the closest class
     StarletteHTTPException: http_error,
 }

@@ -1,10 +1,12 @@
 """GET /api/events: what changed, where (docs/analytics.md, "Events").
 
 Filters `state`, `dispensary_id`, `brand`, `type` (repeatable), `since`; pages of `limit` events in
-id order, the next one asked for with the page's `next_cursor`. Anything it cannot use (a query
-parameter it does not know, a bad date, a cursor altered or made for other filters, a limit past
-MAX_LIMIT) is a 422 whose `detail` is the list FastAPI gives for its own validation errors, so
-/openapi.json describes every answer."""
+id order, the next one asked for with the page's `next_cursor`. Anything malformed (a query
+parameter it does not know, a bad date, a cursor outside CURSOR_PATTERN, a limit past MAX_LIMIT)
+is a 422 whose `detail` is the list FastAPI gives for its own validation errors. A cursor of the
+right form that leads to no page of these filters (altered, made for other filters, or never made
+by this API) is a 404: no request the schema allows is refused as malformed, and /openapi.json
+describes every answer."""
 
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
 from cannaspider.analytics import events as ev
+from cannaspider.web.models import ErrorOut
 
 router = APIRouter(prefix="/api", tags=["events"])
 
 MAX_LIMIT = 1000
+CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"  # base64url without its padding: what cursor() makes
 SINCE_PATTERN = "^(?!0000)[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])([Tt ][0-9]{2}:[0-9]{2}|$)"
 PARAMETERS = {"state", "dispensary_id", "brand", "type", "since", "cursor", "limit"}
 EventType = Literal["listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock"]
@@ -98,7 +102,10 @@ def unprocessable(field: str, message: str) -> HTTPException:
     return HTTPException(422, [{"loc": ["query", field], "msg": message, "type": "value_error"}])
 
 
-@router.get("/events", response_model=EventsPage)
+CURSOR_NOT_FOUND = "the cursor leads to no page of these filters (altered, or made for others): start again without it"
+
+
+@router.get("/events", response_model=EventsPage, responses={404: {"model": ErrorOut, "description": CURSOR_NOT_FOUND}})
 async def list_events(
     request: Request,
     # the patterns say in the schema what EventFilter checks (its messages are the 422s)
@@ -126,7 +133,9 @@ async def list_events(
             "anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}],
         },
     ),
-    cursor: str | None = Query(None, max_length=200, description="a previous page's next_cursor"),
+    cursor: str | None = Query(
+        None, max_length=200, pattern=CURSOR_PATTERN, description="a previous page's next_cursor, as it was given"
+    ),
     limit: int = Query(200, ge=1, le=MAX_LIMIT),
 ) -> dict[str, Any]:
     unknown = sorted(set(request.query_params) - PARAMETERS)
@@ -141,6 +150,8 @@ async def list_events(
             since=ev.parse_since(since) if since is not None else None,
         )
         after = where.position(cursor)
+    except ev.CursorError as exc:
+        raise HTTPException(404, str(exc)) from None
     except ev.EventQueryError as exc:
         raise unprocessable(exc.field, str(exc)) from None
     async with request.app.state.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from cannaspider.tasks import roles
 from cannaspider.tasks.queue.model import COLUMNS, DEFAULT_MAX_ATTEMPTS, Enqueued, task_from_row
-from cannaspider.tasks.roles import TaskInputError
+from cannaspider.tasks.roles import TargetNotFound, TaskInputError
 
 NOTIFY_CHANNEL = "cannaspider_tasks"  # migration 007's trigger: payload is the role
 
@@ -52,7 +52,8 @@ async def enqueue(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     parent_task_id: int | None = None,
 ) -> Enqueued:
-    """Queue a task, or reuse the identical pending/running one. TaskInputError on bad input."""
+    """Queue a task, or reuse the identical pending/running one. TaskInputError on bad input,
+    TargetNotFound when the target is well formed but names no store, keyword or state."""
     spec = roles.get(role)
     dispensary_id, payload = spec.target(dispensary_id=dispensary_id, state=state, keyword_id=keyword_id)
     if max_attempts < 1:
@@ -86,7 +87,7 @@ async def _check_target_exists(
 ) -> None:
     if dispensary_id is not None:
         if not await (await cur.execute("SELECT 1 FROM dispensaries WHERE id = %s", (dispensary_id,))).fetchone():
-            raise TaskInputError(f"dispensary {dispensary_id} does not exist")
+            raise TargetNotFound("dispensary_id", f"dispensary {dispensary_id} does not exist")
     if keyword_id is not None:
         if not await (await cur.execute("SELECT 1 FROM keywords WHERE id = %s", (keyword_id,))).fetchone():
-            raise TaskInputError(f"keyword {keyword_id} does not exist")
+            raise TargetNotFound("keyword_id", f"keyword {keyword_id} does not exist")

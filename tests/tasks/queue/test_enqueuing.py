@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from cannaspider import settings as defaults
 from cannaspider.tasks.queue import TaskResult, enqueuing, leases, outcomes
 from cannaspider.tasks.queue.model import COLUMNS
-from cannaspider.tasks.roles import TaskInputError
+from cannaspider.tasks.roles import TargetNotFound, TaskInputError
 from tests.tasks.conftest import add_store, add_stores
 
 
@@ -114,3 +114,22 @@ def test_bad_input_is_one_clear_error_and_nothing_is_queued(q, sql, role, kwargs
         q(enqueuing.enqueue, role, **kwargs)
     assert message in str(err.value) and "\n" not in str(err.value)
     assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
+
+
+@pytest.mark.parametrize(
+    ("role", "kwargs", "field"),
+    [
+        ("product_resync", {"dispensary_id": 999}, "dispensary_id"),
+        ("store_discovery", {"state": "XX"}, "state"),
+        ("crawl_onpage", {"keyword_id": 5}, "keyword_id"),
+    ],
+)
+def test_a_target_that_names_nothing_is_a_target_not_found(q, role, kwargs, field):
+    """Well formed but naming nothing: a TargetNotFound (POST /api/tasks' 404) naming its field;
+    a malformed target stays a plain TaskInputError (a 422)."""
+    with pytest.raises(TargetNotFound) as err:
+        q(enqueuing.enqueue, role, **kwargs)
+    assert err.value.field == field
+    with pytest.raises(TaskInputError) as malformed:
+        q(enqueuing.enqueue, "product_resync", dispensary_id=-3)
+    assert not isinstance(malformed.value, TargetNotFound)
