@@ -31,8 +31,8 @@ from scrapy.crawler import Crawler
 from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from cannaspider import env
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import (
+from cannaspider.platforms.dutchie import graphql
+from cannaspider.platforms.dutchie.operations import (
     CONSUMER_DISPENSARIES,
     DISPENSARY_SEARCH,
     FILTERED_PRODUCTS,

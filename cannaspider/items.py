@@ -110,7 +110,7 @@ class StoreProduct:
     provider_updated_at: datetime | None
     provider: str = "dutchie"
     brand_logo_url: str | None = None  # brand.imageUrl: stored once per brand (pipelines/image_plan.py)
-    # identity across stores and unit prices (cannaspider/dutchie/identity.py, docs/analytics.md)
+    # identity across stores and unit prices (cannaspider/identity.py, docs/analytics.md)
     enterprise_product_id: str | None = None  # Dutchie's enterpriseProductId, when sent
     brand_name_key: str | None = None  # the brand's normalized name
     name_key: str | None = None  # the product's normalized name, without the brand's in front

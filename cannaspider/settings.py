@@ -7,7 +7,7 @@ that reads os.environ for settings). `-s NAME=value` on the command line still w
 from typing import Any
 
 from cannaspider import env
-from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
+from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES
 
 BOT_NAME = "cannaspider"
 SPIDER_MODULES = ["cannaspider.spiders"]
@@ -24,7 +24,7 @@ DOWNLOAD_TIMEOUT = 60
 RETRY_ENABLED = True
 RETRY_TIMES = 3
 # 403/503 reach the spiders, which tell a Cloudflare block or challenge page from an API error
-# (dutchie/graphql.py) and end that store's crawl as incomplete; retrying them blindly won't help.
+# (platforms/dutchie/graphql.py) and end that store's crawl as incomplete; retrying them blindly won't help.
 RETRY_HTTP_CODES = [500, 502, 504, 522, 524, 408]
 HTTPERROR_ALLOWED_CODES = [403, 503]
 # 429 is waited out, not retried blindly (middlewares/rate_limit.py): Retry-After (seconds or an
@@ -104,7 +104,7 @@ PRODUCT_EVENTS_ENABLED = True
 # --- Dutchie --------------------------------------------------------------------------------
 DUTCHIE_GRAPHQL_URL = "https://dutchie.com/api-3/graphql"
 # Dutchie caps perPage: above the cap the spider detects it on a store's first page and follows it
-# for the rest of that store's crawl (dutchie/pagination.py), with a warning.
+# for the rest of that store's crawl (platforms/dutchie/pagination.py), with a warning.
 DUTCHIE_PER_PAGE = 100
 # Hard cap against a server that pages forever; a store past it is an incomplete crawl.
 DUTCHIE_MAX_PAGES = 100

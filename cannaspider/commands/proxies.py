@@ -25,8 +25,8 @@ from twisted.python.failure import Failure
 
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
+from cannaspider.platforms.dutchie import graphql
+from cannaspider.platforms.dutchie.operations import CONSUMER_DISPENSARIES
 from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
 from cannaspider.stealth.proxy_health import FAILURE, FLUSH_HEALTH, SUCCESS, FailureRule, HealthBatch, health_params
 from cannaspider.stealth.routing import PIN_META

@@ -2,7 +2,7 @@
 the normalizer counts becomes stats: image and logo URLs refused for their scheme (only http(s) is
 fetched: docs/images.md) cannaspider/image_urls_refused; texts cut to their limit
 (storable/limits.py) cannaspider/text_truncated; unit prices left out as implausible
-(dutchie/identity.py, docs/analytics.md) cannaspider/unit_prices_implausible."""
+(cannaspider/identity.py, docs/analytics.md) cannaspider/unit_prices_implausible."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.dutchie.identity import IMPLAUSIBLE
-from cannaspider.dutchie.normalizer import NormalizationError, normalize
+from cannaspider.identity import IMPLAUSIBLE
 from cannaspider.items import RawProduct
+from cannaspider.platforms.dutchie.normalizer import NormalizationError, normalize
 from cannaspider.storable.degraded import Tally
 from cannaspider.storable.limits import TRUNCATED
 from cannaspider.storable.urls import REFUSED_URLS

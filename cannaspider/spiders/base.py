@@ -17,7 +17,7 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.dutchie import graphql
+from cannaspider.platforms.dutchie import graphql
 from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
 from cannaspider.units.role import Role
 

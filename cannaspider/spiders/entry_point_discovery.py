@@ -26,9 +26,9 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from cannaspider.db.errors import first_line
-from cannaspider.dutchie import graphql, slugs
-from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.items import EntryPointResolution
+from cannaspider.platforms.dutchie import graphql, slugs
+from cannaspider.platforms.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.spiders.base import DutchieSpider
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle

@@ -1,5 +1,5 @@
 """Product crawls: FilteredProducts for one or many stores, paginated by the rules in
-cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_resync`
+cannaspider.platforms.dutchie.pagination. `product_discovery` (first crawl) and `product_resync`
 (every 4 hours) share this code and differ only in role.
 
     scrapy crawl product_resync -a dispensary_id=12          one store
@@ -24,11 +24,11 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from cannaspider.db.errors import first_line
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.ids import product_id
-from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
-from cannaspider.dutchie.pagination import PageState, after_page
 from cannaspider.items import RawProduct
+from cannaspider.platforms.dutchie import graphql
+from cannaspider.platforms.dutchie.ids import product_id
+from cannaspider.platforms.dutchie.operations import FILTERED_PRODUCTS, products_variables
+from cannaspider.platforms.dutchie.pagination import PageState, after_page
 from cannaspider.spiders.base import DutchieSpider
 from cannaspider.tasks.queue import Task
 from cannaspider.units.lifecycle import Closing, Unit, UnitLifecycle
@@ -186,7 +186,7 @@ class ProductSpider(DutchieSpider):
             pid = product_id(raw)
             if pid is None:
                 # still yielded (the normalizer skips it with a warning), but the crawl can no
-                # longer be complete: see dutchie/pagination.py
+                # longer be complete: see platforms/dutchie/pagination.py
                 anonymous += 1
             elif pid in crawl.pages.seen or pid in ids:
                 self.logger.warning(

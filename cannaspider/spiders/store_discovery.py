@@ -16,11 +16,11 @@ from scrapy import Request
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.geography import search_points
-from cannaspider.dutchie.operations import DISPENSARY_SEARCH, dispensary_search_variables
-from cannaspider.dutchie.stores import dispensary_record
 from cannaspider.items import DispensaryRecord
+from cannaspider.platforms.dutchie import graphql
+from cannaspider.platforms.dutchie.operations import DISPENSARY_SEARCH, dispensary_search_variables
+from cannaspider.platforms.dutchie.stores import dispensary_record
+from cannaspider.platforms.geography import search_points
 from cannaspider.spiders.base import DutchieSpider, SpiderArgumentError, SpiderParams
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle

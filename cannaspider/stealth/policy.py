@@ -1,5 +1,5 @@
 """What counts against a proxy, for the pool: scrapy-rotating-proxies' ban-policy interface over
-our own classification of Dutchie answers (cannaspider/dutchie/graphql.py `read`), so the pool
+our own classification of Dutchie answers (cannaspider/platforms/dutchie/graphql.py `read`), so the pool
 and the spiders agree on what a block is (docs/stealth.md, "Failures").
 
 Two kinds of failure, both counted on the proxy, both rotating proxy and identity:
@@ -29,7 +29,7 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
-from cannaspider.dutchie import graphql
+from cannaspider.platforms.dutchie import graphql
 
 CHALLENGE_MARKERS = (b"cf-browser-verification", b"challenge-platform", b"Just a moment", b"cf_chl_")
 # what Cloudflare's own pages carry (its block page: "Attention Required! | Cloudflare", cf-error-details)

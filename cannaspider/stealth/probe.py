@@ -30,8 +30,8 @@ import psycopg
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.settings import BaseSettings
 
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
+from cannaspider.platforms.dutchie import graphql
+from cannaspider.platforms.dutchie.operations import CONSUMER_DISPENSARIES
 from cannaspider.stealth.identity import IdentityFactory
 from cannaspider.stealth.policy import BlockPolicy
 from cannaspider.stealth.proxies import ProxyRecord, record_of

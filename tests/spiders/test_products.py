@@ -21,10 +21,10 @@ from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse, Response, TextResponse
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
-from cannaspider.dutchie.pagination import PageState
 from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
+from cannaspider.platforms.dutchie.pagination import PageState
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
 from cannaspider.units.lifecycle import Unit
 from cannaspider.units.store_outcome import StoreOutcome

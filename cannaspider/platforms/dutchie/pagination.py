@@ -7,7 +7,7 @@ a bad payload would otherwise mark real products out of stock:
   incomplete;
 - fewer products than totalCount at the end makes the crawl incomplete (a lying totalCount), so
   nothing is marked missing on that evidence;
-- a product without a usable id (see dutchie/ids.py) makes the crawl incomplete: we cannot tell
+- a product without a usable id (see platforms/dutchie/ids.py) makes the crawl incomplete: we cannot tell
   which stored product it is, so nobody else's miss may rest on it; it still counts for whether a
   page was full (it was delivered), never toward totalCount;
 - a *full* last page when totalCount/totalPages say "done" gets one probe page, so a totalCount

@@ -20,7 +20,7 @@ import scrapy
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from cannaspider.dutchie.operations import QUERIES
+from cannaspider.platforms.dutchie.operations import QUERIES
 
 
 @dataclass(frozen=True)
