@@ -48,12 +48,14 @@ class EntryPointResolution:
 
 @dataclass(slots=True)
 class RawProduct:
-    """One product exactly as FilteredProducts returned it; normalization turns it into StoreProduct."""
+    """One product exactly as its platform returned it (Dutchie: FilteredProducts); its platform's
+    normalization turns it into StoreProduct."""
 
     dispensary_id: int
     crawl_run_id: int | None
     raw: dict[str, Any]
     page: int = 0
+    platform: str = "dutchie"  # the store's platform, whose normalizer reads `raw` (cannaspider/platforms/)
 
 
 @dataclass  # no slots: orjson serialises a __dict__ dataclass ~4x faster (the options jsonb column)

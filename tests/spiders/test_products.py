@@ -95,7 +95,11 @@ class InProcessCrawl:
         self.menu, self.total = menu or [], total
         run_id = await self.spider.store.start_run(dispensary_id, "product_resync")
         crawl = StoreCrawl(
-            dispensary_id, platform_id, run_id, PageState(self.spider.settings.getint("DUTCHIE_PER_PAGE"), 100)
+            dispensary_id,
+            platform_id,
+            run_id,
+            PageState(self.spider.settings.getint("DUTCHIE_PER_PAGE"), 100),
+            self.spider.platform("dutchie"),
         )
         request: Request | None = self.spider._page_request(crawl, 0)
         while request is not None:

@@ -41,6 +41,7 @@ from cannaspider.platforms.dutchie.options import (
     prices,
     raw_option_size,
 )
+from cannaspider.platforms.interface import NormalizationError
 from cannaspider.storable import degraded
 from cannaspider.storable.degraded import LOST
 from cannaspider.storable.limits import BRAND_NAME, ID, NAME, bounded
@@ -49,11 +50,9 @@ from cannaspider.storable.times import timestamp
 
 # The caches of strings made storable (a string repaired or cut in one is reported once per
 # process): what a fresh process starts without (tests clear them).
+__all__ = ["STORABLE_CACHES", "NormalizationError", "normalize"]
+
 STORABLE_CACHES = (label, strain_type, brand_description, option_name_size, raw_option_size)
-
-
-class NormalizationError(ValueError):
-    """The product cannot be stored (no usable id or name)."""
 
 
 @lru_cache(maxsize=4096)

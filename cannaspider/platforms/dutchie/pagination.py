@@ -23,6 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cannaspider.platforms.interface import Decision
+
+__all__ = ["Decision", "PageState", "after_page"]
+
 
 @dataclass
 class PageState:
@@ -36,13 +40,6 @@ class PageState:
     duplicates: int = 0
     anonymous: int = 0  # products without a usable id: the crawl cannot be complete
     capped_from: int | None = None  # the perPage asked for before the server's cap was detected
-
-
-@dataclass(frozen=True)
-class Decision:
-    next_page: int | None  # None: stop
-    complete: bool = True
-    reason: str = ""
 
 
 def _int(value: object) -> int | None:
@@ -77,11 +74,17 @@ def after_page(
         return _finish(state, "empty page")
     if new == 0 and not anonymous:
         return Decision(
-            None, False, f"page {page} repeated only products already seen: the server is looping; crawl incomplete"
+            None,
+            False,
+            f"page {page} repeated only products already seen: the server is looping; crawl incomplete",
+            "looping",
         )
     if page + 1 >= state.max_pages:
         return Decision(
-            None, False, f"reached the page cap ({state.max_pages}) with more pages announced; crawl incomplete"
+            None,
+            False,
+            f"reached the page cap ({state.max_pages}) with more pages announced; crawl incomplete",
+            "page_cap",
         )
     if (
         page == 0
@@ -109,6 +112,7 @@ def _finish(state: PageState, reason: str) -> Decision:
             None,
             False,
             f"{reason}, but {state.anonymous} product(s) had no usable id (_id/id); crawl incomplete",
+            "anonymous",
         )
     collected = len(state.seen)
     if state.total_count is not None and collected < state.total_count:
@@ -116,5 +120,6 @@ def _finish(state: PageState, reason: str) -> Decision:
             None,
             False,
             f"{reason}, but only {collected} of totalCount {state.total_count} products arrived; crawl incomplete",
+            "short_of_total",
         )
     return Decision(None, True, reason)
