@@ -18,13 +18,17 @@ import time
 from collections.abc import Callable
 
 from jsonschema.validators import validator_for
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from cannaspider import platforms
 from cannaspider.items import RawProduct
 from cannaspider.monitors.schema import inlined_schema, item_json
 from cannaspider.monitors.validation import StoreProductValidationPipeline
-from cannaspider.platforms.dutchie.normalizer import normalize
 from sandbox.catalog import _product
+
+# Dutchie's normalizer, as the normalize pipeline reaches it (the registry and the interface)
+normalize = platforms.build("dutchie", Settings()).normalize
 
 
 def catalog(stores: int, products: int) -> list[RawProduct]:

@@ -41,6 +41,15 @@ INCOMPLETE_REASONS: Mapping[str, str] = {
 }
 PAGINATION_REASONS = frozenset({"looping", "page_cap", "short_of_total", "anonymous"})
 
+# Why an answer of a platform's API holds no data (PlatformFailure.kind): the proxy pool counts the
+# first two against a proxy (stealth/policy.py), the health checks count them all per kind.
+FAILURE_KINDS = frozenset({"blocked", "challenge", "http_error", "malformed", "graphql_errors", "stale_hash"})
+
+# The shared item's vocabularies (cannaspider/items.py), whatever a platform calls them: an option's
+# size unit (weights in grams), and the basis of a unit price (migrations/017_unit_prices.sql).
+SIZE_UNITS = frozenset({"g", "mg", "ml", "each"})
+UNIT_PRICE_BASES = frozenset({"g", "100mg_thc", "unit"})
+
 Callback = Callable[..., Any]
 Errback = Callable[[Failure], Any]
 
@@ -51,8 +60,7 @@ class NormalizationError(ValueError):
 
 @dataclass(frozen=True)
 class PlatformFailure:
-    """Why a platform's answer holds no data: blocked | challenge | http_error | malformed |
-    graphql_errors | stale_hash (the kinds the proxy pool and the health checks count)."""
+    """Why a platform's answer holds no data (`kind`: one of FAILURE_KINDS), and in its words."""
 
     kind: str
     detail: str
