@@ -7,9 +7,9 @@ normalizer's identity functions are replaced in that process alone."""
 
 from __future__ import annotations
 
-from cannaspider.dutchie import normalizer
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import COLUMNS, ProductWriterPipeline, write_statement
+from cannaspider.platforms.dutchie import normalizer
 
 # the batch's columns before migration 016: up to last_crawl_run_id
 OLD_COLUMNS = COLUMNS[: [name for name, _ in COLUMNS].index("last_crawl_run_id") + 1]

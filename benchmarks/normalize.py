@@ -1,5 +1,5 @@
 """The normalizer's CPU per product, in process: the sandbox catalog's products (the shapes of the
-real payload, docs/dutchie.md) through dutchie/normalizer.py, and optionally the validation
+real payload, docs/dutchie.md) through platforms/dutchie/normalizer.py, and optionally the validation
 pipeline (monitors/validation.py) on what it returns, beside its baseline: the same schema's
 "valid?" by pure-Python jsonschema, which the pipeline used before jsonschema-rs. CPU time
 (time.process_time), the best of --repeats: the machine is shared, and wall time would measure the
@@ -18,13 +18,17 @@ import time
 from collections.abc import Callable
 
 from jsonschema.validators import validator_for
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from cannaspider.dutchie.normalizer import normalize
+from cannaspider import platforms
 from cannaspider.items import RawProduct
 from cannaspider.monitors.schema import inlined_schema, item_json
 from cannaspider.monitors.validation import StoreProductValidationPipeline
 from sandbox.catalog import _product
+
+# Dutchie's normalizer, as the normalize pipeline reaches it (the registry and the interface)
+normalize = platforms.build("dutchie", Settings()).normalize
 
 
 def catalog(stores: int, products: int) -> list[RawProduct]:

@@ -1,8 +1,5 @@
-"""Scrapy contracts for GraphQL callbacks, where `@url` alone cannot say what to request.
-
-    @graphql FilteredProducts store=sandbox:AZ:0 page=0 perPage=100
-    @graphql ConsumerDispensaries slug=sandbox:AZ:1
-    @graphql DispensarySearch near=sandbox:AZ:0 state=AZ distance=50
+"""Scrapy contracts for callbacks where `@url` alone cannot say what to request: a platform's own
+(Dutchie's `@graphql`: cannaspider/platforms/dutchie/contracts.py) and a store's website:
 
     @website sandbox:AZ:3
 
@@ -31,15 +28,6 @@ from scrapy.crawler import Crawler
 from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from cannaspider import env
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import (
-    CONSUMER_DISPENSARIES,
-    DISPENSARY_SEARCH,
-    FILTERED_PRODUCTS,
-    consumer_dispensaries_variables,
-    dispensary_search_variables,
-    products_variables,
-)
 
 # the priority Scrapy's check command gives its own settings (ITEM_PIPELINES, FEEDS): above the
 # spiders' custom settings, below the command line
@@ -60,12 +48,12 @@ class ContractMode:
             settings.set("CONTRACT_MODE", True, priority=CHECK_PRIORITY)
 
 
-def _settings(args: dict[str, Any]) -> BaseSettings:
+def settings_of(args: dict[str, Any]) -> BaseSettings:
     settings: BaseSettings = args["callback"].__self__.settings  # the spider the checked callback is bound to
     return settings
 
 
-def _store(settings: BaseSettings, ref: str) -> SimpleNamespace | None:
+def contract_store(settings: BaseSettings, ref: str) -> SimpleNamespace | None:
     known = settings.getdict("CONTRACT_STORES").get(ref)
     if known is not None:
         return SimpleNamespace(**known)
@@ -77,52 +65,6 @@ def _store(settings: BaseSettings, ref: str) -> SimpleNamespace | None:
     return None
 
 
-def _store_id(settings: BaseSettings, ref: str) -> str:
-    store = _store(settings, ref)
-    return store.id if store else ref
-
-
-def _slug(settings: BaseSettings, ref: str) -> str:
-    store = _store(settings, ref)
-    return store.cname if store else ref
-
-
-class GraphQLContract(Contract):
-    """@graphql OPERATION key=value ... — the request the spider would send for that operation."""
-
-    name = "graphql"
-
-    def adjust_request_args(self, args: dict[str, Any]) -> dict[str, Any]:
-        operation, *pairs = self.args
-        params = dict(p.split("=", 1) for p in pairs)
-        settings = _settings(args)
-        if operation == FILTERED_PRODUCTS:
-            variables = products_variables(
-                _store_id(settings, params["store"]), int(params.get("page", 0)), int(params.get("perPage", 100))
-            )
-        elif operation == CONSUMER_DISPENSARIES:
-            variables = consumer_dispensaries_variables(_slug(settings, params["slug"]))
-        elif operation == DISPENSARY_SEARCH:
-            store = _store(settings, params["near"])
-            lat, lng = (store.lat, store.lng) if store else map(float, params["near"].split(","))
-            variables = dispensary_search_variables(lat, lng, float(params.get("distance", 50)), params["state"])
-        else:
-            raise ValueError(f"@graphql does not know operation {operation!r}")
-        owner = args["callback"].__self__  # the spider the checked callback is bound to
-        meta = {**(args.get("meta") or {}), **owner.contract_meta(operation, variables)}
-        request = graphql.build_request(
-            settings.get("DUTCHIE_GRAPHQL_URL"),
-            operation,
-            variables,
-            persisted_hash=settings.getdict("DUTCHIE_PERSISTED_HASHES").get(operation),
-            client_name=settings.get("DUTCHIE_CLIENT_NAME"),
-            callback=args["callback"],
-            meta=meta,
-        )
-        args.update(url=request.url, headers=request.headers, meta=request.meta)
-        return args
-
-
 class WebsiteContract(Contract):
     """@website STORE — the store's own website, rendered in the browser (scrapy-playwright)."""
 
@@ -130,8 +72,8 @@ class WebsiteContract(Contract):
 
     def adjust_request_args(self, args: dict[str, Any]) -> dict[str, Any]:
         (ref,) = self.args
-        settings = _settings(args)
-        store = _store(settings, ref)
+        settings = settings_of(args)
+        store = contract_store(settings, ref)
         if store is not None:
             base = settings.get("DUTCHIE_GRAPHQL_URL").split("/api-")[0].rsplit("/graphql", 1)[0]
             url = f"{base}/sites/{store.cname}/"

@@ -48,12 +48,14 @@ class EntryPointResolution:
 
 @dataclass(slots=True)
 class RawProduct:
-    """One product exactly as FilteredProducts returned it; normalization turns it into StoreProduct."""
+    """One product exactly as its platform returned it (Dutchie: FilteredProducts); its platform's
+    normalization turns it into StoreProduct."""
 
     dispensary_id: int
     crawl_run_id: int | None
     raw: dict[str, Any]
     page: int = 0
+    platform: str = "dutchie"  # the store's platform, whose normalizer reads `raw` (cannaspider/platforms/)
 
 
 @dataclass  # no slots: orjson serialises a __dict__ dataclass ~4x faster (the options jsonb column)
@@ -110,7 +112,7 @@ class StoreProduct:
     provider_updated_at: datetime | None
     provider: str = "dutchie"
     brand_logo_url: str | None = None  # brand.imageUrl: stored once per brand (pipelines/image_plan.py)
-    # identity across stores and unit prices (cannaspider/dutchie/identity.py, docs/analytics.md)
+    # identity across stores and unit prices (cannaspider/identity.py, docs/analytics.md)
     enterprise_product_id: str | None = None  # Dutchie's enterpriseProductId, when sent
     brand_name_key: str | None = None  # the brand's normalized name
     name_key: str | None = None  # the product's normalized name, without the brand's in front

@@ -6,8 +6,7 @@ that reads os.environ for settings). `-s NAME=value` on the command line still w
 
 from typing import Any
 
-from cannaspider import env
-from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
+from cannaspider import env, platforms
 
 BOT_NAME = "cannaspider"
 SPIDER_MODULES = ["cannaspider.spiders"]
@@ -24,7 +23,7 @@ DOWNLOAD_TIMEOUT = 60
 RETRY_ENABLED = True
 RETRY_TIMES = 3
 # 403/503 reach the spiders, which tell a Cloudflare block or challenge page from an API error
-# (dutchie/graphql.py) and end that store's crawl as incomplete; retrying them blindly won't help.
+# (platforms/dutchie/graphql.py) and end that store's crawl as incomplete; retrying them blindly won't help.
 RETRY_HTTP_CODES = [500, 502, 504, 522, 524, 408]
 HTTPERROR_ALLOWED_CODES = [403, 503]
 # 429 is waited out, not retried blindly (middlewares/rate_limit.py): Retry-After (seconds or an
@@ -39,7 +38,7 @@ DOWNLOADER_MIDDLEWARES = {
     # bound), above RetryMiddleware (550): see middlewares/stealth.py
     "cannaspider.middlewares.stealth.StealthProxyMiddleware": 555,
     # below HttpCompressionMiddleware (590): it reads the decompressed body
-    "cannaspider.middlewares.persisted_queries.PersistedQueryFallbackMiddleware": 580,
+    "cannaspider.platforms.dutchie.persisted_queries.PersistedQueryFallbackMiddleware": 580,
 }
 SPIDER_MIDDLEWARES = {
     "cannaspider.middlewares.proxy_required.ProxyRequiredMiddleware": 10,
@@ -104,14 +103,15 @@ PRODUCT_EVENTS_ENABLED = True
 # --- Dutchie --------------------------------------------------------------------------------
 DUTCHIE_GRAPHQL_URL = "https://dutchie.com/api-3/graphql"
 # Dutchie caps perPage: above the cap the spider detects it on a store's first page and follows it
-# for the rest of that store's crawl (dutchie/pagination.py), with a warning.
+# for the rest of that store's crawl (platforms/dutchie/pagination.py), with a warning.
 DUTCHIE_PER_PAGE = 100
 # Hard cap against a server that pages forever; a store past it is an incomplete crawl.
 DUTCHIE_MAX_PAGES = 100
 # Persisted-query hashes rotate every few months. A stale one is answered once with
 # PersistedQueryNotFound; the operation then goes out with the full query text for the rest of the
-# run (middlewares/persisted_queries.py, which warns); update them here when that happens.
-DUTCHIE_PERSISTED_HASHES = dict(DEFAULT_PERSISTED_HASHES)
+# run (platforms/dutchie/persisted_queries.py, which warns); update them here when that happens.
+# (the hashes are data of the platform's package: cannaspider/platforms/dutchie/operations.py)
+DUTCHIE_PERSISTED_HASHES = dict(platforms.get("dutchie").default_settings["DUTCHIE_PERSISTED_HASHES"])
 DUTCHIE_CLIENT_NAME = "Marketplace (production)"
 # Store discovery: search radius (miles) around each populated place of the state.
 DUTCHIE_SEARCH_DISTANCE_MI = 50
@@ -288,7 +288,10 @@ VIPS_CACHE_MAX_FILES = 0  # files the cache keeps open
 VIPS_CONCURRENCY = 1
 
 # --- Contracts (`scrapy check`) -------------------------------------------------------------
-SPIDER_CONTRACTS = {"cannaspider.contracts.GraphQLContract": 10, "cannaspider.contracts.WebsiteContract": 11}
+SPIDER_CONTRACTS = {
+    "cannaspider.platforms.dutchie.contracts.GraphQLContract": 10,
+    "cannaspider.contracts.WebsiteContract": 11,
+}
 # the stores the contracts name ({"sandbox:AZ:0": {"id", "cname", "lat", "lng"}}): filled by the
 # development environment's `scrapy check` from the sandbox it starts (cannaspider/contracts.py)
 CONTRACT_STORES: dict[str, Any] = {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from cannaspider.dutchie.geography import haversine_miles, us_places
+from cannaspider.platforms.geography import haversine_miles, us_places
 
 
 def dispensary_template() -> dict:

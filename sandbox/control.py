@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
+from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES
 from sandbox.dutchie_api import DUTCHIE, DutchieState
 
 

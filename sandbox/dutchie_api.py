@@ -14,7 +14,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from cannaspider.dutchie.operations import (
+from cannaspider.platforms.dutchie.operations import (
     CONSUMER_DISPENSARIES,
     DEFAULT_PERSISTED_HASHES,
     DISPENSARY_SEARCH,

@@ -8,9 +8,9 @@ import json
 
 from scrapy.exporters import JsonLinesItemExporter
 
-from cannaspider.dutchie.normalizer import normalize
 from cannaspider.exporters import FlatCsvItemExporter
 from cannaspider.items import RawProduct
+from cannaspider.platforms.dutchie.normalizer import normalize
 from sandbox.catalog import CatalogConfig, _product
 from tests.helpers import add_store
 

@@ -18,9 +18,9 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.dutchie.stores import dispensary_record
 from cannaspider.feeds import uri_params
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
+from cannaspider.platforms.dutchie.stores import dispensary_record
 from tests.helpers import add_store, settings_module_now
 
 

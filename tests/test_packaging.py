@@ -108,7 +108,7 @@ def test_the_egg_scrapyd_deploy_builds_holds_cannaspider_and_no_stand_in(tmp_pat
         entry_points = z.read("EGG-INFO/entry_points.txt").decode()
     assert {n.split("/")[0] for n in names} == {"cannaspider", "EGG-INFO"}
     assert not [n for n in names if "sandbox" in n or n.startswith("tests/")]
-    assert "cannaspider/dutchie/geodata/us_places.json.gz" in names
+    assert "cannaspider/platforms/geodata/us_places.json.gz" in names
     assert "cannaspider/web/templates/base.html" in names
     assert "[scrapy]\nsettings = cannaspider.settings" in entry_points
 

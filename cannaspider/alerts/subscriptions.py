@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from cannaspider import webhook
-from cannaspider.dutchie.identity import normalize_name
+from cannaspider.identity import normalize_name
 
 EVENT_TYPES = ("listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock")
 AVAILABILITY = "availability_changed"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from cannaspider.dutchie.identity import normalize_name
+from cannaspider.identity import normalize_name
 
 
 class BrandError(ValueError):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from cannaspider.dutchie.identity import PLAUSIBLE
+from cannaspider.identity import PLAUSIBLE
 
 PRICE_FLOOR = Decimal(str(min(low for low, _ in PLAUSIBLE.values())))  # $0.10 (the 'unit' basis)
 MAX_FACTOR = 10  # a move beyond ×10 or ÷10 in one step is a wrong price

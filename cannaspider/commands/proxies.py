@@ -23,10 +23,10 @@ import scrapy
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
+from cannaspider import platforms
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
+from cannaspider.platforms.interface import PlatformFailure
 from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
 from cannaspider.stealth.proxy_health import FAILURE, FLUSH_HEALTH, SUCCESS, FailureRule, HealthBatch, health_params
 from cannaspider.stealth.routing import PIN_META
@@ -223,14 +223,12 @@ class ProxyCheckSpider(scrapy.Spider):
         self.records, self.results, self.health = records, results, health
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
+        # the default platform's API is what the proxies carry (its probe: a cheap request)
         url = self.settings.get("DUTCHIE_GRAPHQL_URL")
+        platform = platforms.build(platforms.DEFAULT, self.settings)
         for record in self.records:
-            yield graphql.build_request(
+            yield platform.probe_request(
                 url,
-                CONSUMER_DISPENSARIES,
-                {"dispensaryFilter": {"cNameOrID": "proxy-check"}},
-                persisted_hash=None,
-                client_name=self.settings.get("DUTCHIE_CLIENT_NAME"),
                 callback=self.parse,
                 errback=self.failed,
                 meta={PIN_META: record, "check_started": time.monotonic(), "dispensary_id": f"check-{record.id}"},
@@ -238,14 +236,14 @@ class ProxyCheckSpider(scrapy.Spider):
 
     def parse(self, response: Response) -> None:
         record: ProxyRecord = response.meta[PIN_META]
-        result = graphql.read(response)
+        result = platforms.get(platforms.DEFAULT).classify(response)
         ms = (time.monotonic() - response.meta["check_started"]) * 1000
         latency_ms = response.meta.get("download_latency", ms / 1000) * 1000
         # the proxy carried the request (the stealth middleware judged its answer no block)
         self.health[record.id] = HealthBatch(
             successes=1, total_ms=latency_ms, attempts=SUCCESS, last_used_at=datetime.now(UTC)
         )
-        if isinstance(result, graphql.GraphQLFailure):
+        if isinstance(result, PlatformFailure):
             self.results[record.id] = f"failed: {result.message} ({ms:.0f} ms)"
         else:
             self.results[record.id] = f"ok ({ms:.0f} ms, HTTP {response.status})"

@@ -1,4 +1,4 @@
-"""A Dutchie spider refuses to start when the `proxies` table has no active proxy: one line in
+"""A role spider refuses to start when the `proxies` table has no active proxy: one line in
 the log, the crawl's fatal error (the crawl command's exit code) and no request sent. A spider
 draining its queue first fails one batch of its tasks with that reason (retried after the
 backoff), so the queue shows why nothing runs; with `-a follow=1` it then waits, re-reading the
@@ -18,7 +18,7 @@ from typing import Any
 from scrapy.crawler import Crawler
 
 from cannaspider.db.errors import DatabaseSetupError, first_line
-from cannaspider.spiders.base import DutchieSpider
+from cannaspider.spiders.base import PlatformSpider
 from cannaspider.stealth.pool import ProxyPool
 from cannaspider.units.lifecycle import UnitLifecycle, Wait
 
@@ -41,7 +41,7 @@ class ProxyRequiredMiddleware:
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         spider = self.crawler.spider
-        if isinstance(spider, DutchieSpider) and not self.crawler.settings.getbool("CONTRACT_MODE"):
+        if isinstance(spider, PlatformSpider) and not self.crawler.settings.getbool("CONTRACT_MODE"):
             try:
                 records = await ProxyPool.for_crawler(self.crawler).refresh()
             except DatabaseSetupError as exc:

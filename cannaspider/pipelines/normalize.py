@@ -1,8 +1,9 @@
-"""RawProduct → StoreProduct. One bad product is a warning and is dropped; the page goes on. What
-the normalizer counts becomes stats: image and logo URLs refused for their scheme (only http(s) is
-fetched: docs/images.md) cannaspider/image_urls_refused; texts cut to their limit
-(storable/limits.py) cannaspider/text_truncated; unit prices left out as implausible
-(dutchie/identity.py, docs/analytics.md) cannaspider/unit_prices_implausible."""
+"""RawProduct → StoreProduct, by the normalizer of the product's platform (cannaspider/platforms/).
+One bad product is a warning and is dropped; the page goes on. What the normalizer counts becomes
+stats: image and logo URLs refused for their scheme (only http(s) is fetched: docs/images.md)
+cannaspider/image_urls_refused; texts cut to their limit (storable/limits.py)
+cannaspider/text_truncated; unit prices left out as implausible (cannaspider/identity.py,
+docs/analytics.md) cannaspider/unit_prices_implausible."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.dutchie.identity import IMPLAUSIBLE
-from cannaspider.dutchie.normalizer import NormalizationError, normalize
+from cannaspider.identity import IMPLAUSIBLE
 from cannaspider.items import RawProduct
+from cannaspider.platforms import build
+from cannaspider.platforms.interface import NormalizationError, Platform
 from cannaspider.storable.degraded import Tally
 from cannaspider.storable.limits import TRUNCATED
 from cannaspider.storable.urls import REFUSED_URLS
@@ -34,6 +36,7 @@ class NormalizeProductPipeline:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self.store = CrawlStore.for_crawler(crawler)
+        self.platforms: dict[str, Platform] = {}  # by name, built on a product of theirs
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NormalizeProductPipeline:
@@ -44,7 +47,10 @@ class NormalizeProductPipeline:
             return item
         before = [counter.count for counter, _ in COUNTED]
         try:
-            return normalize(item)
+            platform = self.platforms.get(item.platform)
+            if platform is None:
+                platform = self.platforms[item.platform] = build(item.platform, self.crawler.settings)
+            return platform.normalize(item)
         except NormalizationError as exc:
             self.crawler.stats.inc_value("cannaspider/products_rejected")
             self.store.ledger.account((item.dispensary_id, item.crawl_run_id), rejected=True)

@@ -65,7 +65,7 @@ COLUMNS = (
     ("unit_price", "numeric"),
     ("unit_price_special", "numeric"),
     ("unit_price_basis", "text"),
-    # the keys that name the product's brand and canonical product (cannaspider/dutchie/identity.py)
+    # the keys that name the product's brand and canonical product (cannaspider/identity.py)
     ("brand_name_key", "text"),
     ("name_key", "text"),
     ("size_key", "text"),

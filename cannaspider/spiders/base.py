@@ -1,52 +1,49 @@
-"""Shared plumbing of the Dutchie spiders: GraphQL requests and reading their answers, the
-crawler's CrawlStore, and the spider arguments (`-a`), parsed and validated once (SpiderParams,
-units/arguments.py). (A stale
-persisted-query hash is handled in the download chain: cannaspider/middlewares/persisted_queries.py.)"""
+"""Shared plumbing of the role spiders: the platform a store or task names (through the registry
+and the interface of cannaspider/platforms/, never a platform's own modules), reading its answers,
+the crawler's CrawlStore, and the spider arguments (`-a`), parsed and validated once (SpiderParams,
+units/arguments.py). (A stale Dutchie persisted-query hash is handled in the download chain:
+cannaspider/platforms/dutchie/persisted_queries.py.)"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Self
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 import scrapy
-from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider
-from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
+from cannaspider import platforms
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.dutchie import graphql
+from cannaspider.platforms.interface import Platform, PlatformFailure
 from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
 from cannaspider.units.role import Role
 
 logger = logging.getLogger(__name__)
 
-# Schemes a Dutchie crawl never fetches, their download handlers off (None): a URL out of a payload
+# Schemes a crawl never fetches, their download handlers off (None): a URL out of a payload
 # or a redirect can then never read a local file (file, data), dial around the store's proxy (ftp)
 # or send an S3 request signed with the node's AWS keys (s3). The normalizer already keeps only
 # http(s) image URLs (docs/images.md); this is the second wall.
 UNUSED_SCHEMES = ("file", "data", "ftp", "s3")
 
 
-__all__ = ["UNUSED_SCHEMES", "DutchieSpider", "SpiderArgumentError", "SpiderParams"]
+__all__ = ["UNUSED_SCHEMES", "PlatformSpider", "SpiderArgumentError", "SpiderParams"]
 
 
-class DutchieSpider(scrapy.Spider):
+class PlatformSpider(scrapy.Spider):
     role: ClassVar[Role]  # the role this spider's units are (units/role.py); its name is the spider's
     pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
     # the `-a` arguments this spider takes (SpiderParams); require_target(): which it needs
     arguments: ClassVar[frozenset[str]] = frozenset({"dispensary_id", "state"})
     params: SpiderParams
-    # set in from_crawler, from the settings
-    graphql_url: str
-    client_name: str
-    hashes: dict[str, str]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.params, runner_args = SpiderParams.of_spider(self.name, self.arguments, kwargs)
         super().__init__(*args, **runner_args)
+        self._platforms: dict[str, Platform] = {}  # built on first use, from the crawler's settings
         # `scrapy check` too: it builds each spider without arguments, which require_target accepts
         # (no target: draining), so nothing here asks whether a check runs (CONTRACT_MODE)
         self.require_target(self.params)
@@ -101,39 +98,18 @@ class DutchieSpider(scrapy.Spider):
         handlers = {**settings.getdict("DOWNLOAD_HANDLERS"), **dict.fromkeys(UNUSED_SCHEMES)}
         settings.set("DOWNLOAD_HANDLERS", handlers, priority="spider")
 
-    @classmethod
-    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
-        spider = super().from_crawler(crawler, *args, **kwargs)
-        spider.graphql_url = crawler.settings.get("DUTCHIE_GRAPHQL_URL")
-        spider.client_name = crawler.settings.get("DUTCHIE_CLIENT_NAME")
-        spider.hashes = crawler.settings.getdict("DUTCHIE_PERSISTED_HASHES")
-        return spider
+    def platform(self, name: str | None = None) -> Platform:
+        """The platform `name` (a store's or task's `platform`; None: the default, for targets that
+        name no store, such as a state to discover), configured from this crawl's settings."""
+        name = name or platforms.DEFAULT
+        platform = self._platforms.get(name)
+        if platform is None:
+            platform = self._platforms[name] = platforms.build(name, self.crawler.settings)
+        return platform
 
-    def graphql_request(
-        self,
-        operation: str,
-        variables: dict[str, Any],
-        callback: Callable[..., Any],
-        *,
-        meta: dict[str, Any] | None = None,
-        priority: int = 0,
-    ) -> scrapy.Request:
-        return graphql.build_request(
-            self.graphql_url,
-            operation,
-            variables,
-            persisted_hash=self.hashes.get(operation),
-            client_name=self.client_name,
-            callback=callback,
-            errback=self.on_error,
-            meta=meta,
-            priority=priority,
-        )
-
-    def read_graphql(self, response: Response) -> dict[str, Any] | graphql.GraphQLFailure:
-        """The response's data object, or why there is none (counted per kind in the stats)."""
-        result = graphql.read(response)
-        if isinstance(result, graphql.GraphQLFailure):
+    def counted(self, result: Any) -> Any:
+        """A platform's answer as read, its failure (if it is one) counted per kind in the stats."""
+        if isinstance(result, PlatformFailure):
             self.crawler.stats.inc_value(f"cannaspider/graphql_failure/{result.kind}")
         return result
 
@@ -141,7 +117,8 @@ class DutchieSpider(scrapy.Spider):
         self.logger.error("request failed: %s", failure.getErrorMessage())
         return None
 
-    @staticmethod
-    def contract_meta(operation: str, variables: dict[str, Any]) -> dict[str, Any]:
-        """Meta a callback needs when `scrapy check` calls it directly (see contracts.py)."""
+    def contract_meta(self, platform: str, target: dict[str, Any]) -> dict[str, Any]:
+        """Meta a callback needs when `scrapy check` calls it directly: `target` names what a
+        platform's contract asks for (`platform_id`, `page`, `per_page`; `slug`), in the
+        interface's words (cannaspider/platforms/dutchie/contracts.py)."""
         return {}

@@ -1,10 +1,11 @@
-"""Entry-point discovery: a store's menu URL → its slug → platform_dispensary_id.
+"""Entry-point discovery: a store's menu URL → its slug → platform_dispensary_id, asked of the
+store's platform (`dispensaries.platform`, through cannaspider/platforms/interface.py).
 
     scrapy crawl entry_point_discovery -a dispensary_id=N[,N…]
     scrapy crawl entry_point_discovery -a state=AZ            every store of the state
     scrapy crawl entry_point_discovery [-a follow=1]          drain the queue (one store per task)
 
-Slugs come from /embedded-menu/<slug>, /dispensary/<slug> or /stores/<slug> and go to
+For Dutchie, slugs come from /embedded-menu/<slug>, /dispensary/<slug> or /stores/<slug> and go to
 ConsumerDispensaries (cNameOrID). When the menu URL is the store's own website, the page is
 rendered with scrapy-playwright (the embed is often injected by JavaScript) and we read the
 id from the embedded-menu script or the slug from the iframe. A store we cannot resolve gets a
@@ -26,10 +27,9 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from cannaspider.db.errors import first_line
-from cannaspider.dutchie import graphql, slugs
-from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, consumer_dispensaries_variables
 from cannaspider.items import EntryPointResolution
-from cannaspider.spiders.base import DutchieSpider
+from cannaspider.platforms.interface import Lookup
+from cannaspider.spiders.base import PlatformSpider
 from cannaspider.stealth.browser_missing import ChromiumNotFound
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
@@ -56,7 +56,7 @@ BROWSER_ARGS = [
 ]
 
 
-class EntryPointDiscoverySpider(DutchieSpider):
+class EntryPointDiscoverySpider(PlatformSpider):
     name = "entry_point_discovery"
     role = Role(
         name,
@@ -104,38 +104,40 @@ class EntryPointDiscoverySpider(DutchieSpider):
                 async for out in units.start(unit, output):
                     yield out
             return
-        rows = await self.select_dispensaries("id, menu_url, slug")
-        for dispensary_id, menu_url, _slug in rows:
-            for out in self._resolve(dispensary_id, menu_url):
+        rows = await self.select_dispensaries("id, menu_url, platform")
+        for dispensary_id, menu_url, platform in rows:
+            for out in self._resolve(dispensary_id, menu_url, platform):
                 yield out
 
     async def _dispensary(self, dispensary_id: int | None) -> tuple[Any, ...] | None:
         pool = await self.store.open()
         async with pool.connection() as conn:
-            cur = await conn.execute("SELECT id, menu_url FROM dispensaries WHERE id = %s", (dispensary_id,))
+            cur = await conn.execute("SELECT id, menu_url, platform FROM dispensaries WHERE id = %s", (dispensary_id,))
             return await cur.fetchone()
 
-    def _resolve(self, dispensary_id: int, menu_url: str | None) -> Iterator[scrapy.Request | EntryPointResolution]:
-        slug = slugs.slug_from_menu_url(menu_url)
+    def _resolve(
+        self, dispensary_id: int, menu_url: str | None, platform: str
+    ) -> Iterator[scrapy.Request | EntryPointResolution]:
+        slug = self.platform(platform).slug_of(menu_url)
         if slug:
-            yield self._lookup(dispensary_id, slug, via="graphql")
+            yield self._lookup(dispensary_id, slug, platform, via="graphql")
         elif menu_url and menu_url.startswith(("http://", "https://")):
             yield scrapy.Request(
                 menu_url,
                 callback=self.parse_website,
                 errback=self.on_error,
                 dont_filter=True,
-                meta={"dispensary_id": dispensary_id, "playwright": True},
+                meta={"dispensary_id": dispensary_id, "playwright": True, "platform": platform},
             )
         else:
             yield self._unresolved(dispensary_id, None, f"no usable menu_url ({menu_url!r})")
 
-    def _lookup(self, dispensary_id: int, slug: str, via: str) -> scrapy.Request:
-        return self.graphql_request(
-            CONSUMER_DISPENSARIES,
-            consumer_dispensaries_variables(slug),
-            self.parse_dispensary,
-            meta={"dispensary_id": dispensary_id, "slug": slug, "via": via},
+    def _lookup(self, dispensary_id: int, slug: str, platform: str | None, via: str) -> scrapy.Request:
+        return self.platform(platform).lookup_request(
+            slug,
+            callback=self.parse_dispensary,
+            errback=self.on_error,
+            meta={"dispensary_id": dispensary_id, "slug": slug, "via": via, "platform": platform},
         )
 
     def _unresolved(
@@ -156,9 +158,8 @@ class EntryPointDiscoverySpider(DutchieSpider):
         self.crawler.stats.inc_value("cannaspider/entry_points_unresolved")
         return EntryPointResolution(dispensary_id, None, slug, "unresolved", reason)
 
-    @staticmethod
-    def contract_meta(operation: str, variables: dict[str, Any]) -> dict[str, Any]:
-        return {"dispensary_id": 0, "slug": variables["dispensaryFilter"]["cNameOrID"], "via": "graphql"}
+    def contract_meta(self, platform: str, target: dict[str, Any]) -> dict[str, Any]:
+        return {"dispensary_id": 0, "slug": target["slug"], "via": "graphql", "platform": platform}
 
     def parse_dispensary(self, response: Response) -> Iterator[EntryPointResolution]:
         """ConsumerDispensaries for one slug → the store's platform id.
@@ -169,23 +170,19 @@ class EntryPointDiscoverySpider(DutchieSpider):
         @scrapes dispensary_id platform_dispensary_id slug method
         """
         dispensary_id, slug = response.meta["dispensary_id"], response.meta["slug"]
-        result = self.read_graphql(response)
-        if isinstance(result, graphql.GraphQLFailure):
+        platform = self.platform(response.meta.get("platform"))
+        found: Lookup = platform.read_lookup(response, slug)
+        self.counted(found.failure)  # a failed request: counted per kind like every platform failure
+        if found.platform_id is None:
             yield self._unresolved(
                 dispensary_id,
                 slug,
-                f"ConsumerDispensaries failed: {result.message}",
+                found.reason or f"found no store for {slug!r}",
                 meta=response.meta,
-                transient=True,
+                transient=found.failure is not None,
             )
             return
-        found = result.get("filteredDispensaries")
-        first = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else None
-        pid = first.get("id") if first else None
-        if first is None or not isinstance(pid, str) or not slugs.is_object_id(pid):
-            yield self._unresolved(dispensary_id, slug, f"ConsumerDispensaries found no store for {slug!r}")
-            return
-        yield EntryPointResolution(dispensary_id, pid.lower(), first.get("cName") or slug, response.meta["via"])
+        yield EntryPointResolution(dispensary_id, found.platform_id, found.slug or slug, response.meta["via"])
 
     def parse_website(self, response: Response) -> Iterator[scrapy.Request | EntryPointResolution]:
         """The store's own website, rendered: find Dutchie's embedded-menu script or iframe.
@@ -196,16 +193,15 @@ class EntryPointDiscoverySpider(DutchieSpider):
         @scrapes dispensary_id platform_dispensary_id method
         """
         dispensary_id = response.meta["dispensary_id"]
-        html = response.text
-        pid = slugs.id_from_embed(html)
-        if pid:
-            yield EntryPointResolution(dispensary_id, pid, None, "embedded-script")
+        platform = response.meta.get("platform")
+        found = self.platform(platform).read_website(response.text, response.url)
+        if found.platform_id:
+            yield EntryPointResolution(dispensary_id, found.platform_id, None, "embedded-script")
             return
-        slug = slugs.slug_from_embed(html)
-        if slug:
-            yield self._lookup(dispensary_id, slug, via="iframe")
+        if found.slug:
+            yield self._lookup(dispensary_id, found.slug, platform, via="iframe")
             return
-        yield self._unresolved(dispensary_id, None, f"no Dutchie embedded menu found on {response.url}")
+        yield self._unresolved(dispensary_id, None, found.reason or f"no embedded menu found on {response.url}")
 
     def on_error(self, failure: Failure) -> Iterator[EntryPointResolution]:
         request = getattr(failure, "request", None)

@@ -1,6 +1,7 @@
-"""Product crawls: FilteredProducts for one or many stores, paginated by the rules in
-cannaspider.dutchie.pagination. `product_discovery` (first crawl) and `product_resync`
-(every 4 hours) share this code and differ only in role.
+"""Product crawls: a store's menu page by page, asked of the store's platform (`dispensaries.platform`,
+through cannaspider/platforms/interface.py) and paginated by that platform's rules, so one
+`product_resync` drains the stores of every platform. `product_discovery` (first crawl) and
+`product_resync` (every 4 hours) share this code and differ only in role.
 
     scrapy crawl product_resync -a dispensary_id=12          one store
     scrapy crawl product_resync -a dispensary_id=12,13,14    several
@@ -24,12 +25,9 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from cannaspider.db.errors import first_line
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.ids import product_id
-from cannaspider.dutchie.operations import FILTERED_PRODUCTS, products_variables
-from cannaspider.dutchie.pagination import PageState, after_page
 from cannaspider.items import RawProduct
-from cannaspider.spiders.base import DutchieSpider
+from cannaspider.platforms.interface import MenuState, Platform, PlatformFailure
+from cannaspider.spiders.base import PlatformSpider
 from cannaspider.tasks.queue import Task
 from cannaspider.units.lifecycle import Closing, Unit, UnitLifecycle
 from cannaspider.units.role import Role, Schedule, StoreTarget
@@ -42,7 +40,8 @@ class StoreCrawl:
     dispensary_id: int
     platform_id: str
     crawl_run_id: int | None
-    pages: PageState
+    pages: MenuState
+    platform: Platform
     products_yielded: int = 0
     errors: int = 0
     done: bool = False  # its last page (or its first failure) is known
@@ -53,7 +52,7 @@ class StoreCrawl:
     lost: bool = False  # the task's lease was lost: stop crawling, record nothing
 
 
-class ProductSpider(DutchieSpider):
+class ProductSpider(PlatformSpider):
     name = "product_resync"
     role = Role(
         name,
@@ -76,11 +75,9 @@ class ProductSpider(DutchieSpider):
             return
         units = UnitLifecycle.of(self.crawler)
         rows = await self.select_dispensaries(
-            "id, name, platform_dispensary_id, crawl_enabled", state_filter="AND crawl_enabled"
+            "id, name, platform_dispensary_id, crawl_enabled, platform", state_filter="AND crawl_enabled"
         )
-        per_page = self.settings.getint("DUTCHIE_PER_PAGE")
-        max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
-        for dispensary_id, name, platform_id, enabled in rows:
+        for dispensary_id, name, platform_id, enabled, platform_name in rows:
             if not enabled:
                 self.logger.warning("dispensary %s (%s) has crawl_enabled = false: skipped", dispensary_id, name)
                 continue
@@ -91,8 +88,9 @@ class ProductSpider(DutchieSpider):
                     name,
                 )
                 continue
+            platform = self.platform(platform_name)
             run_id = await self.store.start_run(dispensary_id, self.name)
-            crawl = StoreCrawl(dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name)
+            crawl = StoreCrawl(dispensary_id, platform_id, run_id, platform.menu_state(), platform, log_name=name)
             async for out in units.start(Unit(data={"crawl": crawl}), [self._page_request(crawl, 0)]):
                 yield out
 
@@ -100,45 +98,45 @@ class ProductSpider(DutchieSpider):
         units = UnitLifecycle.of(self.crawler)
         drain = await units.open_drain(self.name, self.params.follow)
         drain.on_lost = self._task_lost
-        per_page = self.settings.getint("DUTCHIE_PER_PAGE")
-        max_pages = self.settings.getint("DUTCHIE_MAX_PAGES")
         async for task in units.tasks(self.name, self.params.follow):
             try:
                 row = await self._task_store(task)
                 if isinstance(row, str):
                     await units.finish(task, row, final=True)
                     continue
-                name, platform_id = row
+                name, platform_id, platform_name = row
+                platform = self.platform(platform_name)
                 assert task.dispensary_id is not None  # a product role's target (tasks/roles.py)
                 run_id = await self.store.start_run(task.dispensary_id, self.name, task.lease)
             except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
                 await units.finish(task, f"starting the crawl failed: {first_line(exc)}")
                 continue
             crawl = StoreCrawl(
-                task.dispensary_id, platform_id, run_id, PageState(per_page, max_pages), log_name=name, task=task
+                task.dispensary_id, platform_id, run_id, platform.menu_state(), platform, log_name=name, task=task
             )
             self._task_crawls[task.id] = crawl
             async for out in units.start(Unit(task, data={"crawl": crawl}), [self._page_request(crawl, 0)]):
                 yield out
 
-    async def _task_store(self, task: Task) -> tuple[str, str] | str:
-        """(name, platform id) of the task's store, or why it cannot be crawled (retrying cannot help)."""
+    async def _task_store(self, task: Task) -> tuple[str, str, str] | str:
+        """(name, platform id, platform) of the task's store, or why it cannot be crawled (retrying
+        cannot help)."""
         pool = await self.store.open()
         async with pool.connection() as conn:
             row = await (
                 await conn.execute(
-                    "SELECT name, platform_dispensary_id, crawl_enabled FROM dispensaries WHERE id = %s",
+                    "SELECT name, platform_dispensary_id, crawl_enabled, platform FROM dispensaries WHERE id = %s",
                     (task.dispensary_id,),
                 )
             ).fetchone()
         if row is None:
             return f"dispensary {task.dispensary_id} does not exist"
-        name, platform_id, enabled = row
+        name, platform_id, enabled, platform_name = row
         if not enabled:
             return f"dispensary {task.dispensary_id} ({name}) has crawl_enabled = false"
         if not platform_id:
             return f"dispensary {task.dispensary_id} ({name}) has no platform_dispensary_id: run entry_point_discovery"
-        return name, platform_id
+        return name, platform_id, platform_name
 
     def _task_lost(self, task: Task) -> None:
         crawl = self._task_crawls.get(task.id)
@@ -146,15 +144,19 @@ class ProductSpider(DutchieSpider):
             crawl.lost = True  # its next page ends the crawl, incomplete
 
     def _page_request(self, crawl: StoreCrawl, page: int) -> Request:
-        variables = products_variables(crawl.platform_id, page, crawl.pages.per_page)
-        return self.graphql_request(
-            FILTERED_PRODUCTS, variables, self.parse_products, meta={"store_crawl": crawl, "page": page}
+        return crawl.platform.menu_request(
+            crawl.platform_id,
+            page,
+            crawl.pages.per_page,
+            callback=self.parse_products,
+            errback=self.on_error,
+            meta={"store_crawl": crawl, "page": page},
         )
 
-    @staticmethod
-    def contract_meta(operation: str, variables: dict[str, Any]) -> dict[str, Any]:
-        crawl = StoreCrawl(0, variables["productsFilter"]["dispensaryId"], None, PageState(variables["perPage"], 100))
-        return {"store_crawl": crawl, "page": variables["page"]}
+    def contract_meta(self, platform: str, target: dict[str, Any]) -> dict[str, Any]:
+        chosen = self.platform(platform)
+        crawl = StoreCrawl(0, target["platform_id"], None, chosen.menu_state(target["per_page"], 100), chosen)
+        return {"store_crawl": crawl, "page": target["page"]}
 
     def parse_products(self, response: Response) -> Iterator[RawProduct | Request]:
         """One FilteredProducts page: its products, then the next page (or the store's crawl ends).
@@ -170,23 +172,22 @@ class ProductSpider(DutchieSpider):
             task_id = crawl.task.id if crawl.task else "?"
             yield from self._incomplete(crawl, f"page {page}: task {task_id} lost its lease")
             return
-        result = self.read_graphql(response)
-        if isinstance(result, graphql.GraphQLFailure):
-            yield from self._incomplete(crawl, f"page {page}: {result.message}")
+        platform = crawl.platform
+        answer = self.counted(platform.read_menu_page(response))
+        if isinstance(answer, PlatformFailure):
+            yield from self._incomplete(crawl, f"page {page}: {answer.message}")
             return
-        block = result.get("filteredProducts")
-        products = block.get("products") if isinstance(block, dict) else None
-        if not isinstance(block, dict) or not isinstance(products, list):
-            yield from self._incomplete(crawl, f"page {page}: malformed payload: filteredProducts.products missing")
+        if answer.malformed is not None:
+            yield from self._incomplete(crawl, f"page {page}: {answer.malformed}")
             return
         ids: list[str] = []
         repeated: list[str] = []
         anonymous = 0
-        for raw in products:
-            pid = product_id(raw)
+        for raw in answer.products:
+            pid = platform.product_id(raw)
             if pid is None:
                 # still yielded (the normalizer skips it with a warning), but the crawl can no
-                # longer be complete: see dutchie/pagination.py
+                # longer be complete (the "anonymous" reason, docs/platforms.md)
                 anonymous += 1
             elif pid in crawl.pages.seen or pid in ids:
                 self.logger.warning(
@@ -198,11 +199,11 @@ class ProductSpider(DutchieSpider):
             else:
                 ids.append(pid)
             crawl.products_yielded += 1
-            yield RawProduct(crawl.dispensary_id, crawl.crawl_run_id, raw, page)
+            yield RawProduct(crawl.dispensary_id, crawl.crawl_run_id, raw, page, platform.name)
         if anonymous:
             self.crawler.stats.inc_value("cannaspider/products_without_id", anonymous)
         asked = crawl.pages.per_page
-        decision = after_page(crawl.pages, page, ids + repeated, block.get("queryInfo"), anonymous)
+        decision = platform.after_page(crawl.pages, page, ids + repeated, answer.page_info, anonymous)
         if crawl.pages.per_page != asked:
             self.logger.warning(
                 "dispensary %s: the server caps perPage at %d (DUTCHIE_PER_PAGE = %d): asking for %d per "

@@ -1,4 +1,6 @@
-"""Store discovery: DispensarySearch around points that cover a state (and optionally one city).
+"""Store discovery: the platform's area search over a state (and optionally one city); for Dutchie,
+DispensarySearch around points that cover it (cannaspider/platforms/geography.py). A queued task
+names its platform (`worker_tasks.platform`); an explicit `-a state` searches the default platform.
 
     scrapy crawl store_discovery -a state=AZ [-a city=Phoenix]
     scrapy crawl store_discovery [-a follow=1]       drain the store_discovery queue (one state per task)
@@ -16,12 +18,9 @@ from scrapy import Request
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.geography import search_points
-from cannaspider.dutchie.operations import DISPENSARY_SEARCH, dispensary_search_variables
-from cannaspider.dutchie.stores import dispensary_record
 from cannaspider.items import DispensaryRecord
-from cannaspider.spiders.base import DutchieSpider, SpiderArgumentError, SpiderParams
+from cannaspider.platforms.interface import PlatformFailure
+from cannaspider.spiders.base import PlatformSpider, SpiderArgumentError, SpiderParams
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
 from cannaspider.units.role import Chain, Role, Schedule, StateTarget
@@ -40,7 +39,7 @@ ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending',
 """
 
 
-class StoreDiscoverySpider(DutchieSpider):
+class StoreDiscoverySpider(PlatformSpider):
     name = "store_discovery"
     role = Role(
         name,
@@ -76,28 +75,23 @@ class StoreDiscoverySpider(DutchieSpider):
             async for task in units.tasks(self.name, self.params.follow):
                 unit = Unit(task, data={"seen": set(), "ids": [], "failed_points": 0, "points": 0})
                 assert task.state is not None  # the role's target (StateTarget)
-                async for out in units.start(unit, self._searches(task.state, None, unit)):
+                async for out in units.start(unit, self._searches(task.platform, task.state, None, unit)):
                     yield out
             return
         assert self.state is not None  # require_target
-        for request in self._searches(self.state, self.city, None):
+        for request in self._searches(None, self.state, self.city, None):
             yield request
 
-    def _searches(self, state: str, city: str | None, unit: Unit | None) -> Iterator[Request]:
-        distance = self.settings.getfloat("DUTCHIE_SEARCH_DISTANCE_MI")
-        points = search_points(
-            state, distance, city=city, min_population=self.settings.getint("DUTCHIE_SEARCH_MIN_POPULATION")
+    def _searches(self, platform: str | None, state: str, city: str | None, unit: Unit | None) -> Iterator[Request]:
+        chosen = self.platform(platform)
+        meta = {"state": state, "platform": chosen.name}
+        requests = chosen.area_requests(state, city, callback=self.parse_search, errback=self.on_error, meta=meta)
+        self.logger.info(
+            "store discovery in %s%s: %d search points", state, f" ({city})" if city else "", len(requests)
         )
-        self.logger.info("store discovery in %s%s: %d search points", state, f" ({city})" if city else "", len(points))
         if unit is not None:
-            unit.data["points"] = len(points)
-        for point in points:
-            yield self.graphql_request(
-                DISPENSARY_SEARCH,
-                dispensary_search_variables(point.lat, point.lng, distance, state),
-                self.parse_search,
-                meta={"point": point.name, "state": state},
-            )
+            unit.data["points"] = len(requests)
+        yield from requests
 
     def _point_failed(self, meta: dict[str, Any]) -> None:
         unit: Unit | None = meta.get(UNIT_META)
@@ -114,28 +108,21 @@ class StoreDiscoverySpider(DutchieSpider):
         @returns requests 0 0
         @scrapes platform_dispensary_id name slug menu_url state lat lng
         """
-        result = self.read_graphql(response)
-        if isinstance(result, graphql.GraphQLFailure):
+        found = self.counted(self.platform(response.meta.get("platform")).read_stores(response))
+        if isinstance(found, PlatformFailure):
             self._point_failed(response.meta)
-            self.logger.error("search around %s failed: %s", response.meta.get("point"), result.message)
+            self.logger.error("search around %s failed: %s", response.meta.get("point"), found.message)
             return
-        found = result.get("filteredDispensaries")
-        if not isinstance(found, list):
-            self.logger.error(
-                "search around %s: malformed payload (no filteredDispensaries list)", response.meta.get("point")
-            )
+        if found.malformed is not None:
+            self.logger.error("search around %s: %s", response.meta.get("point"), found.malformed)
             return
+        for _ in range(found.skipped):
+            self.logger.warning("search around %s: skipped a dispensary without id or name", response.meta.get("point"))
         unit: Unit | None = response.meta.get(UNIT_META)
         seen: set[str] = unit.data["seen"] if unit is not None else self.seen
         # under `scrapy check` there is no -a state: the contract's search names the state
         state = response.meta.get("state") or self.state
-        for obj in found:
-            record = dispensary_record(obj)
-            if record is None:
-                self.logger.warning(
-                    "search around %s: skipped a dispensary without id or name", response.meta.get("point")
-                )
-                continue
+        for record in found.records:
             if state and record.state and record.state.upper() != state:
                 continue
             if self.city and (record.city or "").lower() != self.city.lower():

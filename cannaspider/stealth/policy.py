@@ -1,5 +1,5 @@
 """What counts against a proxy, for the pool: scrapy-rotating-proxies' ban-policy interface over
-our own classification of Dutchie answers (cannaspider/dutchie/graphql.py `read`), so the pool
+our own classification of the API's answers (the default platform's `classify`, cannaspider/platforms/), so the pool
 and the spiders agree on what a block is (docs/stealth.md, "Failures").
 
 Two kinds of failure, both counted on the proxy, both rotating proxy and identity:
@@ -29,7 +29,8 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
-from cannaspider.dutchie import graphql
+from cannaspider import platforms
+from cannaspider.platforms.interface import PlatformFailure
 
 CHALLENGE_MARKERS = (b"cf-browser-verification", b"challenge-platform", b"Just a moment", b"cf_chl_")
 # what Cloudflare's own pages carry (its block page: "Attention Required! | Cloudflare", cf-error-details)
@@ -78,8 +79,9 @@ class BlockPolicy(BanDetectionPolicy):  # type: ignore[misc]  # rotating_proxies
             return Verdict(BLOCK, "rate_limited: HTTP 429 past the Retry-After bound")
         cloudflare = from_cloudflare(response)
         if status in (403, 503):
-            result = graphql.read(response)
-            if isinstance(result, graphql.GraphQLFailure) and result.kind in BLOCK_KINDS:
+            # the API the proxies carry is the default platform's: its own reading of the answer
+            result = platforms.get(platforms.DEFAULT).classify(response)
+            if isinstance(result, PlatformFailure) and result.kind in BLOCK_KINDS:
                 if cloudflare:
                     return Verdict(BLOCK, result.message)
                 return Verdict(PROXY_ERROR, f"proxy_error: {_described(response)}: a page that is not Cloudflare's")

@@ -30,8 +30,8 @@ import psycopg
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.settings import BaseSettings
 
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES
+from cannaspider import platforms
+from cannaspider.platforms.interface import PlatformFailure
 from cannaspider.stealth.identity import IdentityFactory
 from cannaspider.stealth.policy import BlockPolicy
 from cannaspider.stealth.proxies import ProxyRecord, record_of
@@ -71,7 +71,6 @@ class ProbeConfig:
     batch: int
     url: str
     timeout_s: float
-    client_name: str
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ProbeConfig:
@@ -82,7 +81,6 @@ class ProbeConfig:
             batch=settings.getint("PROXY_REPROBE_BATCH"),
             url=settings.get("PROXY_PROBE_URL") or settings.get("DUTCHIE_GRAPHQL_URL"),
             timeout_s=settings.getfloat("PROXY_PROBE_TIMEOUT_S"),
-            client_name=settings.get("DUTCHIE_CLIENT_NAME"),
         )
 
 
@@ -123,14 +121,9 @@ class Prober:
         return ProbeResult(record, error, (time.monotonic() - started) * 1000)
 
     async def _send(self, record: ProxyRecord, downloader: CurlImpersonator) -> str | None:
-        request = graphql.build_request(
-            self.config.url,
-            CONSUMER_DISPENSARIES,
-            {"dispensaryFilter": {"cNameOrID": "proxy-check"}},
-            persisted_hash=None,
-            client_name=self.config.client_name,
-            callback=None,
-            meta={"proxy": record.url, "download_timeout": self.config.timeout_s},
+        platform = platforms.build(platforms.DEFAULT, self.settings)
+        request = platform.probe_request(
+            self.config.url, meta={"proxy": record.url, "download_timeout": self.config.timeout_s}
         )
         if self._identities is None:
             self._identities = IdentityFactory()
@@ -142,8 +135,8 @@ class Prober:
         verdict = self.policy.judge(request, response)
         if verdict is not None:
             return verdict.reason
-        result = graphql.read(response)
-        return result.message if isinstance(result, graphql.GraphQLFailure) else None
+        result = platform.classify(response)
+        return result.message if isinstance(result, PlatformFailure) else None
 
     async def record(self, conn: psycopg.AsyncConnection, result: ProbeResult) -> ProbeResult:
         if result.error is None:

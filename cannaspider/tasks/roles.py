@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from scrapy.settings import Settings
 from scrapy.spiderloader import SpiderLoader
 
+from cannaspider import platforms
 from cannaspider.settings import SPIDER_MODULES
 from cannaspider.units.role import Role, TargetNotFound, TaskInputError
 
@@ -25,9 +26,9 @@ CHAINED_PRIORITY = 10  # seed "Priority Levels": on-demand and chained tasks
 SCHEDULED_PRIORITY = 0  # scheduled/batch tasks
 ON_DEMAND_PRIORITY = 10  # default of `scrapy enqueue` and POST /api/tasks
 
-# The crawl platforms a task may name (the seed's task payload carries `platform`); only Dutchie's
-# spiders exist so far.
-PLATFORMS: tuple[str, ...] = ("dutchie",)
+# The crawl platforms a task may name (the seed's task payload carries `platform`): the registered
+# ones (cannaspider/platforms/, docs/platforms.md), whose stores the role spiders crawl alike.
+PLATFORMS: tuple[str, ...] = platforms.names()
 
 
 @functools.cache

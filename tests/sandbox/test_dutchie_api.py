@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import pytest
 from PIL import Image
 
-from cannaspider.dutchie.operations import (
+from cannaspider.platforms.dutchie.operations import (
     DEFAULT_PERSISTED_HASHES,
     QUERIES,
     consumer_dispensaries_variables,

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from cannaspider.dutchie.operations import QUERIES, products_variables
+from cannaspider.platforms.dutchie.operations import QUERIES, products_variables
 from sandbox.forward_proxy import ForwardProxy
 from tests.httpclient import http
 

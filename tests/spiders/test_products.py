@@ -21,10 +21,10 @@ from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse, Response, TextResponse
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
-from cannaspider.dutchie.pagination import PageState
 from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
+from cannaspider.platforms.dutchie.pagination import PageState
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
 from cannaspider.units.lifecycle import Unit
 from cannaspider.units.store_outcome import StoreOutcome
@@ -95,7 +95,11 @@ class InProcessCrawl:
         self.menu, self.total = menu or [], total
         run_id = await self.spider.store.start_run(dispensary_id, "product_resync")
         crawl = StoreCrawl(
-            dispensary_id, platform_id, run_id, PageState(self.spider.settings.getint("DUTCHIE_PER_PAGE"), 100)
+            dispensary_id,
+            platform_id,
+            run_id,
+            PageState(self.spider.settings.getint("DUTCHIE_PER_PAGE"), 100),
+            self.spider.platform("dutchie"),
         )
         request: Request | None = self.spider._page_request(crawl, 0)
         while request is not None:

@@ -16,7 +16,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from cannaspider.dutchie import graphql
+from cannaspider.platforms.dutchie import graphql
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ a snapshot taken before the normalizer was tuned for speed (normalizer_golden.js
 must change nothing a product carries, what it lost (storable/degraded.py), nor the count of
 refused URLs. A deliberate change of the output regenerates the snapshot:
 
-    .venv/bin/python -m tests.dutchie.test_normalizer_golden > tests/dutchie/normalizer_golden.json
+    .venv/bin/python -m tests.platforms.dutchie.test_normalizer_golden > tests/platforms/dutchie/normalizer_golden.json
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import random
 from pathlib import Path
 from typing import Any
 
-from cannaspider.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
 from cannaspider.items import RawProduct
+from cannaspider.platforms.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
 from cannaspider.storable import degraded, urls
 from sandbox.catalog import _product
-from tests.dutchie.test_normalizer import FUZZ
+from tests.platforms.dutchie.test_normalizer import FUZZ
 
 GOLDEN = Path(__file__).with_name("normalizer_golden.json")
 

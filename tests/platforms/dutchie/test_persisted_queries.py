@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import CONSUMER_DISPENSARIES, FILTERED_PRODUCTS, products_variables
-from cannaspider.middlewares.persisted_queries import PersistedQueryFallbackMiddleware
+from cannaspider.platforms.dutchie import graphql
+from cannaspider.platforms.dutchie.operations import CONSUMER_DISPENSARIES, FILTERED_PRODUCTS, products_variables
+from cannaspider.platforms.dutchie.persisted_queries import PersistedQueryFallbackMiddleware
 
 URL = "http://127.0.0.1:1/graphql"
 STALE = {"errors": [{"message": "PersistedQueryNotFound", "extensions": {"code": "PERSISTED_QUERY_NOT_FOUND"}}]}

@@ -1,11 +1,11 @@
-"""Dutchie option strings → sizes (cannaspider/dutchie/options.py); the options of whole products
+"""Dutchie option strings → sizes (cannaspider/platforms/dutchie/options.py); the options of whole products
 are in test_normalizer.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from cannaspider.dutchie.options import parse_option_size
+from cannaspider.platforms.dutchie.options import parse_option_size
 
 
 @pytest.mark.parametrize(

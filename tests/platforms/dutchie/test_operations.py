@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES, KNOWN_PERSISTED_HASHES, QUERIES
+from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES, KNOWN_PERSISTED_HASHES, QUERIES
 from tests.helpers import ROOT
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")

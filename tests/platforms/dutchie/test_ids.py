@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cannaspider.dutchie.ids import product_id
-from cannaspider.dutchie.normalizer import NormalizationError, normalize
 from cannaspider.items import RawProduct
+from cannaspider.platforms.dutchie.ids import product_id
+from cannaspider.platforms.dutchie.normalizer import NormalizationError, normalize
 
 ID = "6405ef617056e8014d79101b"
 

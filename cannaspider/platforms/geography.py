@@ -44,7 +44,7 @@ def state_code(value: str) -> str:
 def us_places() -> tuple[dict[str, Any], ...]:
     """Every US place of 15,000 people or more (GeoNames' fields: name, latitude, longitude,
     population, admin1code (the state), timezone, geonameid), in GeoNames' order."""
-    raw = resources.files("cannaspider.dutchie").joinpath("geodata/us_places.json.gz").read_bytes()
+    raw = resources.files("cannaspider.platforms").joinpath("geodata/us_places.json.gz").read_bytes()
     doc = json.loads(gzip.decompress(raw))
     return tuple(dict(zip(doc["fields"], row, strict=True)) for row in doc["rows"])
 

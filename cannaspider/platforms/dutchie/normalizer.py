@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from cannaspider.dutchie.fields import (
+from cannaspider.identity import brand_key_name, product_name_key, size_key, sizes_key, unit_prices
+from cannaspider.items import ProductOption, RawProduct, StoreProduct
+from cannaspider.platforms.dutchie.fields import (
     brand_description,
     brand_field,
     brand_logo,
@@ -30,9 +32,8 @@ from cannaspider.dutchie.fields import (
     potency,
     strain_type,
 )
-from cannaspider.dutchie.identity import brand_key_name, product_name_key, size_key, sizes_key, unit_prices
-from cannaspider.dutchie.ids import product_id
-from cannaspider.dutchie.options import (
+from cannaspider.platforms.dutchie.ids import product_id
+from cannaspider.platforms.dutchie.options import (
     lowest,
     option_name_size,
     parse_option_size,
@@ -40,7 +41,7 @@ from cannaspider.dutchie.options import (
     prices,
     raw_option_size,
 )
-from cannaspider.items import ProductOption, RawProduct, StoreProduct
+from cannaspider.platforms.interface import NormalizationError
 from cannaspider.storable import degraded
 from cannaspider.storable.degraded import LOST
 from cannaspider.storable.limits import BRAND_NAME, ID, NAME, bounded
@@ -49,11 +50,9 @@ from cannaspider.storable.times import timestamp
 
 # The caches of strings made storable (a string repaired or cut in one is reported once per
 # process): what a fresh process starts without (tests clear them).
+__all__ = ["STORABLE_CACHES", "NormalizationError", "normalize"]
+
 STORABLE_CACHES = (label, strain_type, brand_description, option_name_size, raw_option_size)
-
-
-class NormalizationError(ValueError):
-    """The product cannot be stored (no usable id or name)."""
 
 
 @lru_cache(maxsize=4096)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cannaspider.dutchie import identity
-from cannaspider.dutchie.identity import PLAUSIBLE, normalize_name, product_name_key
-from cannaspider.dutchie.normalizer import normalize
+from cannaspider import identity
+from cannaspider.identity import PLAUSIBLE, normalize_name, product_name_key
 from cannaspider.items import RawProduct
+from cannaspider.platforms.dutchie.normalizer import normalize
 
 # the payload's shapes as docs/dutchie.md records them (option strings, {unit, range} potency)
 FLOWER = {
@@ -182,7 +182,7 @@ def test_identity_keys():
 
 
 def test_the_cached_size_key_is_the_options_own():
-    from cannaspider.dutchie.identity import size_key
+    from cannaspider.identity import size_key
     from sandbox.catalog import _product
 
     for index in range(300):

@@ -5,14 +5,13 @@ Apollo's CSRF guard and Dutchie's edge expect. Responses are classified before a
 them: a Cloudflare 403 HTML page or a 503 challenge is a block, a 403 with a JSON body is an API
 error, a GraphQL error arrives as HTTP 200 with errors[], PersistedQueryNotFound means our hash
 is stale (the fallback to the full query text lives in
-cannaspider/middlewares/persisted_queries.py).
+cannaspider/platforms/dutchie/persisted_queries.py).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -20,17 +19,11 @@ import scrapy
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from cannaspider.dutchie.operations import QUERIES
+from cannaspider.platforms.dutchie.operations import QUERIES
+from cannaspider.platforms.interface import PlatformFailure
 
-
-@dataclass(frozen=True)
-class GraphQLFailure:
-    kind: str  # blocked | challenge | http_error | malformed | graphql_errors | stale_hash
-    detail: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.kind}: {self.detail}"
+# why an answer holds no data: blocked | challenge | http_error | malformed | graphql_errors | stale_hash
+GraphQLFailure = PlatformFailure
 
 
 def build_request(

@@ -11,9 +11,9 @@ from math import inf, nan
 import orjson
 import pytest
 
-from cannaspider.dutchie.fields import potency
-from cannaspider.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
 from cannaspider.items import RawProduct
+from cannaspider.platforms.dutchie.fields import potency
+from cannaspider.platforms.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
 from cannaspider.storable import degraded, limits, urls
 from cannaspider.storable.numeric import money
 from sandbox.catalog import _product

@@ -9,11 +9,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from scrapy.http import HtmlResponse, Request, TextResponse
 
-from cannaspider.dutchie import graphql
-from cannaspider.dutchie.operations import QUERIES, products_variables
-from cannaspider.dutchie.stores import dispensary_record
+from cannaspider.platforms.dutchie import graphql
+from cannaspider.platforms.dutchie.operations import QUERIES, products_variables
+from cannaspider.platforms.dutchie.stores import dispensary_record
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "dutchie"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "dutchie"
 URL = "https://dutchie.com/api-3/graphql"
 
 
@@ -67,7 +67,7 @@ def test_full_query_version_keeps_everything_but_the_hash():
 
 def test_real_cloudflare_403_page_is_a_block_not_json():
     # the body Cloudflare really returned (tests/fixtures/README.md), which the sandbox also serves
-    body = (Path(__file__).resolve().parents[2] / "sandbox" / "cloudflare_403.html").read_bytes()
+    body = (Path(__file__).resolve().parents[3] / "sandbox" / "cloudflare_403.html").read_bytes()
     result = graphql.read(response(body, 403, "text/html"))
     assert isinstance(result, graphql.GraphQLFailure) and result.kind == "blocked"
 

@@ -7,7 +7,7 @@ a bad payload would otherwise mark real products out of stock:
   incomplete;
 - fewer products than totalCount at the end makes the crawl incomplete (a lying totalCount), so
   nothing is marked missing on that evidence;
-- a product without a usable id (see dutchie/ids.py) makes the crawl incomplete: we cannot tell
+- a product without a usable id (see platforms/dutchie/ids.py) makes the crawl incomplete: we cannot tell
   which stored product it is, so nobody else's miss may rest on it; it still counts for whether a
   page was full (it was delivered), never toward totalCount;
 - a *full* last page when totalCount/totalPages say "done" gets one probe page, so a totalCount
@@ -23,6 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cannaspider.platforms.interface import Decision
+
+__all__ = ["Decision", "PageState", "after_page"]
+
 
 @dataclass
 class PageState:
@@ -36,13 +40,6 @@ class PageState:
     duplicates: int = 0
     anonymous: int = 0  # products without a usable id: the crawl cannot be complete
     capped_from: int | None = None  # the perPage asked for before the server's cap was detected
-
-
-@dataclass(frozen=True)
-class Decision:
-    next_page: int | None  # None: stop
-    complete: bool = True
-    reason: str = ""
 
 
 def _int(value: object) -> int | None:
@@ -77,11 +74,17 @@ def after_page(
         return _finish(state, "empty page")
     if new == 0 and not anonymous:
         return Decision(
-            None, False, f"page {page} repeated only products already seen: the server is looping; crawl incomplete"
+            None,
+            False,
+            f"page {page} repeated only products already seen: the server is looping; crawl incomplete",
+            "looping",
         )
     if page + 1 >= state.max_pages:
         return Decision(
-            None, False, f"reached the page cap ({state.max_pages}) with more pages announced; crawl incomplete"
+            None,
+            False,
+            f"reached the page cap ({state.max_pages}) with more pages announced; crawl incomplete",
+            "page_cap",
         )
     if (
         page == 0
@@ -109,6 +112,7 @@ def _finish(state: PageState, reason: str) -> Decision:
             None,
             False,
             f"{reason}, but {state.anonymous} product(s) had no usable id (_id/id); crawl incomplete",
+            "anonymous",
         )
     collected = len(state.seen)
     if state.total_count is not None and collected < state.total_count:
@@ -116,5 +120,6 @@ def _finish(state: PageState, reason: str) -> Decision:
             None,
             False,
             f"{reason}, but only {collected} of totalCount {state.total_count} products arrived; crawl incomplete",
+            "short_of_total",
         )
     return Decision(None, True, reason)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cannaspider.dutchie import slugs
+from cannaspider.platforms.dutchie import slugs
 
 
 @pytest.mark.parametrize(

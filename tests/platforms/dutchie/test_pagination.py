@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cannaspider.dutchie.pagination import PageState, after_page
+from cannaspider.platforms.dutchie.pagination import PageState, after_page
 
 
 def ids(start, n):
