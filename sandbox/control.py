@@ -1,4 +1,4 @@
-"""The sandbox's control API (under /_sandbox/): epoch, faults, persisted hashes, catalog views.
+"""The sandbox's control API (under /_sandbox/): epoch, faults, persisted hashes, compression, catalog views.
 
 Tests, the demo and benchmarks drive the sandbox through it over HTTP, so it works the same
 whether the sandbox runs in-process, in another process or on another terminal.
@@ -10,6 +10,7 @@ from aiohttp import web
 
 from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
 from sandbox.dutchie_api import DUTCHIE, DutchieState
+from sandbox.edge_compression import COMPRESSION_ON
 
 
 def _state(request: web.Request) -> DutchieState:
@@ -60,6 +61,7 @@ async def reset(request: web.Request) -> web.Response:
     s.requests.clear()
     s.pages.clear()
     s.competitor_slow_seconds = 5.0
+    request.app[COMPRESSION_ON][0] = True
     return web.json_response({"ok": True})
 
 
@@ -107,6 +109,13 @@ async def set_slow(request: web.Request) -> web.Response:
     return web.json_response({"seconds": _state(request).competitor_slow_seconds})
 
 
+async def set_compression(request: web.Request) -> web.Response:
+    """`{"on": false}`: GraphQL answers uncompressed, as the sandbox sent them before issue 31."""
+    body = await request.json()
+    request.app[COMPRESSION_ON][0] = bool(body["on"])
+    return web.json_response({"on": request.app[COMPRESSION_ON][0]})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sandbox/state", get_state)
     app.router.add_post("/_sandbox/epoch", set_epoch)
@@ -114,5 +123,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/_sandbox/hashes", set_hashes)
     app.router.add_post("/_sandbox/reset", reset)
     app.router.add_post("/_sandbox/slow", set_slow)
+    app.router.add_post("/_sandbox/compression", set_compression)
     app.router.add_get("/_sandbox/stores", list_stores)
     app.router.add_get("/_sandbox/menu/{store}", menu)
