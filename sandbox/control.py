@@ -10,7 +10,7 @@ from aiohttp import web
 
 from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES
 from sandbox.dutchie_api import DUTCHIE, DutchieState
-from sandbox.edge_compression import COMPRESSION_ON
+from sandbox.edge_compression import EDGE, ENCODINGS
 
 
 def _state(request: web.Request) -> DutchieState:
@@ -26,6 +26,7 @@ async def get_state(request: web.Request) -> web.Response:
             "faults": s.faults.as_dicts(),
             "requests": dict(s.requests),
             "pages": {str(n): count for n, count in sorted(s.pages.items())},
+            "compressed": dict(request.app[EDGE].answered),
         }
     )
 
@@ -61,7 +62,7 @@ async def reset(request: web.Request) -> web.Response:
     s.requests.clear()
     s.pages.clear()
     s.competitor_slow_seconds = 5.0
-    request.app[COMPRESSION_ON][0] = True
+    request.app[EDGE].reset()
     return web.json_response({"ok": True})
 
 
@@ -110,10 +111,17 @@ async def set_slow(request: web.Request) -> web.Response:
 
 
 async def set_compression(request: web.Request) -> web.Response:
-    """`{"on": false}`: GraphQL answers uncompressed, as the sandbox sent them before issue 31."""
+    """`{"on": false}`: GraphQL answers uncompressed, as the sandbox sent them before issue 31;
+    `{"encodings": ["gzip"]}`: the edge offers only these (an edge without brotli)."""
     body = await request.json()
-    request.app[COMPRESSION_ON][0] = bool(body["on"])
-    return web.json_response({"on": request.app[COMPRESSION_ON][0]})
+    edge = request.app[EDGE]
+    edge.on = bool(body.get("on", edge.on))
+    if "encodings" in body:
+        unknown = set(body["encodings"]) - set(ENCODINGS)
+        if unknown:
+            return web.json_response({"error": f"unknown encodings {sorted(unknown)}"}, status=400)
+        edge.encodings = tuple(e for e in ENCODINGS if e in body["encodings"])
+    return web.json_response({"on": edge.on, "encodings": list(edge.encodings)})
 
 
 def add_routes(app: web.Application) -> None:

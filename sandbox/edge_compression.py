@@ -18,7 +18,9 @@ marks the response (`response[FAULT]`) and this middleware applies the mark.
 from __future__ import annotations
 
 import gzip
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import brotli
 from aiohttp import web
@@ -29,20 +31,37 @@ CHUNK = 8192  # bytes per HTTP chunk
 COMPRESSIBLE = ("application/json", "application/graphql-response+json", "text/")
 COMPRESSED_ERRORS = (403, 404)
 FAULT = "sandbox_compression_fault"  # a response's mark: "truncated_compressed" or "corrupt_compressed"
-COMPRESSION_ON = web.AppKey("edge_compression_on", list)  # [bool]: mutable for the control API
+ENCODINGS = ("br", "gzip")  # in the edge's order of preference
+
+
+@dataclass
+class EdgeSettings:
+    """Switched over the control API (/_sandbox/compression); `answered` counts the answers
+    compressed, by encoding (/_sandbox/state)."""
+
+    on: bool = True
+    encodings: tuple[str, ...] = ENCODINGS
+    answered: Counter[str] = field(default_factory=Counter)
+
+    def reset(self) -> None:
+        self.on, self.encodings = True, ENCODINGS
+        self.answered.clear()
+
+
+EDGE = web.AppKey("edge_compression", EdgeSettings)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def negotiate(accept_encoding: str) -> str | None:
-    """The encoding the edge answers with: br before gzip, by what the client accepts (`q=0`
-    refuses one)."""
+def negotiate(accept_encoding: str, offered: tuple[str, ...] = ENCODINGS) -> str | None:
+    """The encoding the edge answers with: the first it offers (br, then gzip) that the client
+    accepts (`q=0` refuses one)."""
     accepted = set()
     for part in accept_encoding.lower().split(","):
         name, _, params = part.strip().partition(";")
         if params.strip().replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000"):
             continue
         accepted.add(name.strip())
-    for encoding in ("br", "gzip"):
+    for encoding in offered:
         if encoding in accepted or "*" in accepted:
             return encoding
     return None
@@ -72,12 +91,13 @@ def compressible(response: web.StreamResponse) -> bool:
 @web.middleware
 async def edge_compression(request: web.Request, handler: Handler) -> web.StreamResponse:
     response = await handler(request)
-    switched_on = request.app.get(COMPRESSION_ON, [True])[0]
-    if not request.path.endswith("/graphql") or not switched_on or not compressible(response):
+    edge = request.app.get(EDGE) or EdgeSettings()
+    if not request.path.endswith("/graphql") or not edge.on or not compressible(response):
         return response
-    encoding = negotiate(request.headers.get("Accept-Encoding", ""))
+    encoding = negotiate(request.headers.get("Accept-Encoding", ""), edge.encodings)
     if encoding is None:
         return response
+    edge.answered[encoding] += 1
     assert isinstance(response, web.Response) and isinstance(response.body, bytes)
     body = compress(response.body, encoding)
     fault = response.get(FAULT)

@@ -34,7 +34,7 @@ class SandboxURLs:
 def make_dutchie_app(config: CatalogConfig) -> web.Application:
     # GraphQL answers compressed as Cloudflare's edge does (sandbox/edge_compression.py)
     app = web.Application(client_max_size=8 * 1024 * 1024, middlewares=[edge_compression.edge_compression])
-    app[edge_compression.COMPRESSION_ON] = [True]
+    app[edge_compression.EDGE] = edge_compression.EdgeSettings()
     app[dutchie_api.DUTCHIE] = dutchie_api.DutchieState(Catalog(config), seed=config.seed)
     dutchie_api.add_routes(app)
     websites.add_routes(app)
