@@ -34,6 +34,7 @@ class Exchange:
     operation: str | None = None  # GraphQL operationName
     store: str | None = None  # the dispensaryId / cNameOrID the GraphQL request names
     encoding: str | None = None  # the answer's Content-Encoding
+    framing: int = 0  # of `received`, the chunked encoding's size lines, CRLFs and trailer
 
 
 def graphql_of(target: str, body: bytes) -> tuple[str | None, str | None]:
@@ -69,10 +70,11 @@ def _headers(head: bytes) -> dict[bytes, bytes]:
     return out
 
 
-async def _read_body(reader: asyncio.StreamReader, headers: dict[bytes, bytes], until_eof: bool) -> bytes:
-    """The message body exactly as sent (chunk framing kept)."""
+async def _read_body(reader: asyncio.StreamReader, headers: dict[bytes, bytes], until_eof: bool) -> tuple[bytes, int]:
+    """The message body exactly as sent (chunk framing kept), and how many of its bytes are framing."""
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
         raw = bytearray()
+        payload = 0
         while True:
             size_line = await reader.readuntil(b"\r\n")
             raw += size_line
@@ -82,11 +84,12 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[bytes, bytes], 
                     line = await reader.readuntil(b"\r\n")
                     raw += line
                     if line == b"\r\n":
-                        return bytes(raw)
+                        return bytes(raw), len(raw) - payload
             raw += await reader.readexactly(size + 2)
+            payload += size
     if b"content-length" in headers:
-        return await reader.readexactly(int(headers[b"content-length"]))
-    return await reader.read() if until_eof else b""
+        return await reader.readexactly(int(headers[b"content-length"])), 0
+    return (await reader.read() if until_eof else b""), 0
 
 
 class CountingProxy:
@@ -128,7 +131,7 @@ class CountingProxy:
                 if method == "CONNECT":
                     await self._tunnel(target, len(head), client_r, client_w)
                     return
-                body = await _read_body(client_r, headers, until_eof=False)
+                body, _ = await _read_body(client_r, headers, until_eof=False)
                 parts = urlsplit(target)
                 host, port = parts.hostname or "127.0.0.1", parts.port or 80
                 if upstream is None or upstream[:2] != (host, port):
@@ -146,7 +149,7 @@ class CountingProxy:
                 answer_headers = _headers(answer_head)
                 status = int(answer_head.split(b" ", 2)[1])
                 no_body = method == "HEAD" or status in (204, 304) or 100 <= status < 200
-                answer = b"" if no_body else await _read_body(upstream[2], answer_headers, until_eof=True)
+                answer, framing = (b"", 0) if no_body else await _read_body(upstream[2], answer_headers, until_eof=True)
                 # recorded before it is relayed: once the client has its answer, the count is there
                 operation, store = graphql_of(target, body)
                 encoding = answer_headers.get(b"content-encoding")
@@ -160,6 +163,7 @@ class CountingProxy:
                         operation,
                         store,
                         encoding.decode() if encoding else None,
+                        framing,
                     )
                 )
                 client_w.write(answer_head + answer)

@@ -30,7 +30,7 @@ GZIP_LEVEL = 6
 CHUNK = 8192  # bytes per HTTP chunk
 COMPRESSIBLE = ("application/json", "application/graphql-response+json", "text/")
 COMPRESSED_ERRORS = (403, 404)
-FAULT = "sandbox_compression_fault"  # a response's mark: "truncated_compressed" or "corrupt_compressed"
+FAULT = web.ResponseKey("sandbox_compression_fault", str)  # "truncated_compressed" or "corrupt_compressed"
 ENCODINGS = ("br", "gzip")  # in the edge's order of preference
 
 
