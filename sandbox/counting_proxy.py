@@ -40,8 +40,8 @@ class Exchange:
 def graphql_of(target: str, body: bytes) -> tuple[str | None, str | None]:
     """(operationName, store) of a GraphQL request, from its query string or JSON body."""
     query = parse_qs(urlsplit(target).query)
-    operation = (query.get("operationName") or [None])[0]
-    raw_variables = (query.get("variables") or [None])[0]
+    operation: str | None = (query.get("operationName") or [""])[0] or None
+    raw_variables = (query.get("variables") or [""])[0]
     variables: object = None
     try:
         if raw_variables:
