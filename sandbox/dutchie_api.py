@@ -65,9 +65,8 @@ COMPRESSION_FAULTS = ("truncated_compressed", "corrupt_compressed")
 
 
 def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=json.dumps(data, separators=(",", ":")), status=status, content_type="application/json", headers=headers
-    )
+    body = json.dumps(data, separators=(",", ":")).encode()  # bytes: the edge compresses them (edge_compression.py)
+    return web.Response(body=body, status=status, content_type="application/json", headers=headers)
 
 
 def _graphql_error(message: str, code: str) -> web.Response:

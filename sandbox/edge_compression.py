@@ -81,7 +81,10 @@ def damage(compressed: bytes, fault: str) -> bytes:
 
 
 def compressible(response: web.StreamResponse) -> bool:
-    if not isinstance(response, web.Response) or response.body is None or "Content-Encoding" in response.headers:
+    # bytes: a str body would be a payload aiohttp encodes later (the sandbox's answers are bytes)
+    if not isinstance(response, web.Response) or not isinstance(response.body, bytes):
+        return False
+    if "Content-Encoding" in response.headers:
         return False
     if not (200 <= response.status < 300 or response.status in COMPRESSED_ERRORS):
         return False
