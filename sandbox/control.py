@@ -1,4 +1,4 @@
-"""The sandbox's control API (under /_sandbox/): epoch, faults, persisted hashes, catalog views.
+"""The sandbox's control API (under /_sandbox/): epoch, faults, persisted hashes, compression, catalog views.
 
 Tests, the demo and benchmarks drive the sandbox through it over HTTP, so it works the same
 whether the sandbox runs in-process, in another process or on another terminal.
@@ -10,6 +10,7 @@ from aiohttp import web
 
 from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES
 from sandbox.dutchie_api import DUTCHIE, DutchieState
+from sandbox.edge_compression import EDGE, ENCODINGS
 
 
 def _state(request: web.Request) -> DutchieState:
@@ -25,6 +26,7 @@ async def get_state(request: web.Request) -> web.Response:
             "faults": s.faults.as_dicts(),
             "requests": dict(s.requests),
             "pages": {str(n): count for n, count in sorted(s.pages.items())},
+            "compressed": dict(request.app[EDGE].answered),
         }
     )
 
@@ -60,6 +62,7 @@ async def reset(request: web.Request) -> web.Response:
     s.requests.clear()
     s.pages.clear()
     s.competitor_slow_seconds = 5.0
+    request.app[EDGE].reset()
     return web.json_response({"ok": True})
 
 
@@ -107,6 +110,20 @@ async def set_slow(request: web.Request) -> web.Response:
     return web.json_response({"seconds": _state(request).competitor_slow_seconds})
 
 
+async def set_compression(request: web.Request) -> web.Response:
+    """`{"on": false}`: GraphQL answers uncompressed, as the sandbox sent them before issue 31;
+    `{"encodings": ["gzip"]}`: the edge offers only these (an edge without brotli)."""
+    body = await request.json()
+    edge = request.app[EDGE]
+    edge.on = bool(body.get("on", edge.on))
+    if "encodings" in body:
+        unknown = set(body["encodings"]) - set(ENCODINGS)
+        if unknown:
+            return web.json_response({"error": f"unknown encodings {sorted(unknown)}"}, status=400)
+        edge.encodings = tuple(e for e in ENCODINGS if e in body["encodings"])
+    return web.json_response({"on": edge.on, "encodings": list(edge.encodings)})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sandbox/state", get_state)
     app.router.add_post("/_sandbox/epoch", set_epoch)
@@ -114,5 +131,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/_sandbox/hashes", set_hashes)
     app.router.add_post("/_sandbox/reset", reset)
     app.router.add_post("/_sandbox/slow", set_slow)
+    app.router.add_post("/_sandbox/compression", set_compression)
     app.router.add_get("/_sandbox/stores", list_stores)
     app.router.add_get("/_sandbox/menu/{store}", menu)

@@ -20,6 +20,7 @@ from cannaspider.platforms.dutchie.operations import (
     DISPENSARY_SEARCH,
     FILTERED_PRODUCTS,
 )
+from sandbox import edge_compression
 from sandbox.catalog import Catalog
 from sandbox.faults import PAYLOAD_KINDS, TRANSPORT_KINDS, FaultSwitchboard, deeply_nested_json
 
@@ -60,12 +61,12 @@ class DutchieState:
 
 
 DUTCHIE = web.AppKey("dutchie", DutchieState)
+COMPRESSION_FAULTS = ("truncated_compressed", "corrupt_compressed")
 
 
 def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=json.dumps(data, separators=(",", ":")), status=status, content_type="application/json", headers=headers
-    )
+    body = json.dumps(data, separators=(",", ":")).encode()  # bytes: the edge compresses them (edge_compression.py)
+    return web.Response(body=body, status=status, content_type="application/json", headers=headers)
 
 
 def _graphql_error(message: str, code: str) -> web.Response:
@@ -143,8 +144,11 @@ async def graphql(request: web.Request) -> web.StreamResponse:
     via = request.headers.get("x-sandbox-proxy", "")
     if via:
         state.requests[f"via:{via}"] += 1
+    compression_fault = None
     for rule in state.faults.fire(TRANSPORT_KINDS, op, store_keys, page, via):
-        if rule.kind == "slow":
+        if rule.kind in COMPRESSION_FAULTS:
+            compression_fault = rule.kind  # the answer below, broken by the edge's compression
+        elif rule.kind == "slow":
             await asyncio.sleep(rule.delay)
         elif rule.kind == "block403":
             return web.Response(text=BLOCK_PAGE, status=403, content_type="text/html")
@@ -200,9 +204,12 @@ async def graphql(request: web.Request) -> web.StreamResponse:
             {"errors": [{"message": f"Unknown operation {op!r}", "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]},
             status=400,
         )
-    return web.Response(
+    response = web.Response(
         body=await _execute_bytes(state, op, variables, base, store_keys), content_type="application/json"
     )
+    if compression_fault:
+        response[edge_compression.FAULT] = compression_fault
+    return response
 
 
 async def _execute_bytes(state: DutchieState, op: str, variables: dict, base: str, store_keys: tuple) -> bytes:

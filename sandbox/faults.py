@@ -23,6 +23,10 @@ TRANSPORT_KINDS = (
     "truncated",
     "graphql_errors",
     "deep_nesting",  # a 200 whose JSON nests NESTING_DEPTH arrays: json.loads raises RecursionError
+    # the good answer, its compressed stream cut in half or garbled (sandbox/edge_compression.py);
+    # an answer sent uncompressed (no Accept-Encoding) is not touched
+    "truncated_compressed",
+    "corrupt_compressed",
 )
 # empty_menu: a well-formed empty menu (`products: []`, `totalCount: 0`), what the real API answers
 # to a broken query (`Status: null`), after an API change, or for a store whose online menu went dark

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from sandbox import control, dutchie_api, firecrawl_api, websites
+from sandbox import control, dutchie_api, edge_compression, firecrawl_api, websites
 from sandbox.catalog import Catalog, CatalogConfig
 from sandbox.forward_proxy import ForwardProxy
 
@@ -32,7 +32,9 @@ class SandboxURLs:
 
 
 def make_dutchie_app(config: CatalogConfig) -> web.Application:
-    app = web.Application(client_max_size=8 * 1024 * 1024)
+    # GraphQL answers compressed as Cloudflare's edge does (sandbox/edge_compression.py)
+    app = web.Application(client_max_size=8 * 1024 * 1024, middlewares=[edge_compression.edge_compression])
+    app[edge_compression.EDGE] = edge_compression.EdgeSettings()
     app[dutchie_api.DUTCHIE] = dutchie_api.DutchieState(Catalog(config), seed=config.seed)
     dutchie_api.add_routes(app)
     websites.add_routes(app)

@@ -67,6 +67,10 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
             )
         ],
     ),
+    (
+        "proxy_bytes",
+        [("proxy_bytes.py", ["--stores", "1", "--products", "5"], r"resync through the proxy / brotli minimum")],
+    ),
     ("stealth", [("stealth.py", ["--stores", "2", "--products", "10", "--repeats", "1"], "TLS impersonated / off")]),
     (
         "drain_soak",

@@ -25,7 +25,10 @@ What scrapy-impersonate 1.10.1 gets wrong, and what is done here instead:
 - curl_cffi's cookie jar would keep cookies per session beside Scrapy's CookiesMiddleware: it is
   off (Scrapy's Cookie header is sent as is); curl's h2c Upgrade on plain http (no browser sends
   it) is off: plain http (the sandbox) is HTTP/1.1;
-- DOWNLOAD_MAXSIZE and DOWNLOAD_VERIFY_CERTIFICATES are honoured.
+- DOWNLOAD_MAXSIZE and DOWNLOAD_VERIFY_CERTIFICATES are honoured;
+- the bytes received (headers and the body as it came, compressed) are in meta
+  `download_wire_bytes` and in the crawl's stats per platform, proxy and kind
+  (stealth/wire_bytes.py): Scrapy's `downloader/response_bytes` counts the decoded body.
 Proxy-Authorization goes to the proxy only (PROXYHEADER, also on CONNECT), never to the target
 (fixed upstream in 1.10.1, jxlil/scrapy-impersonate#52), and stays on retries (#26). A SOCKS5
 proxy's credentials go to curl as its user and password (RFC 1929), a `:` in the password included.
@@ -64,12 +67,14 @@ from scrapy.settings import BaseSettings
 from scrapy_impersonate.handler import ImpersonateDownloadHandler
 from scrapy_impersonate.parser import CurlOptionsParser, RequestParser
 
+from cannaspider.stealth import wire_bytes
 from cannaspider.stealth.identity import Identity
 
 # curl error codes (https://curl.se/libcurl/c/libcurl-errors.html)
 CURLE_COULDNT_CONNECT = 7
 CURLE_PARTIAL_FILE = 18
 CURLE_FILESIZE_EXCEEDED = 63
+WIRE_BYTES_META = "download_wire_bytes"  # what curl received for the answer (headers + body as sent)
 _CREDENTIALS = re.compile(r"(?<=://)([^:@/\s]+):[^@/\s]+@")
 
 
@@ -221,6 +226,8 @@ class CurlImpersonator:
         finally:
             await self._release(pooled)
         request.meta["download_latency"] = time.monotonic() - started
+        # the bytes curl received: headers and the body before decoding (stealth/wire_bytes.py)
+        request.meta[WIRE_BYTES_META] = int(response.header_size or 0) + int(response.download_size or 0)
         headers_out = Headers(response.headers.multi_items())
         if encoding:
             headers_out.pop("Content-Encoding", None)  # curl decoded what it advertised
@@ -280,6 +287,7 @@ class ImpersonatingDownloadHandler(ImpersonateDownloadHandler):  # type: ignore[
     async def _download_request(self, request: Request) -> Response:
         response = await self.curl.download(request)
         self._crawler.stats.inc_value("cannaspider/tls_impersonated")
+        wire_bytes.count(self._crawler.stats, request, request.meta.get(WIRE_BYTES_META, 0))
         return response
 
     async def close(self) -> None:
