@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ingest import bench_database, crawl_env, register_proxy, seed, start_sandbox  # noqa: E402
-from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES, FILTERED_PRODUCTS  # noqa: E402
+from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES, FILTERED_PRODUCTS  # noqa: E402
 from sandbox.counting_proxy import CountingProxy, Exchange  # noqa: E402
 
 TARGET = 1.3  # resync bytes through the proxy / the brotli minimum of the products' JSON

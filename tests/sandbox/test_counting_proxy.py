@@ -7,7 +7,7 @@ import json
 import socket
 from urllib.parse import urlencode
 
-from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES, products_variables
+from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES, products_variables
 from sandbox.counting_proxy import CountingProxy, graphql_of
 
 SHA = DEFAULT_PERSISTED_HASHES["FilteredProducts"]

@@ -12,7 +12,7 @@ import zlib
 import brotli
 import pytest
 
-from cannaspider.dutchie.operations import products_variables
+from cannaspider.platforms.dutchie.operations import products_variables
 from sandbox.edge_compression import negotiate
 from tests.httpclient import http
 from tests.sandbox.test_dutchie_api import HEADERS, get

@@ -13,7 +13,7 @@ import pytest
 from scrapy import Request
 from scrapy.settings import Settings
 
-from cannaspider.dutchie.operations import DEFAULT_PERSISTED_HASHES, products_variables
+from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES, products_variables
 from cannaspider.stealth.identity import IdentityFactory
 from cannaspider.stealth.routing import PROXY_META
 from cannaspider.stealth.tls import WIRE_BYTES_META, CurlImpersonator, impersonate_target
