@@ -8,6 +8,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from scrapy.http import HtmlResponse, Request, TextResponse
+from scrapy.spidermiddlewares.referer import RefererMiddleware
+from scrapy.utils.test import get_crawler
 
 from cannaspider.platforms.dutchie import graphql
 from cannaspider.platforms.dutchie.operations import QUERIES, products_variables
@@ -40,6 +42,30 @@ def test_request_is_a_persisted_get_with_the_csrf_headers():
     assert "query" not in params
     assert req.headers["apollo-require-preflight"] == b"true"
     assert req.headers["x-apollo-operation-name"] == b"FilteredProducts"
+
+
+def test_the_next_pages_referer_is_the_apis_origin_not_the_last_pages_url():
+    crawler = get_crawler(settings_dict={})
+    referer = RefererMiddleware.from_crawler(crawler)
+    page_0 = graphql.build_request(
+        URL,
+        "FilteredProducts",
+        products_variables("a" * 24, 0, 100),
+        persisted_hash="f" * 64,
+        client_name="c",
+        callback=None,
+    )
+    page_1 = graphql.build_request(
+        URL,
+        "FilteredProducts",
+        products_variables("a" * 24, 1, 100),
+        persisted_hash="f" * 64,
+        client_name="c",
+        callback=None,
+    )
+    answer = TextResponse(page_0.url, body=b"{}", request=page_0)
+    sent = referer.get_processed_request(page_1, answer)
+    assert sent is not None and sent.headers["Referer"] == b"https://dutchie.com/"
 
 
 def test_full_query_version_keeps_everything_but_the_hash():
