@@ -256,6 +256,11 @@ IMAGES_CONVERTER = "cannaspider.images.convert.to_webp"
 IMAGES_DOWNLOAD_TIMEOUT_S = 20.0
 IMAGES_MAX_BYTES = 25 * 1024 * 1024
 IMAGES_RETRY_TIMES = 0
+# Every image source is fetched once, whatever the stores, crawls and nodes that list it (table
+# image_sources, docs/images.md "One download per source"): a node claims a URL before fetching
+# it. A claim whose node died mid-fetch is taken over once it is this old (longer than a download,
+# IMAGES_DOWNLOAD_TIMEOUT_S, and its conversion and write); a failed fetch is released at once.
+IMAGES_SOURCE_LEASE_S = 120.0
 MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
 # /img (cannaspider/web/images.py): rendered variants are cached under IMG_CACHE_DIR (None:
 # CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S. With a remote
