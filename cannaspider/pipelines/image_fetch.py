@@ -230,7 +230,7 @@ class ImageFetcher:
     async def _settle_stored(self, claim: Claim) -> None:
         try:
             await self.sources.stored(claim)
-        except OUTAGE_ERRORS + (psycopg.Error,) as exc:  # the object is written: its lease runs out, the next claimer finds it
+        except OUTAGE_ERRORS + (psycopg.Error,) as exc:  # written: its lease runs out, the next claimer finds it
             logger.warning("images: source %s stored but not marked so: %s", claim.object_key, first_line(exc))
 
     async def _write(self, job: ImageJob, key: str, response: Response) -> None:
