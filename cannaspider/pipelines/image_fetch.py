@@ -57,6 +57,7 @@ from cannaspider.images.convert import UnusableImage, declared_pixels
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
 from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImageSources
+from cannaspider.stealth.proxies import CRAWL_POOL
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")
@@ -115,6 +116,7 @@ class ImageFetcher:
         self.download_timeout = settings.getfloat("IMAGES_DOWNLOAD_TIMEOUT_S")
         self.max_bytes = settings.getint("IMAGES_MAX_BYTES")
         self.retry_times = settings.getint("IMAGES_RETRY_TIMES")
+        self.proxy_pool = settings.get("IMAGES_PROXY_POOL") or CRAWL_POOL
         # MEDIA_ALLOW_REDIRECTS: the redirect middleware follows 3xx, every other status is ours to judge
         self.statuses: dict[str, Any] = (
             {"handle_httpstatus_list": SequenceExclude(range(300, 400))}
@@ -163,6 +165,9 @@ class ImageFetcher:
             "stealth": True,
             "dispensary_id": job.dispensary_id,
             "stealth_slot": "images",
+            # IMAGES_PROXY_POOL: the crawl's pool (the store's own session) unless an operator
+            # gives images a pool of their own (docs/stealth.md, "Proxy pools")
+            "proxy_pool": self.proxy_pool,
             "proxy_health": False,
             # an image is worth less than the crawl it would hold open: its own short timeout, a
             # size cap the downloader enforces, no retry (the next crawl asks for it again)

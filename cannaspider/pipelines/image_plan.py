@@ -5,9 +5,9 @@ fetch them (image_fetch.py).
 - A product whose row already has a local_image_path for its image URL is skipped; a new one, one
   whose local_image_path is NULL, or one whose image URL changed (the path names the URL's hash)
   gets a job (which fetches only a source no store has: image_fetch.py). The store's products
-  that have an image are read once, by one query (STORE_QUERY), before its products are planned; a store's products that arrive
-  while its query is out wait for it. The file goes at the seed's layout
-  (cannaspider/images/paths.py); a brand's logo is stored once per brand.
+  that have an image are read once, by one query (STORE_QUERY), before its products are planned;
+  a store's products that arrive while its query is out wait for it. The file goes at the seed's
+  layout (cannaspider/images/paths.py); a brand's logo is stored once per brand.
 - A path already claimed in this crawl is never queued twice (a failed one is released, for
   another product or crawl to ask again); nothing is queued once the pipeline closes.
 - The store's query is sent as soon as a request of the store is scheduled (request_scheduled),

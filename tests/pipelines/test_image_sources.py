@@ -77,9 +77,7 @@ def test_two_crawlers_at_once_fetch_a_source_once_and_the_other_maps_it_next_cra
     one, two = Harness(db, tmp_path / "images"), Harness(db, tmp_path / "images")
 
     async def both() -> None:
-        await asyncio.gather(
-            one.crawl([product(a["id"], "a" * 24, url)]), two.crawl([product(b["id"], "b" * 24, url)])
-        )
+        await asyncio.gather(one.crawl([product(a["id"], "a" * 24, url)]), two.crawl([product(b["id"], "b" * 24, url)]))
 
     asyncio.run(both())
     assert image_requests(sandbox) == {"products/race": 1}
