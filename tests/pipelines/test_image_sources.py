@@ -20,7 +20,8 @@ from cannaspider import settings as defaults
 from cannaspider.db import migrations
 from cannaspider.images.paths import product_image_path
 from cannaspider.web.app import create_app
-from tests.helpers import add_store, project_settings
+from sandbox.forward_proxy import ForwardProxy
+from tests.helpers import add_store, project_settings, run_scrapy
 from tests.httpclient import http
 from tests.pipelines.test_images import Harness, image_requests, local_paths, product
 from tests.web.conftest import Service
@@ -212,3 +213,34 @@ def test_migration_maps_existing_stores_files_to_sources_without_a_download(empt
     assert crawl.engine.urls == [changed]  # only the changed image
     assert crawl.stat("images_skipped_has_image") == 2 and mapped(db)[local_paths(db, d3)["d" * 24]] == path0
     assert image_requests(sandbox) == {"products/changed": 1}
+
+
+def test_images_go_through_the_pool_images_proxy_pool_names_and_the_api_never_does(db, sandbox, crawl, scrapy_env, sql):
+    """IMAGES_PROXY_POOL: an operator's cheaper pool carries every image and logo; GraphQL stays on
+    the crawl's pool; without the setting images take the store's session (the test above)."""
+    d = add_store(db, sandbox.stores("AZ")[0])
+    cheap = ForwardProxy(name="cheap").start()
+    try:
+        added = run_scrapy("proxies", "add", "--pool", "images", cheap.url, env=scrapy_env)
+        assert added.returncode == 0 and "[pool images]" in added.stdout, added.stderr[-2000:]
+        result = crawl("product_resync", "-s", "IMAGES_PROXY_POOL=images", dispensary_id=d)
+    finally:
+        cheap.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = sandbox.requests()
+    images = sum(n for k, n in counts.items() if k.startswith("image:"))
+    assert images and counts.get("image via:cheap") == images and "image via:sandbox" not in counts
+    assert counts.get("via:sandbox") and "via:cheap" not in counts  # the API never took the images pool
+    assert sql("SELECT count(*) FROM store_products WHERE dispensary_id = %s AND local_image_path IS NULL "
+               "AND image_url IS NOT NULL", (d,)) == [(0,)]  # fmt: skip
+    listed = run_scrapy("proxies", "list", env=scrapy_env)
+    assert "[pool images]" in listed.stdout
+
+
+def test_an_images_pool_with_no_active_proxy_fails_the_images_alone(db, sandbox, crawl, sql):
+    d = add_store(db, sandbox.stores("AZ")[0])
+    result = crawl("product_resync", "-s", "IMAGES_PROXY_POOL=images", dispensary_id=d)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not any(k.startswith("image:") for k in sandbox.requests())
+    assert "stealth_no_proxy/images" in result.stderr
+    assert sql("SELECT status FROM crawl_runs WHERE dispensary_id = %s", (d,)) == [("complete",)]
