@@ -57,7 +57,6 @@ from cannaspider.images.convert import UnusableImage, declared_pixels
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
 from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImageSources
-from cannaspider.stealth.proxies import CRAWL_POOL
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")
@@ -116,7 +115,7 @@ class ImageFetcher:
         self.download_timeout = settings.getfloat("IMAGES_DOWNLOAD_TIMEOUT_S")
         self.max_bytes = settings.getint("IMAGES_MAX_BYTES")
         self.retry_times = settings.getint("IMAGES_RETRY_TIMES")
-        self.proxy_pool = settings.get("IMAGES_PROXY_POOL") or CRAWL_POOL
+        self.proxy_pool: str = settings["IMAGES_PROXY_POOL"]  # an empty one is the crawl's (the middleware)
         # MEDIA_ALLOW_REDIRECTS: the redirect middleware follows 3xx, every other status is ours to judge
         self.statuses: dict[str, Any] = (
             {"handle_httpstatus_list": SequenceExclude(range(300, 400))}
