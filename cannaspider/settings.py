@@ -256,6 +256,18 @@ IMAGES_CONVERTER = "cannaspider.images.convert.to_webp"
 IMAGES_DOWNLOAD_TIMEOUT_S = 20.0
 IMAGES_MAX_BYTES = 25 * 1024 * 1024
 IMAGES_RETRY_TIMES = 0
+# Every image source is fetched once, whatever the stores, crawls and nodes that list it (table
+# image_sources, docs/images.md "One download per source"): a node claims a URL before fetching
+# it. A claim whose node died mid-fetch is taken over once it is this old (longer than a download,
+# IMAGES_DOWNLOAD_TIMEOUT_S, and its conversion and write); a failed fetch is released at once.
+IMAGES_SOURCE_LEASE_S = 120.0
+# The proxy pool product images and brand logos go through (the `pool` of rows in `proxies`,
+# migration 030). "crawl", the crawl's own pool, by default: an image takes its store's session
+# (proxy, identity, TLS). An image CDN is not the API that blocks, so an operator may add a cheaper
+# pool (`scrapy proxies add --pool images URL`) and set IMAGES_PROXY_POOL = "images": images then
+# go through it, one session per store, and never through the crawl's pool; with no active proxy
+# in it an image fails (images_failed/filtered) and the next crawl asks again. docs/stealth.md.
+IMAGES_PROXY_POOL = "crawl"
 MEDIA_ALLOW_REDIRECTS = True  # image CDNs redirect
 # /img (cannaspider/web/images.py): rendered variants are cached under IMG_CACHE_DIR (None:
 # CANNASPIDER_DATA_DIR/image-cache) and served as immutable for IMG_MAX_AGE_S. With a remote

@@ -50,6 +50,8 @@ TABLES = (
     "brand_aliases",  # canonical brands and products (migration 016)
     "canonical_products",
     "brands",
+    "image_paths",  # image sources and the per-store paths mapped to them (migration 029)
+    "image_sources",
 )
 
 

@@ -82,6 +82,10 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
             )
         ],
     ),
+    (
+        "image_sources",
+        [("image_sources.py", ["--stores", "2", "--products", "3"], r"repeated image downloads across stores: 0")],
+    ),
     ("img_worst", [("img_worst.py", ["--sides", "200"], "worst")]),
     ("img_contention", [("img_contention.py", ["--heavy", "1"], "thumbnail: HTTP 200")]),
     ("convert_budget", [("convert_budget.py", ["--images", "2", "--budget", "50000000"], "peak RSS")]),

@@ -2,6 +2,7 @@
 of every Dutchie crawl (docs/stealth.md). Passwords are stored, never printed: `user:***`.
 
     scrapy proxies add http://user:password@host:port [URL …]
+    scrapy proxies add --pool images URL  a proxy of another pool (IMAGES_PROXY_POOL; default `crawl`)
     scrapy proxies import FILE          one proxy URL a line (`#` comments); `-` reads stdin
     scrapy proxies list
     scrapy proxies check [ID …]         one GraphQL request through each proxy, by the crawl's own
@@ -27,7 +28,7 @@ from cannaspider import platforms
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 from cannaspider.platforms.interface import PlatformFailure
-from cannaspider.stealth.proxies import ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
+from cannaspider.stealth.proxies import CRAWL_POOL, ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
 from cannaspider.stealth.proxy_health import FAILURE, FLUSH_HEALTH, SUCCESS, FailureRule, HealthBatch, health_params
 from cannaspider.stealth.routing import PIN_META
 
@@ -36,7 +37,7 @@ ACTIONS = ("add", "import", "list", "check", "enable", "disable")
 NOT_PROBED = "deactivated_at = NULL, next_probe_at = NULL, probe_failures = 0"
 LIST_QUERY = """
 SELECT id, protocol, host, port, username, password, failure_count, recent_attempts, is_active, success_count,
-       avg_response_time_ms, last_used_at, last_failure_at, last_error
+       avg_response_time_ms, last_used_at, last_failure_at, last_error, pool
   FROM proxies ORDER BY id
 """
 
@@ -49,6 +50,15 @@ class Command(CannaspiderCommand):
 
     def short_desc(self) -> str:
         return "Manage the proxy pool (the proxies table) of Dutchie crawls"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--pool",
+            default=CRAWL_POOL,
+            help="add/import: the proxies' pool (`crawl`, every Dutchie request's; another, e.g. `images`, "
+            "for IMAGES_PROXY_POOL)",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
@@ -67,9 +77,9 @@ class Command(CannaspiderCommand):
                 raise ProxyInputError("proxies add needs at least one URL: http://user:password@host:port")
             specs = [parse_proxy_url(text) for text in rest]  # all or nothing
             for spec in specs:
-                print(self._add(url, spec))
+                print(self._add(url, spec, opts.pool))
         elif action == "import":
-            self._import(url, rest)
+            self._import(url, rest, opts.pool)
         elif action == "list":
             self._list(url)
         elif action == "check":
@@ -79,7 +89,7 @@ class Command(CannaspiderCommand):
 
     # -- actions -------------------------------------------------------------------------------
     @staticmethod
-    def _add(url: str, spec: ProxySpec) -> str:
+    def _add(url: str, spec: ProxySpec, pool: str = CRAWL_POOL) -> str:
         with connect(url, autocommit=True) as conn:
             row = conn.execute(
                 "SELECT id FROM proxies WHERE protocol = %s AND host = %s AND port = %s "
@@ -89,21 +99,21 @@ class Command(CannaspiderCommand):
             if row:
                 # the same proxy and user: a new password or a comeback, not a second row
                 conn.execute(
-                    f"UPDATE proxies SET password = %s, is_active = true, recent_attempts = '', {NOT_PROBED} "
-                    "WHERE id = %s",
-                    (spec.password, row[0]),
+                    f"UPDATE proxies SET password = %s, is_active = true, recent_attempts = '', pool = %s, "
+                    f"{NOT_PROBED} WHERE id = %s",
+                    (spec.password, pool, row[0]),
                 )
-                return f"updated #{row[0]} {spec.masked} (active)"
+                return f"updated #{row[0]} {spec.masked}{_in_pool(pool)} (active)"
             inserted = conn.execute(
-                "INSERT INTO proxies (host, port, username, password, protocol) VALUES (%s, %s, %s, %s, %s) "
-                "RETURNING id",
-                (spec.host, spec.port, spec.username, spec.password, spec.protocol),
+                "INSERT INTO proxies (host, port, username, password, protocol, pool) "
+                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                (spec.host, spec.port, spec.username, spec.password, spec.protocol, pool),
             ).fetchone()
             assert inserted is not None
             pid = inserted[0]
-        return f"added #{pid} {spec.masked}"
+        return f"added #{pid} {spec.masked}{_in_pool(pool)}"
 
-    def _import(self, url: str, rest: list[str]) -> None:
+    def _import(self, url: str, rest: list[str], pool: str = CRAWL_POOL) -> None:
         if len(rest) != 1:
             raise ProxyInputError("proxies import needs one file (or - for standard input)")
         try:
@@ -116,7 +126,7 @@ class Command(CannaspiderCommand):
             if not line or line.startswith("#"):
                 continue
             try:
-                print(self._add(url, parse_proxy_url(line)))
+                print(self._add(url, parse_proxy_url(line), pool))
             except ProxyInputError as exc:
                 bad += 1
                 print(f"error: line {n}: {exc}", file=sys.stderr)
@@ -137,10 +147,10 @@ class Command(CannaspiderCommand):
         )
         for row in rows:
             record = record_of(row[:8])
-            active, ok, avg, used, failed_at, error = row[8:]
+            active, ok, avg, used, failed_at, error, pool = row[8:]
             recent = f"{record.recent_attempts.count(FAILURE)}/{len(record.recent_attempts)}"
             when = used.strftime("%Y-%m-%d %H:%M") if used else "-"
-            tail = f"{when}" + (f" / {error[:60]}" if error else "")
+            tail = f"{when}" + (f" / {error[:60]}" if error else "") + _in_pool(pool)
             print(
                 f"{record.id:>4}  {'yes' if active else 'no':6}  {record.masked:44}  {ok or 0:>6}  "
                 f"{record.failure_count:>5}  {recent:>6}  {avg if avg is not None else '-':>6}  {tail}"
@@ -259,3 +269,8 @@ class ProxyCheckSpider(scrapy.Spider):
             self.health[record.id] = HealthBatch(
                 failures=1, attempts=FAILURE, last_used_at=now, last_failure_at=now, last_error=error[:500]
             )
+
+
+def _in_pool(pool: str) -> str:
+    """How a listing names a proxy's pool: nothing for the crawl's."""
+    return "" if pool == CRAWL_POOL else f" [pool {pool}]"

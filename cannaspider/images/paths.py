@@ -82,10 +82,15 @@ def state_segment(state: str | None) -> str:
     return slugify(state, "unknown-state")
 
 
+def image_file_name(url: str) -> str:
+    """The file name a product image of `url` has: a path ending in another names another URL."""
+    return f"/image-{url_hash(url)}.webp"
+
+
 def product_image_path(state: str | None, store: str | None, brand: str | None, product_id: str, url: str) -> str:
     return (
         f"products/{state_segment(state)}/{slugify(store, 'store')}/{slugify(brand, 'unbranded')}/"
-        f"{product_folder_id(product_id)}/image-{url_hash(url)}.webp"
+        f"{product_folder_id(product_id)}{image_file_name(url)}"
     )
 
 

@@ -32,6 +32,12 @@ proxy from the same sessions and go through a browser context per proxy and iden
 requests (the same code below). Without Chromium at CHROMIUM_PATH a browser page fails alone with
 ChromiumNotFound (stealth/browser_missing.py), before any proxy or identity is drawn. Stopping
 and waiting out an empty pool: stealth/stopping.py.
+
+A request may name another pool of the `proxies` table (meta `proxy_pool`: product images take
+IMAGES_PROXY_POOL's, docs/stealth.md "Proxy pools"): it goes through a proxy of that pool, in a
+session of that pool per store, and never counts on the proxy's health (images do not); a pool
+with no active proxy fails that request alone (ProxyBlocked, stat
+`cannaspider/stealth_no_proxy/<pool>`), never the crawl.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from cannaspider.stealth.identity import IdentityError, IdentityFactory
 from cannaspider.stealth.locales import StoreLocales
 from cannaspider.stealth.policy import PROXY_ERROR, BlockPolicy
 from cannaspider.stealth.pool import ProxyPool
-from cannaspider.stealth.proxies import ProxyRecord
+from cannaspider.stealth.proxies import CRAWL_POOL, ProxyRecord
 from cannaspider.stealth.routing import (
     BROWSER_ATTEMPT_META,
     PIN_META,
@@ -86,6 +92,7 @@ class StealthProxyMiddleware:
         # the Chromium scrapy-playwright launches (its version makes the browser identities)
         self.browser_path = browser_path(crawler.settings)
         self.sessions = Sessions(self.pool, StoreLocales(crawler), self.stats, self.browser_path)
+        self.other_pools: dict[str, Sessions] = {}  # a pool named by a request's meta `proxy_pool`
         self.pages = BrowserPages(self.sessions)
         # after an outage every session was on a proxy that left the pool
         self.stop = StealthStop(crawler, self.pool, on_resume=self.sessions.clear)
@@ -110,6 +117,9 @@ class StealthProxyMiddleware:
             return None
         if self.stop.reason is not None:
             raise ProxyBlocked(f"not sent: {self.stop.reason}")
+        pool_name = request.meta.get("proxy_pool") or CRAWL_POOL
+        if pool_name != CRAWL_POOL:
+            return await self._other_pool(request, pool_name)
         if not self.pool.loaded:
             await self.pool.ensure_loaded()
         key = session_key(request)
@@ -127,6 +137,30 @@ class StealthProxyMiddleware:
                 return None
         except IdentityError as exc:
             raise self._identity_failed(exc) from None
+        self._send(request, session)
+        return None
+
+    async def _other_pool(self, request: Request, name: str) -> None:
+        """A request through another pool of the table (product images' IMAGES_PROXY_POOL)."""
+        sessions = self.other_pools.get(name)
+        if sessions is None:
+            pool = ProxyPool.for_crawler(self.crawler, name)
+            sessions = self.other_pools[name] = Sessions(pool, self.sessions.locales, self.stats, self.browser_path)
+            sessions.identities = self.sessions.identities  # browserforge's networks, loaded once
+        if not sessions.pool.loaded:
+            await sessions.pool.ensure_loaded()
+        key = session_key(request)
+        try:
+            session = sessions.live(key) or await sessions.new(request, key, avoid=set())
+        except IdentityError as exc:
+            raise self._identity_failed(exc) from None
+        if session is None:
+            self.stats.inc_value(f"cannaspider/stealth_no_proxy/{name}")
+            raise ProxyBlocked(f"no active proxy in the {name!r} pool")
+        self._send(request, session)
+
+    def _send(self, request: Request, session: Session) -> None:
+        """The request goes through the session's proxy, wearing its identity."""
         request.meta["proxy"] = session.proxy.url  # with its credentials: HttpProxyMiddleware's input
         request.meta[PROXY_META] = session.proxy.id
         request.meta[SENT_META] = time.monotonic()
@@ -138,7 +172,6 @@ class StealthProxyMiddleware:
         # no Proxy-Authorization left by another proxy's attempt: HttpProxyMiddleware writes this
         # proxy's from meta["proxy"] (stealth/routing.py)
         wear(request, session.identity)
-        return None
 
     async def _new_session(self, request: Request, key: object, browser: bool) -> Session:
         avoid = set(request.meta.get(TRIED_META, ()))

@@ -5,8 +5,14 @@ file, the row's path. The jobs are planned by image_plan.py and run by the pipel
 - The download path is Scrapy's media pipelines' (the engine's downloader, so the downloader
   middlewares and any proxy layer apply; MEDIA_ALLOW_REDIRECTS); what else the request carries
   (the store's stealth session, a slot, its own timeout, size cap and retries) is said at `download`.
-- A file already in the store is never fetched again: the store is asked first (stat_file), and a
-  file found there has its path recorded without a download.
+- An image is fetched once per source, not once per store (docs/images.md, "One download per
+  source"): before a download the URL is claimed in image_sources (image_sources.py), across
+  processes and nodes. A source stored already is not fetched: its object is checked in the store
+  (stat_file) and the job's path is mapped to it (image_paths) and recorded; one another claimer
+  is fetching is left to a later crawl; a claimed one whose object is found in the store (a file
+  of an older crawl, or of a claimer that died before settling) is recorded without a download.
+  In one crawl, the jobs of a URL whose fetch is under way wait for it beside the queue, holding
+  no worker, and take its answer.
 - The file is webp, not JPEG (IMAGES_CONVERTER: cannaspider/images/convert.py), checked against
   IMAGES_MIN_WIDTH/HEIGHT, written to one of Scrapy's file stores (a local folder, s3://, gs://,
   ftp://, chosen by IMAGES_STORE: cannaspider/images/filestore.py); the conversions under way
@@ -17,7 +23,8 @@ file, the row's path. The jobs are planned by image_plan.py and run by the pipel
 - A failed or unusable image (HTTP error, HTML, a truncated file, a decompression bomb, an empty
   body) is one warning line and a stat `cannaspider/images_failed/<code>`, the code given where the
   failure is found (ImageFailed, UnusableImage); its product keeps local_image_path NULL, so the
-  next crawl tries again, and its path is given back to the plan (another product may ask again).
+  next crawl tries again, its path is given back to the plan (another product may ask again), and
+  its source's claim is released as 'failed' (claimable again at once: never stuck).
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any
 
+import psycopg
 from scrapy import Spider
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
@@ -48,6 +56,7 @@ from cannaspider.images.budget import PixelBudget
 from cannaspider.images.convert import UnusableImage, declared_pixels
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
+from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImageSources
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")
@@ -70,6 +79,8 @@ class ImageJob:
     provider_product_id: str | None  # None: a brand logo (no row to update)
     url: str
     path: str
+    claim: Claim | None = None  # the source's claim, once this job holds it
+    waiting: list[ImageJob] = field(default_factory=list)  # this crawl's jobs of the same URL
 
 
 class ImageFetcher:
@@ -77,7 +88,12 @@ class ImageFetcher:
     gives a failed job's path back to the plan."""
 
     def __init__(
-        self, crawler: Crawler, store: FilesStoreProtocol, paths: ImagePathWriter, release: Callable[[str], None]
+        self,
+        crawler: Crawler,
+        store: FilesStoreProtocol,
+        paths: ImagePathWriter,
+        release: Callable[[str], None],
+        sources: ImageSources,
     ):
         settings = crawler.settings
         assert crawler.stats is not None
@@ -86,6 +102,9 @@ class ImageFetcher:
         self.store = store
         self.paths = paths
         self.release = release
+        self.sources = sources
+        self.fetching: dict[str, ImageJob] = {}  # URL → the job of this crawl that holds its source
+        self.known: dict[str, tuple[str, str]] = {}  # URL → (source, object key), stored and checked
         self.quality = settings.getint("IMAGES_WEBP_QUALITY")
         vips.configure(settings)
         self.convert = load_object(settings["IMAGES_CONVERTER"])  # (body, quality=, max_pixels=) -> (webp, size)
@@ -96,6 +115,7 @@ class ImageFetcher:
         self.download_timeout = settings.getfloat("IMAGES_DOWNLOAD_TIMEOUT_S")
         self.max_bytes = settings.getint("IMAGES_MAX_BYTES")
         self.retry_times = settings.getint("IMAGES_RETRY_TIMES")
+        self.proxy_pool: str = settings["IMAGES_PROXY_POOL"]  # an empty one is the crawl's (the middleware)
         # MEDIA_ALLOW_REDIRECTS: the redirect middleware follows 3xx, every other status is ours to judge
         self.statuses: dict[str, Any] = (
             {"handle_httpstatus_list": SequenceExclude(range(300, 400))}
@@ -109,20 +129,44 @@ class ImageFetcher:
         self.spiderinfo = MediaPipeline.SpiderInfo(self.crawler.spider)
 
     async def download(self, job: ImageJob) -> Response | None:
-        """The job's response, or None when nothing is left to do: its file found in the store
-        (the path recorded), its request filtered, or its download failed (counted and logged)."""
-        if await self._stored_already(job.path):
+        """The job's response, or None when nothing is left to do: its source stored already (the
+        path mapped and recorded), fetched by another claimer or by another job of this crawl (it
+        waits for that one), its request filtered, or its download failed (counted and logged)."""
+        known = self.known.get(job.url)
+        if known is not None:  # stored in this crawl, for another store or product
+            self._done(job, *known)
+            return None
+        owner = self.fetching.get(job.url)
+        if owner is not None:  # one fetch per URL: this job takes its answer, holding no worker
+            owner.waiting.append(job)
+            return None
+        self.fetching[job.url] = job
+        try:
+            claim = await self._claim(job)
+        except OUTAGE_ERRORS + (psycopg.Error,) as exc:
+            await self._failed(job, ImageFailed("database", f"source not claimed: {first_line(exc)}"))
+            return None
+        if claim is None:
+            return None
+        job.claim = claim
+        # (the object is looked for first: a file an older crawl stored here, or one a claimer that
+        # died before settling wrote, is recorded without a download)
+        if await self._stored_already(claim.object_key):
             self.stats.inc_value("cannaspider/images_already_stored")
-            self._written(job)
+            await self._settle_stored(claim)
+            self._done(job, claim.source, claim.object_key)
             return None
         # through the store's stealth session (its proxy, identity and TLS: docs/stealth.md), in a
         # download slot of their own so images never take the API pages' turns at that proxy, and
         # without judging the proxy (a failed image is skipped, not rotated)
         meta = {
-            "image_path": job.path,
+            "image_path": claim.object_key,
             "stealth": True,
             "dispensary_id": job.dispensary_id,
             "stealth_slot": "images",
+            # IMAGES_PROXY_POOL: the crawl's pool (the store's own session) unless an operator
+            # gives images a pool of their own (docs/stealth.md, "Proxy pools")
+            "proxy_pool": self.proxy_pool,
             "proxy_health": False,
             # an image is worth less than the crawl it would hold open: its own short timeout, a
             # size cap the downloader enforces, no retry (the next crawl asks for it again)
@@ -143,25 +187,57 @@ class ImageFetcher:
             return await self.crawler.engine.download_async(request)
         except IgnoreRequest as exc:
             logger.debug("images: %s not downloaded: %s", job.url, exc)
-            self.stats.inc_value("cannaspider/images_failed/filtered")
+            await self._failed(job, ImageFailed("filtered", str(exc)), log=False)
         except Exception as exc:  # noqa: BLE001 - any download failure is this image's failure, counted
-            self._failed(job, ImageFailed(type(exc).__name__.lower(), f"download failed: {first_line(exc)}"))
+            await self._failed(job, ImageFailed(type(exc).__name__.lower(), f"download failed: {first_line(exc)}"))
         return None
 
     async def save(self, job: ImageJob, response: Response) -> None:
         """The job's download checked, converted, written and recorded, or counted and logged."""
+        assert job.claim is not None  # a response only comes for a claimed source
         try:
-            await self._write(job, response)
+            await self._write(job, job.claim.object_key, response)
         except (ImageFailed, UnusableImage) as exc:
-            self._failed(job, exc)
+            await self._failed(job, exc)
             return
         except OUTAGE_ERRORS + (OSError,) as exc:
-            self._failed(job, ImageFailed("store", f"not written to the store: {first_line(exc)}"))
+            await self._failed(job, ImageFailed("store", f"not written to the store: {first_line(exc)}"))
             return
         self.stats.inc_value("cannaspider/images_stored")
-        self._written(job)
+        await self._settle_stored(job.claim)
+        self._done(job, job.claim.source, job.claim.object_key)
 
-    async def _write(self, job: ImageJob, response: Response) -> None:
+    def abandon(self, job: ImageJob) -> None:
+        """A job a bug cut short: its URL may be fetched again (its claim's lease runs out)."""
+        self.fetching.pop(job.url, None)
+        for each in (job, *job.waiting):
+            self.release(each.path)
+
+    async def _claim(self, job: ImageJob) -> Claim | None:
+        """The job's claim on its source, or None once the job is settled without one (the
+        source stored and its object there: recorded; another claimer fetching it: left)."""
+        claim = await self.sources.claim(job.url, job.path)
+        if claim.status == STORED_ALREADY:
+            if await self._stored_already(claim.object_key):
+                self.stats.inc_value("cannaspider/images_already_stored")
+                self._done(job, claim.source, claim.object_key)
+                return None
+            # stored, but its object is gone from the store (deleted by hand): fetched again, once
+            claim = await self.sources.take_over(claim.source, claim.object_key, job.path)
+        if claim.status == ELSEWHERE:
+            # another process or node is fetching it now: never waited on, the next crawl maps it
+            self.stats.inc_value("cannaspider/images_source_elsewhere", 1 + len(job.waiting))
+            self.abandon(job)
+            return None
+        return claim
+
+    async def _settle_stored(self, claim: Claim) -> None:
+        try:
+            await self.sources.stored(claim)
+        except OUTAGE_ERRORS + (psycopg.Error,) as exc:  # written: its lease runs out, the next claimer finds it
+            logger.warning("images: source %s stored but not marked so: %s", claim.object_key, first_line(exc))
+
+    async def _write(self, job: ImageJob, key: str, response: Response) -> None:
         """Check, convert and write one download; ImageFailed or UnusableImage say why not."""
         if response.status != 200:
             raise ImageFailed("http", f"HTTP {response.status}")
@@ -180,7 +256,7 @@ class ImageFetcher:
         if width < self.min_width or height < self.min_height:
             raise ImageFailed("small", f"too small ({width}x{height} < {self.min_width}x{self.min_height})")
         persisted = self.store.persist_file(
-            job.path,
+            key,
             BytesIO(webp),
             self._info(),
             meta={"width": width, "height": height},
@@ -204,12 +280,32 @@ class ImageFetcher:
             return False
         return bool(result and result.get("last_modified"))
 
-    def _written(self, job: ImageJob) -> None:
-        if job.provider_product_id is not None:
-            self.paths.add(job.dispensary_id, job.provider, job.provider_product_id, job.path)
+    def _done(self, job: ImageJob, source: str, key: str) -> None:
+        """The job's source is stored as `key`: its path, and those of the jobs that waited for
+        it, are mapped to the source and recorded."""
+        self.known[job.url] = (source, key)
+        self.fetching.pop(job.url, None)
+        for each in (job, *job.waiting):
+            if each.path != key:
+                self.stats.inc_value("cannaspider/images_shared")  # another path's object: no download
+            if each.provider_product_id is None:
+                self.paths.map(each.path, source)
+            else:
+                self.paths.add(each.dispensary_id, each.provider, each.provider_product_id, each.path, source)
+        job.waiting.clear()
 
-    def _failed(self, job: ImageJob, exc: ImageFailed | UnusableImage) -> None:
-        self.stats.inc_value(f"cannaspider/images_failed/{exc.code}")
-        self.release(job.path)  # another product (or crawl) may ask again
-        what = f"product {job.provider_product_id}" if job.provider_product_id else "brand logo"
-        logger.warning("images: dispensary %s %s: %s skipped: %s", job.dispensary_id, what, job.url, exc)
+    async def _failed(self, job: ImageJob, exc: ImageFailed | UnusableImage, *, log: bool = True) -> None:
+        self.fetching.pop(job.url, None)
+        for each in (job, *job.waiting):
+            self.stats.inc_value(f"cannaspider/images_failed/{exc.code}")
+            self.release(each.path)  # another product (or crawl) may ask again
+            if not log:
+                continue
+            what = f"product {each.provider_product_id}" if each.provider_product_id else "brand logo"
+            logger.warning("images: dispensary %s %s: %s skipped: %s", each.dispensary_id, what, each.url, exc)
+        job.waiting.clear()
+        if job.claim is not None:  # claimable again at once, by anyone: never stuck
+            try:
+                await self.sources.failed(job.claim, exc.code)
+            except OUTAGE_ERRORS + (psycopg.Error,) as error:  # its lease runs out instead
+                logger.warning("images: source %s not released: %s", job.url, first_line(error))

@@ -2,11 +2,12 @@
 rule, applied as products arrive; the jobs go to the pipeline's queue (images.py), whose workers
 fetch them (image_fetch.py).
 
-- A product whose row already has a local_image_path is skipped; a new one, or one whose
-  local_image_path is NULL, is downloaded. The store's products that have an image are read once,
-  by one query (STORE_QUERY), before its products are planned; a store's products that arrive
-  while its query is out wait for it. The file goes at the seed's layout
-  (cannaspider/images/paths.py); a brand's logo is stored once per brand.
+- A product whose row already has a local_image_path for its image URL is skipped; a new one, one
+  whose local_image_path is NULL, or one whose image URL changed (the path names the URL's hash)
+  gets a job (which fetches only a source no store has: image_fetch.py). The store's products
+  that have an image are read once, by one query (STORE_QUERY), before its products are planned;
+  a store's products that arrive while its query is out wait for it. The file goes at the seed's
+  layout (cannaspider/images/paths.py); a brand's logo is stored once per brand.
 - A path already claimed in this crawl is never queued twice (a failed one is released, for
   another product or crawl to ask again); nothing is queued once the pipeline closes.
 - The store's query is sent as soon as a request of the store is scheduled (request_scheduled),
@@ -32,7 +33,7 @@ from scrapy.statscollectors import StatsCollector
 
 from cannaspider.db.crawl_store import CrawlStore
 from cannaspider.db.errors import first_line
-from cannaspider.images.paths import brand_logo_path, product_image_path
+from cannaspider.images.paths import brand_logo_path, image_file_name, product_image_path
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.image_fetch import ImageJob
 from cannaspider.stealth.routing import session_key
@@ -48,12 +49,12 @@ class StoreImages:
 
     state: str | None
     store: str | None
-    with_image: set[str] = field(default_factory=set)
+    with_image: dict[str, str] = field(default_factory=dict)  # product → its local_image_path
 
 
 STORE_QUERY = """
 SELECT d.state, coalesce(nullif(d.slug, ''), d.name),
-       ARRAY(SELECT provider_product_id FROM store_products
+       ARRAY(SELECT ARRAY[provider_product_id, local_image_path] FROM store_products
               WHERE dispensary_id = d.id AND local_image_path IS NOT NULL)
   FROM dispensaries d WHERE d.id = %s
 """
@@ -112,14 +113,15 @@ class ImagePlanner:
                 self._enqueue(ImageJob(item.dispensary_id, item.provider, None, logo, path))
         if not item.image_url:
             return
-        if item.provider_product_id in known.with_image:
+        has = known.with_image.get(item.provider_product_id)
+        if has is not None and has.endswith(image_file_name(item.image_url)):
             self.stats.inc_value("cannaspider/images_skipped_has_image")
             return
         path = product_image_path(
             known.state, known.store, item.brand_name_raw, item.provider_product_id, item.image_url
         )
         if self._enqueue(ImageJob(item.dispensary_id, item.provider, item.provider_product_id, item.image_url, path)):
-            known.with_image.add(item.provider_product_id)
+            known.with_image[item.provider_product_id] = path
 
     def release(self, path: str) -> None:
         """A job that failed: its path may be asked for again."""
@@ -154,7 +156,9 @@ class ImagePlanner:
                 len(waiting),
             )
             return
-        self.stores[dispensary_id] = StoreImages(row[0], row[1], set(row[2])) if row else StoreImages(None, None)
+        self.stores[dispensary_id] = (
+            StoreImages(row[0], row[1], {pid: path for pid, path in row[2]}) if row else StoreImages(None, None)
+        )
         for item in self.loading.pop(dispensary_id, []):
             self.plan(item)  # its store is known now: planned, not waiting again
 

@@ -10,6 +10,8 @@ apply). What differs from ImagesPipeline lives where its rule is applied:
 - Which products need a download, the seed's rule (a product whose row has a local_image_path is
   skipped, its store's products read by one query sent when the store's first request is
   scheduled, a path queued once a crawl): image_plan.py.
+- Each image source fetched once, whatever the stores and crawls that list it (a claim in
+  image_sources, per-store paths mapped to the one stored object): image_fetch.py, image_sources.py.
 - How one image is fetched, checked, converted to webp, written and recorded (local_image_path by
   a batched UPDATE, cannaspider/pipelines/image_paths.py), and what a failed image costs (one
   warning line, a stat `cannaspider/images_failed/<code>`, the product's local_image_path left
@@ -43,6 +45,7 @@ from cannaspider.items import StoreProduct
 from cannaspider.pipelines.image_fetch import ImageFetcher, ImageJob
 from cannaspider.pipelines.image_paths import ImagePathWriter
 from cannaspider.pipelines.image_plan import ImagePlanner
+from cannaspider.pipelines.image_sources import ImageSources
 from cannaspider.units.idle import end_if_idle
 
 logger = logging.getLogger(__name__)
@@ -59,7 +62,8 @@ class ProductImagesPipeline:
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
         self.holding = False  # spider_idle kept the crawl open for this pipeline's work
         self.planner = ImagePlanner(crawler, self.db, self.queue, self._start_workers, self._wake_if_settled)
-        self.fetcher = ImageFetcher(crawler, store, self.paths, self.planner.release)
+        sources = ImageSources(self.db, crawler.settings.getfloat("IMAGES_SOURCE_LEASE_S"))
+        self.fetcher = ImageFetcher(crawler, store, self.paths, self.planner.release, sources)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProductImagesPipeline:
@@ -102,6 +106,7 @@ class ProductImagesPipeline:
                     await self.fetcher.save(job, response)
             except Exception as exc:  # a bug must cost one image, never the crawl
                 logger.exception("images: %s: unexpected %s", job.url, type(exc).__name__)
+                self.fetcher.abandon(job)
 
     # -- the end of the crawl ------------------------------------------------------------
     def _engine_running(self) -> bool:

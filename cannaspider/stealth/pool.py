@@ -36,7 +36,7 @@ from scrapy.crawler import Crawler
 
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.stealth.proxies import ACTIVE_PROXIES, ProxyRecord, record_of
+from cannaspider.stealth.proxies import ACTIVE_PROXIES, CRAWL_POOL, ProxyRecord, record_of
 from cannaspider.stealth.proxy_health import (
     FAILURE,
     FLUSH_HEALTH,
@@ -50,13 +50,15 @@ from cannaspider.stealth.proxy_states import IdStates, backoff
 
 logger = logging.getLogger(__name__)
 
-# one pool per crawler, shared by the components that use it (nothing is set on the Crawler)
-_POOLS: weakref.WeakKeyDictionary[Crawler, ProxyPool] = weakref.WeakKeyDictionary()
+# one pool of each name per crawler, shared by the components that use it (nothing is set on the
+# Crawler): the crawl's ('crawl'), and IMAGES_PROXY_POOL's when an operator gives images their own
+_POOLS: weakref.WeakKeyDictionary[Crawler, dict[str, ProxyPool]] = weakref.WeakKeyDictionary()
 
 
 class ProxyPool:
-    def __init__(self, crawler: Crawler):
+    def __init__(self, crawler: Crawler, name: str = CRAWL_POOL):
         self.crawler = crawler
+        self.name = name  # the rows of `proxies` whose pool is this (migration 030)
         s = crawler.settings
         self.refresh_s = s.getfloat("STEALTH_PROXY_REFRESH_S")
         self.flush_s = s.getfloat("STEALTH_HEALTH_FLUSH_S")
@@ -76,10 +78,11 @@ class ProxyPool:
         self.write_health = not s.getbool("CONTRACT_MODE")
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> ProxyPool:
-        pool = _POOLS.get(crawler)
+    def for_crawler(cls, crawler: Crawler, name: str = CRAWL_POOL) -> ProxyPool:
+        pools = _POOLS.setdefault(crawler, {})
+        pool = pools.get(name)
         if pool is None:
-            pool = _POOLS[crawler] = cls(crawler)
+            pool = pools[name] = cls(crawler, name)
             crawler.signals.connect(pool.close, signal=signals.spider_closed)
         return pool
 
@@ -96,7 +99,7 @@ class ProxyPool:
         """Re-read the active rows; returns them."""
         db = await CrawlStore.for_crawler(self.crawler).open()
         async with db.connection() as conn:
-            rows = await (await conn.execute(ACTIVE_PROXIES)).fetchall()
+            rows = await (await conn.execute(ACTIVE_PROXIES, (self.name,))).fetchall()
         records = {r.id: r for r in map(record_of, rows)}
         for pid, record in records.items():
             if pid not in self.records or record != self.records[pid]:

@@ -22,10 +22,13 @@ REFUSED_PROTOCOLS = {
     "socks4a": "socks4 proxies are not supported: no password and no remote name resolution (use socks5)",
 }
 
+# the pool every Dutchie request takes; product images take IMAGES_PROXY_POOL's (migration 030)
+CRAWL_POOL = "crawl"
+
 ACTIVE_PROXIES = """
 SELECT id, protocol, host, port, username, password, failure_count, recent_attempts
   FROM proxies
- WHERE is_active
+ WHERE is_active AND pool = %s
  ORDER BY id
 """
 

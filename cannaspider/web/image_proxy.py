@@ -42,6 +42,7 @@ from cannaspider.images.paths import is_stored_path_shape
 from cannaspider.images.render import BadParameter, Plan, StoredImageError, Variant, plan, render
 from cannaspider.images.store_reader import StoreConfigError, StoreReader, StoreUnavailable
 from cannaspider.images.stores import LocalReader, open_store
+from cannaspider.web.image_sources import SourceMap
 
 logger = logging.getLogger("cannaspider.web.images")  # /img's lines, wherever the code lives
 
@@ -94,6 +95,7 @@ class ImageProxy:
         self.rendering: dict[str, int] = {}  # per client address: its requests waiting on a render
         self.unsupported_store = unsupported_store
         self.cache_control = f"public, max-age={max_age}, immutable"
+        self.sources = SourceMap()  # a per-store path → the one object of its source (image_sources.py)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ImageProxy:
@@ -144,12 +146,19 @@ class ImageProxy:
             return JSONResponse({"detail": "no such image"}, status_code=404)
         source: Path | None = None
         if self.local is not None:
+            # a path whose own file is there (its source's object, or a file of its own) needs no
+            # lookup; another store's path of the same source is mapped to that object
             found = self._locate(path)
+            if found is None:
+                path = await self._mapped(request, path)
+                found = self._locate(path)
             if found is None:
                 return JSONResponse({"detail": "no such image"}, status_code=404)
             source, size, mtime_ns = found
             version = f"{size}|{mtime_ns}"
         else:
+            # a remote read costs more than the lookup: every path is looked up first (kept)
+            path = await self._mapped(request, path)
             # a stored file never changes (a new source URL is a new name): its path is its version
             version = self.store.identity
         key = hashlib.sha256(f"{path}|{version}|{variant.canonical()}".encode()).hexdigest()[:32]
@@ -192,6 +201,16 @@ class ImageProxy:
         if matches:  # a remote file not seen before: it exists, and the client has this variant
             return Response(status_code=304, headers=headers)
         return Response(body, media_type=MEDIA_TYPES[variant.format], headers=headers)
+
+    async def _mapped(self, request: Request, path: str) -> str:
+        """The object key `path` is mapped to (one download per source), else the path itself;
+        without a database (the proxy alone, outside the service) every path is its own file. A
+        database that cannot answer is the service's 503 (cannaspider/web/app.py)."""
+        pool = getattr(request.app.state, "pool", None)
+        if pool is None:
+            return path
+        key = await self.sources.resolve(pool, path)
+        return key if key is not None and is_stored_path_shape(key) else path
 
     def _rendered(self, client: str) -> None:
         left = self.rendering[client] - 1

@@ -17,6 +17,7 @@ from scrapy.pipelines.media import MediaPipeline
 
 from cannaspider.images import convert
 from cannaspider.pipelines.image_fetch import ImageFetcher, ImageJob
+from cannaspider.pipelines.image_sources import MINE, Claim
 from tests.helpers import project_crawler
 
 SIZE = (300, 200)
@@ -51,6 +52,21 @@ def test_declared_pixels_are_read_from_the_header():
     assert convert.declared_pixels(b"", max_pixels=50_000_000) == 0
 
 
+class Settled:
+    """What the fetcher settles once a file is written: the source marked stored (ImageSources)
+    and the path mapped to it (ImagePathWriter); recorded here, as this test is about the budget."""
+
+    def __init__(self) -> None:
+        self.marked: list[str] = []
+        self.mapped: dict[str, str] = {}
+
+    async def stored(self, claim: Claim) -> None:
+        self.marked.append(claim.source)
+
+    def map(self, path: str, source: str) -> None:
+        self.mapped[path] = source
+
+
 def test_conversions_beyond_the_pixel_budget_wait_their_turn(tmp_path):
     crawler = project_crawler(
         Spider,
@@ -58,10 +74,13 @@ def test_conversions_beyond_the_pixel_budget_wait_their_turn(tmp_path):
         IMAGES_CONVERT_BUDGET_PIXELS=2 * SIZE[0] * SIZE[1],  # two of them at once
     )
     released: list[str] = []
-    fetcher = ImageFetcher(crawler, FSFilesStore(str(tmp_path)), None, released.append)  # type: ignore[arg-type]
+    settled = Settled()
+    fetcher = ImageFetcher(crawler, FSFilesStore(str(tmp_path)), settled, released.append, settled)  # type: ignore[arg-type]
     fetcher.spiderinfo = MediaPipeline.SpiderInfo(Spider("t"))
     body = png(SIZE)
     jobs = [ImageJob(1, "dutchie", None, f"https://img.example/{n}.png", f"brands/{n}.webp") for n in range(3)]
+    for n, job in enumerate(jobs):  # each holds its source's claim, as after download()
+        job.claim = Claim(f"source-{n}", job.path, MINE, f"token-{n}")
 
     async def run() -> None:
         saves = [asyncio.create_task(fetcher.save(j, Response(j.url, status=200, body=body))) for j in jobs]
@@ -82,3 +101,5 @@ def test_conversions_beyond_the_pixel_budget_wait_their_turn(tmp_path):
     assert ACTIVE[1] == 2 and fetcher.budget.held == 0 and released == []
     assert crawler.stats.get_value("cannaspider/images_stored") == 3
     assert sorted(p.name for p in (tmp_path / "brands").iterdir()) == ["0.webp", "1.webp", "2.webp"]
+    assert sorted(settled.marked) == ["source-0", "source-1", "source-2"]
+    assert settled.mapped == {f"brands/{n}.webp": f"source-{n}" for n in range(3)}
