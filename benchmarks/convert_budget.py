@@ -29,9 +29,21 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 
 from cannaspider import settings  # noqa: E402
 from cannaspider.pipelines.image_fetch import ImageFetcher, ImageJob  # noqa: E402
+from cannaspider.pipelines.image_sources import MINE, Claim  # noqa: E402
 from tests.helpers import project_settings  # noqa: E402
 
 UNBOUNDED = 10**12  # a budget no crawl reaches: every conversion at once, as before the budget
+
+
+class Settled:
+    """Where the fetcher settles a written file (the source marked stored, the path mapped): no
+    database here, as this measures the conversions' memory alone."""
+
+    async def stored(self, claim: Claim) -> None:
+        pass
+
+    def map(self, path: str, source: str) -> None:
+        pass
 
 
 def run(images: int, budget: int) -> None:
@@ -39,9 +51,12 @@ def run(images: int, budget: int) -> None:
     body = pyvips.Image.black(7000, 7000, bands=3).cast("uchar").pngsave_buffer(compression=9)
     crawler = get_crawler(Spider, {**project_settings(), "IMAGES_CONVERT_BUDGET_PIXELS": budget})
     with tempfile.TemporaryDirectory() as folder:
-        fetcher = ImageFetcher(crawler, FSFilesStore(folder), None, lambda path: None)  # type: ignore[arg-type]
+        settled = Settled()
+        fetcher = ImageFetcher(crawler, FSFilesStore(folder), settled, lambda path: None, settled)  # type: ignore[arg-type]
         fetcher.spiderinfo = MediaPipeline.SpiderInfo(Spider("bench"))
         jobs = [ImageJob(1, "dutchie", None, f"https://img.example/{n}.png", f"b/{n}.webp") for n in range(images)]
+        for n, job in enumerate(jobs):  # each holds its source's claim, as after download()
+            job.claim = Claim(f"source-{n}", job.path, MINE, f"token-{n}")
 
         async def save_all() -> None:
             await asyncio.gather(*(fetcher.save(j, Response(j.url, status=200, body=body)) for j in jobs))
