@@ -37,7 +37,7 @@ from cannaspider.images.paths import brand_logo_path, image_file_name, product_i
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.image_fetch import ImageJob
 from cannaspider.stealth.routing import session_key
-from cannaspider.storable.urls import HTTP_SCHEMES
+from cannaspider.storable import HTTP_SCHEMES
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")

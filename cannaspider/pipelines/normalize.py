@@ -1,7 +1,7 @@
 """RawProduct → StoreProduct, by the normalizer of the product's platform (cannaspider/platforms/).
 One bad product is a warning and is dropped; the page goes on. What the normalizer counts becomes
 stats: image and logo URLs refused for their scheme (only http(s) is fetched: docs/images.md)
-cannaspider/image_urls_refused; texts cut to their limit (storable/limits.py)
+cannaspider/image_urls_refused; texts cut to their limit (storable.py)
 cannaspider/text_truncated; unit prices left out as implausible (cannaspider/identity.py,
 docs/analytics.md) cannaspider/unit_prices_implausible."""
 
@@ -18,9 +18,7 @@ from cannaspider.identity import IMPLAUSIBLE
 from cannaspider.items import RawProduct
 from cannaspider.platforms import build
 from cannaspider.platforms.interface import NormalizationError, Platform
-from cannaspider.storable.degraded import Tally
-from cannaspider.storable.limits import TRUNCATED
-from cannaspider.storable.urls import REFUSED_URLS
+from cannaspider.storable import REFUSED_URLS, TRUNCATED, Tally
 
 # (process-wide counter, stat): each read before and after a product, the difference counted
 COUNTED: tuple[tuple[Tally, str], ...] = (

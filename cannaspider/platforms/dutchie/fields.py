@@ -1,7 +1,7 @@
 """The Dutchie product fields besides its options (docs/dutchie.md): labels (category, subcategory,
 strain type), {unit, range} potency with range possibly null, special true-or-null and its
 specials, effects key casing, cannabinoids, images and the brand's fields and logo. Each degrades
-to None (or empty) on what it cannot read, storable (cannaspider/storable/).
+to None (or empty) on what it cannot read, storable (cannaspider/storable.py).
 """
 
 from __future__ import annotations
@@ -10,12 +10,27 @@ from functools import lru_cache
 from typing import Any
 
 from cannaspider.items import Potency
-from cannaspider.storable.degraded import degrade
-from cannaspider.storable.limits import DESCRIPTION, ID, LABEL, bounded
-from cannaspider.storable.numeric import INT_MAX, INT_MIN, POTENCY_MAX, SMALL_COUNTS, integer, money, number
-from cannaspider.storable.shapes import as_dict, as_list
-from cannaspider.storable.text import clean, clean_text, repair, storable
-from cannaspider.storable.urls import fetchable
+from cannaspider.storable import (
+    DESCRIPTION,
+    ID,
+    INT_MAX,
+    INT_MIN,
+    LABEL,
+    POTENCY_MAX,
+    SMALL_COUNTS,
+    as_dict,
+    as_list,
+    bounded,
+    clean,
+    clean_text,
+    degrade,
+    fetchable,
+    integer,
+    money,
+    number,
+    repair,
+    storable,
+)
 
 POTENCY_UNITS = {"PERCENTAGE": "percent", "MILLIGRAMS": "mg", "MILLIGRAMS_PER_GRAM": "mg_per_g"}
 STRAIN_TYPES = {
@@ -190,7 +205,7 @@ def _cannabinoid_name(name: str) -> str | None:
 
 def brand_field(value: object, brand: object, key: str, what: str, limit: int) -> str | None:
     """brandName/brandId when not plain text or too long: made storable and bounded to `limit`
-    (storable/limits.py); else the brand object's own; else None."""
+    (storable.py); else the brand object's own; else None."""
     for candidate in (value, brand.get(key) if type(brand) is dict else None):
         if type(candidate) is str and candidate:
             return bounded(storable(candidate, what), limit, what)

@@ -6,9 +6,9 @@ null, POSMetaData usually null, special true-or-null, effects key casing, create
 string. A product we cannot identify or name raises NormalizationError; anything else degrades to
 None.
 
-What leaves this module is storable as is, by the rules of cannaspider/storable/ (the writers
+What leaves this module is storable as is, by the rules of cannaspider/storable.py (the writers
 send each batch as one statement: one value PostgreSQL refuses would lose them all); each product
-that lost a value is logged, rate limited (storable/degraded.py). The Dutchie fields are read in
+that lost a value is logged, rate limited (storable.py). The Dutchie fields are read in
 options.py and fields.py. This runs once per product of every crawl (millions a day), so the
 common shapes take the shortest path: type checks inline, few calls, labels (category, strain
 type) cached; only unusual values take the slower, careful one.
@@ -42,11 +42,8 @@ from cannaspider.platforms.dutchie.options import (
     raw_option_size,
 )
 from cannaspider.platforms.interface import NormalizationError
-from cannaspider.storable import degraded
-from cannaspider.storable.degraded import LOST
-from cannaspider.storable.limits import BRAND_NAME, ID, NAME, bounded
-from cannaspider.storable.text import clean, repair, storable
-from cannaspider.storable.times import timestamp
+from cannaspider.storable import BRAND_NAME, ID, LOST, NAME, bounded, clean, repair, storable, timestamp
+from cannaspider.storable import report as report_lost
 
 # The caches of strings made storable (a string repaired or cut in one is reported once per
 # process): what a fresh process starts without (tests clear them).
@@ -97,7 +94,7 @@ def normalize(item: RawProduct) -> StoreProduct:
     name = clean(name_raw)
     if not name:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
-    if len(name_raw) > NAME:  # (storable/limits.py: its keys must fit an index)
+    if len(name_raw) > NAME:  # (storable.py: its keys must fit an index)
         name_raw, name = bounded(name_raw, NAME, "Name"), name[:NAME]
 
     rec = prices(get("recPrices")) or prices(get("Prices"))
@@ -174,5 +171,5 @@ def normalize(item: RawProduct) -> StoreProduct:
         brand_description(description) if type(description) is str and description else None,  # brand_description
     )
     if LOST:
-        degraded.report(pid)
+        report_lost(pid)
     return product

@@ -11,11 +11,19 @@ from functools import lru_cache
 from typing import Any, cast
 
 from cannaspider.items import ProductOption
-from cannaspider.storable.degraded import degrade
-from cannaspider.storable.limits import LABEL, bounded
-from cannaspider.storable.numeric import INT_MAX, LARGEST_DECIMAL, MONEY_MAX, integer, money
-from cannaspider.storable.shapes import as_dict, as_list
-from cannaspider.storable.text import repair
+from cannaspider.storable import (
+    INT_MAX,
+    LABEL,
+    LARGEST_DECIMAL,
+    MONEY_MAX,
+    as_dict,
+    as_list,
+    bounded,
+    degrade,
+    integer,
+    money,
+    repair,
+)
 
 OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|lbs?|g|gc|mg|ml|pk|ct)?\b", re.I)
 GRAMS_PER_OZ = Decimal("28")  # the trade's ounce: an eighth is sold as 3.5 g
