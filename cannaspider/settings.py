@@ -54,8 +54,8 @@ LOG_LEVEL = "INFO"
 EXTENSIONS = {
     "cannaspider.extensions.gc_tuning.GCTuning": 0,
     # the database side of the crawl (pool; the write ledger and crawl-run liveness it holds:
-    # db/write_ledger.py, db/crawl_runs.py): db/crawl_store.py
-    "cannaspider.db.crawl_store.CrawlStore": 100,
+    # db/write_ledger.py, db/crawl_runs.py): db/crawl_database.py
+    "cannaspider.db.crawl_database.CrawlDatabase": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
 }
@@ -91,7 +91,7 @@ CRAWL_RUN_STALE_AFTER_S = 120.0
 CANNASPIDER_MIGRATIONS_DIR = None  # None: migrations/ beside scrapy.cfg
 # A complete crawl that sees fewer than this share of the store's in-stock products is an incident
 # (a collapsed menu), not evidence: it counts no misses and its crawl_runs row is marked suspect
-# (db/store_close.py, run by units/store_transaction.py). 0 turns the guard off, for a store that
+# (units/crawl_close.py's CLOSE_COMPLETE). 0 turns the guard off, for a store that
 # closed; an empty menu counts no misses either way (README "Crawl correctness").
 OOS_GUARD_MIN_SHARE = 0.5
 # A complete crawl's close writes one product_events row per change it saw (listed, price_changed,

@@ -2,11 +2,11 @@
 
 The spider yields a store's products long before the product writer has committed them: it
 buffers rows and writes them in the background (pipelines/batch_writer.py). The completion step
-(units/store_close.py) waits on this ledger until every product the spider yielded is accounted for
+(units/crawl_close.py) waits on this ledger until every product the spider yielded is accounted for
 (written or rejected) and every accounted row is settled, and only then calls the crawl complete;
-only a complete crawl has its misses judged (db/store_close.py's rules, run by
-units/store_transaction.py). Judging earlier would mark missing the products still in a buffer.
-One ledger per crawler, held by its CrawlStore (db/crawl_store.py), since the pipelines that write
+only a complete crawl has its misses judged (units/crawl_close.py's rules, run by
+units/crawl_close.py). Judging earlier would mark missing the products still in a buffer.
+One ledger per crawler, held by its CrawlDatabase (db/crawl_database.py), since the pipelines that write
 and the unit that closes are different components.
 """
 

@@ -39,7 +39,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.pipelines.files import FilesStoreProtocol
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.images.filestore import images_store_uri, open_files_store
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.image_fetch import ImageFetcher, ImageJob
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 class ProductImagesPipeline:
     def __init__(self, crawler: Crawler, store: FilesStoreProtocol):
         self.crawler = crawler
-        self.db = CrawlStore.for_crawler(crawler)
+        self.db = CrawlDatabase.for_crawler(crawler)
         self.paths = ImagePathWriter(crawler, self.db)
         self.concurrency = max(1, crawler.settings.getint("IMAGES_CONCURRENCY"))
         self.queue: deque[ImageJob] = deque()  # planned, not yet taken by a worker

@@ -13,7 +13,7 @@ from typing import Any
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.identity import IMPLAUSIBLE
 from cannaspider.items import RawProduct
 from cannaspider.platforms import build
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 class NormalizeProductPipeline:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.store = CrawlStore.for_crawler(crawler)
+        self.store = CrawlDatabase.for_crawler(crawler)
         self.platforms: dict[str, Platform] = {}  # by name, built on a product of theirs
 
     @classmethod

@@ -2,7 +2,7 @@
 outstanding (check), with the outcome the spider gives (`unit_outcome`: a TaskResult or an error,
 with which its task completes or fails; None when the spider's own close recorded it, as a product
 crawl's store close does in the transaction that applies the store's misses/OOS:
-units/store_transaction.py). Pending closes hold the engine open (spider_idle), an idle crawl ends as
+units/crawl_close.py). Pending closes hold the engine open (spider_idle), an idle crawl ends as
 soon as the last one settles, and a stop awaits them before the drain is released."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 
 from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
@@ -26,7 +26,7 @@ logger = logging.getLogger("cannaspider.units.lifecycle")  # one logger for the 
 
 
 class UnitClosing:
-    def __init__(self, crawler: Crawler, store: CrawlStore):
+    def __init__(self, crawler: Crawler, store: CrawlDatabase):
         self.crawler = crawler
         self.store = store
         self.drain: TaskDrain | None = None  # the crawl's drain, once UnitLifecycle opens it
@@ -77,7 +77,7 @@ class UnitClosing:
     async def close(self, unit: Unit, outcome: Closing) -> None:
         """Record a unit's outcome: its task completed or failed (finish); a target of `-a` that
         failed counted incomplete (the crawl command's exit: a drain counts its tasks itself);
-        None: the spider's own close recorded it (a store's: units/store_close.py)."""
+        None: the spider's own close recorded it (a store's: units/crawl_close.py)."""
         unit.closed = True
         unit.failed = outcome is not None and isinstance(outcome[0], str)
         if outcome is not None and unit.task is not None:

@@ -16,7 +16,7 @@ holds the Unit and its outcome, units/tracking.py the counting, units/closing.py
 - closes each unit exactly once, when nothing is outstanding: it asks the spider for the unit's
   outcome (`unit_outcome`: a TaskResult or an error, with which it completes or fails the task; or
   None when the spider's own close recorded it, as a product crawl's store close does in the
-  transaction that applies the store's misses/OOS: units/store_transaction.py);
+  transaction that applies the store's misses/OOS: units/crawl_close.py);
 - holds the engine open while closes are pending (spider_idle), ends an idle crawl as soon as the
   last one settles (the engine itself would look again only on its next heartbeat), and awaits
   them when the spider closes.
@@ -37,7 +37,7 @@ from scrapy.exceptions import CloseSpider
 
 from cannaspider.crawl_outcome import record_fatal_error
 from cannaspider.db.connection import database_url
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import Task
@@ -81,10 +81,10 @@ _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKey
 class UnitLifecycle:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.store = CrawlStore.for_crawler(crawler)  # built now: its spider_closed must run
+        self.store = CrawlDatabase.for_crawler(crawler)  # built now: its spider_closed must run
         self.closing = UnitClosing(crawler, self.store)
         self.tracking = UnitTracking(crawler, self.closing.check)
-        # the parts' API, as the lifecycle's own (spiders, the middleware, store_close call these)
+        # the parts' API, as the lifecycle's own (spiders, the middleware, crawl_close call these)
         self.check = self.closing.check
         self.close = self.closing.close
         self.finish = self.closing.finish

@@ -18,7 +18,7 @@ import psycopg
 from cannaspider import storable
 from cannaspider.items import RawProduct
 from cannaspider.tasks import queue
-from cannaspider.units.store_outcome import StoreOutcome
+from cannaspider.units.crawl_close import StoreOutcome
 from sandbox.catalog import _product
 from tests.pipelines.test_writers import Chain
 from tests.pipelines.test_writers import raw as raw_product

@@ -1,7 +1,7 @@
 """The database side of a crawl: a Scrapy extension shared by the spiders and pipelines of one crawler.
 
-CrawlStore is enabled in EXTENSIONS (settings.py); components get it with
-CrawlStore.for_crawler(crawler). It owns the async connection pool, opened when the spider opens:
+CrawlDatabase is enabled in EXTENSIONS (settings.py); components get it with
+CrawlDatabase.for_crawler(crawler). It owns the async connection pool, opened when the spider opens:
 a database that cannot be reached or is not migrated closes the crawl at once with one line (the
 crawl command exits non-zero). It holds the crawler's other shared database state, each in its
 own module: the write ledger (db/write_ledger.py), which lets a store's close wait for its rows,
@@ -32,12 +32,12 @@ from cannaspider.tasks.queue.model import Lease
 
 logger = logging.getLogger(__name__)
 
-# stores of crawlers whose settings do not enable the extension (components built directly on a
+# databases of crawlers whose settings do not enable the extension (components built directly on a
 # bare get_crawler(), as in tests): still one per crawler
-_UNREGISTERED: weakref.WeakKeyDictionary[Crawler, CrawlStore] = weakref.WeakKeyDictionary()
+_UNREGISTERED: weakref.WeakKeyDictionary[Crawler, CrawlDatabase] = weakref.WeakKeyDictionary()
 
 
-class CrawlStore:
+class CrawlDatabase:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self.settings = crawler.settings
@@ -47,26 +47,26 @@ class CrawlStore:
         self.runs = CrawlRuns(crawler)
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> CrawlStore:
-        store = cls(crawler)
-        crawler.signals.connect(store.spider_opened, signal=signals.spider_opened)
+    def from_crawler(cls, crawler: Crawler) -> CrawlDatabase:
+        database = cls(crawler)
+        crawler.signals.connect(database.spider_opened, signal=signals.spider_opened)
         # after every pipeline's close_spider (which flush their buffers and close their stores)
-        crawler.signals.connect(store.spider_closed, signal=signals.spider_closed)
-        on_reactor_shutdown(store._close_on_shutdown)
-        return store
+        crawler.signals.connect(database.spider_closed, signal=signals.spider_closed)
+        on_reactor_shutdown(database._close_on_shutdown)
+        return database
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> CrawlStore:
-        """The crawler's store: the enabled extension, else (a bare test crawler) one of its own.
+    def for_crawler(cls, crawler: Crawler) -> CrawlDatabase:
+        """The crawler's database side: the enabled extension, else (a bare test crawler) one of its own.
 
         Available once the crawler's extensions are built: in components' from_crawler and at
         run time, not in a spider's __init__ (Scrapy builds the spider first)."""
-        store = crawler.get_extension(cls)
-        if store is None:
-            store = _UNREGISTERED.get(crawler)
-            if store is None:
-                store = _UNREGISTERED[crawler] = cls.from_crawler(crawler)
-        return store
+        database = crawler.get_extension(cls)
+        if database is None:
+            database = _UNREGISTERED.get(crawler)
+            if database is None:
+                database = _UNREGISTERED[crawler] = cls.from_crawler(crawler)
+        return database
 
     def fail(self, message: str) -> None:
         """Record the crawl's fatal error (the first one wins), logged as one line."""
