@@ -308,7 +308,7 @@ SPIDER_CONTRACTS = {
 # development environment's `scrapy check` from the sandbox it starts (cannaspider/contracts.py)
 CONTRACT_STORES: dict[str, Any] = {}
 # True while `scrapy check` runs (set by the ContractMode add-on, cannaspider/contracts.py):
-# contracts call callbacks directly, so a spider needs no target, the crawl store opens no
+# contracts call callbacks directly, so a spider needs no target, the crawl database opens no
 # database at start and the proxy pool writes no health
 CONTRACT_MODE = False
 

@@ -1,4 +1,4 @@
-"""Closing a store's crawl: one unit of a product crawl (units/closing.py closes it once, when
+"""Closing a store's crawl: one unit of a product crawl (units/lifecycle.py closes it once, when
 none of its requests or items is outstanding, through the spider's unit_outcome), from what the
 crawl learned (`StoreOutcome`) to what its close recorded (`StoreVerdict`), its SQL included.
 
