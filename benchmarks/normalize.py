@@ -23,8 +23,7 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider import platforms
 from cannaspider.items import RawProduct
-from cannaspider.monitors.schema import inlined_schema, item_json
-from cannaspider.monitors.validation import StoreProductValidationPipeline
+from cannaspider.monitors.validation import StoreProductValidationPipeline, inlined_schema, item_json
 from sandbox.catalog import _product
 
 # Dutchie's normalizer, as the normalize pipeline reaches it (the registry and the interface)

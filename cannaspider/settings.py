@@ -372,14 +372,14 @@ WEBHOOK_ALLOW_PRIVATE = False
 # A monitor over its threshold fails the crawl's health: an ERROR line, the report under
 # HEALTH_REPORT_DIR (every crawl gets one) and a POST to ALERT_WEBHOOK_URL when set.
 SPIDERMON_ENABLED = True
-SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.suite.CrawlHealthSuite"]
+SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.extension.CrawlHealthSuite"]
 # While a crawl runs (a `-a follow=1` drainer runs for weeks), the same suite also judges, this
 # often, the stretch of the crawl since its previous check, when a unit closed or an error was
 # logged in it: a report, and an alert if a check failed (monitors/extension.py). 0: at close only.
 HEALTH_CHECK_PERIOD_S = 300.0
 HEALTH_OK_FINISH_REASONS = ["finished"]
 # a stop the operator asked for (SIGTERM/SIGINT, Scrapyd's cancel.json: Scrapy's `shutdown`) is no
-# alert: a deploy or restart that stops a `-a follow=1` drainer is not a failure (monitors/finish.py)
+# alert: a deploy or restart that stops a `-a follow=1` drainer is not a failure (monitors/checks.py)
 HEALTH_STOP_FINISH_REASONS = ["shutdown"]
 HEALTH_MAX_ERRORS = 0  # ERROR and CRITICAL log lines a healthy crawl may have
 HEALTH_MAX_INCOMPLETE_SHARE = 0.1  # of the stores a product crawl closed
@@ -395,7 +395,7 @@ HEALTH_MAX_INVALID_ITEM_SHARE = 0.0  # of StoreProduct items breaking docs/item-
 HEALTH_VALIDATION_SAMPLE_EVERY = 50  # validate every Nth product (~2 ms each); 1: all of them
 # failed image downloads (a timeout, a 404, a broken file: images_failed/<reason>) against the
 # images the crawl tried; fewer failures than HEALTH_MIN_IMAGE_FAILURES never fail the check, so
-# one slow image is a warning line, not an alert (monitors/images.py)
+# one slow image is a warning line, not an alert (monitors/checks.py)
 HEALTH_MAX_IMAGE_FAILURE_SHARE = 0.1
 HEALTH_MIN_IMAGE_FAILURES = 10
 HEALTH_REPORT_DIR = None  # None: CANNASPIDER_DATA_DIR/reports
