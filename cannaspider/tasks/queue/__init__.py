@@ -22,6 +22,8 @@ from cannaspider.tasks.queue.leases import check_lease, claim, heartbeat, releas
 from cannaspider.tasks.queue.model import (
     ACTIVE,
     DEFAULT_MAX_ATTEMPTS,
+    ON_DUPLICATE_TASK,
+    SKIP_DUPLICATE_TASK,
     STATUSES,
     Enqueued,
     Lease,
@@ -38,6 +40,8 @@ __all__ = [
     "ACTIVE",
     "DEFAULT_MAX_ATTEMPTS",
     "NOTIFY_CHANNEL",
+    "ON_DUPLICATE_TASK",
+    "SKIP_DUPLICATE_TASK",
     "STATUSES",
     "Backoff",
     "task_backoff",
