@@ -6,8 +6,8 @@ One concern per module; this package gathers their public names, so callers writ
 - `model`: the values (Task, Lease, TaskResult, TaskPage, statuses);
 - `enqueuing`: enqueue, deduplicated against the identical active task;
 - `leases`: claim, heartbeat, check_lease, release, requeue_expired (the lease state machine);
-- `outcomes`: complete and fail (with the retry backoff);
-- `chaining`: the follow-up tasks a completion creates (each role's `Chain`);
+- `outcomes`: complete (with the follow-up tasks a completion creates: each role's `Chain`) and
+  fail (with the retry backoff);
 - `admin`: get, list, cancel, retry.
 
 Every function takes an open psycopg AsyncConnection and runs its statements in a transaction
