@@ -53,8 +53,8 @@ CONCURRENT_ITEMS = 64
 LOG_LEVEL = "INFO"
 EXTENSIONS = {
     "cannaspider.extensions.gc_tuning.GCTuning": 0,
-    # the database side of the crawl (pool; the write ledger and crawl-run liveness it holds:
-    # db/write_ledger.py, db/crawl_runs.py): db/crawl_database.py
+    # the database side of the crawl (its pool, the write ledger, crawl-run liveness: db/crawl_runs.py):
+    # db/crawl_database.py
     "cannaspider.db.crawl_database.CrawlDatabase": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,

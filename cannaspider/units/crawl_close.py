@@ -47,9 +47,8 @@ from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
 from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
-from cannaspider.db.crawl_database import CrawlDatabase
+from cannaspider.db.crawl_database import CrawlDatabase, RunLedger
 from cannaspider.db.errors import OUTAGE_ERRORS, DatabaseSetupError, first_line
-from cannaspider.db.write_ledger import RunLedger
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
