@@ -26,9 +26,12 @@ logger = logging.getLogger(__name__)
 # Values that could not be kept (or were cut to their limit: the text limits below): counted per product, warned
 # about without flooding the log.
 #
-# The helpers of this module add what the product being normalized lost to `LOST` (`degrade`);
-# the normalizer reports it with the product's id once the product is done (`report`). The
-# normalizer runs on the reactor's thread only, one product at a time.
+# No module-level state: the component that normalizes products (the normalize pipeline, one per
+# crawler) holds a `Losses` and passes it to the normalizer, which passes it to every helper here
+# that may lose a value. The helpers add what the product being normalized lost (`degrade`); the
+# normalizer reports it with the product's id once the product is done (`report`); the pipeline
+# turns the running counts (URLs refused, texts cut) into stats. A normalizer runs on the
+# reactor's thread only, one product at a time.
 
 
 class DegradationLog:
@@ -70,19 +73,27 @@ class Tally:
         self.count = 0
 
 
-DEGRADATIONS = DegradationLog()
-LOST: list[str] = []  # what the product being normalized lost so far
+class Losses:
+    """What normalizing products loses, held by the component that normalizes them: what the
+    product being normalized lost so far (`lost`), reported rate limited once it is done, and the
+    running counts of texts cut to their limit and of image and logo URLs refused for their scheme.
+    Its identity keys the normalizers' caches (a string repaired in one is reported once per Losses)."""
 
+    def __init__(self, log: DegradationLog | None = None) -> None:
+        self.log = log if log is not None else DegradationLog()
+        self.lost: list[str] = []
+        self.truncated = 0  # texts cut to their limit (the stat cannaspider/text_truncated)
+        self.refused_urls = 0  # image and logo URLs dropped for their scheme (cannaspider/image_urls_refused)
 
-def degrade(what: str, value: object) -> None:
-    text = repr(value)  # repr: escapes NUL and surrogates, so the log line itself stays valid
-    LOST.append(f"{what}={text if len(text) <= 40 else text[:37] + '...'}")
+    def degrade(self, what: str, value: object) -> None:
+        text = repr(value)  # repr: escapes NUL and surrogates, so the log line itself stays valid
+        self.lost.append(f"{what}={text if len(text) <= 40 else text[:37] + '...'}")
 
-
-def report(pid: str) -> None:
-    """The product is done: warn about what it lost (rate limited), and start afresh."""
-    DEGRADATIONS.report(pid, LOST.copy())
-    LOST.clear()
+    def report(self, pid: str) -> None:
+        """The product is done: warn about what it lost (rate limited), and start afresh."""
+        if self.lost:
+            self.log.report(pid, self.lost.copy())
+            self.lost.clear()
 
 
 # -- text limits (docs/architecture.md, "Text limits") ----------------------------------------------
@@ -94,7 +105,7 @@ def report(pid: str) -> None:
 # on every crawl. So each text is bounded here, at normalization, to a length whose keys always fit
 # (in characters; a character is at most 4 bytes in UTF-8): the row is stored with the text cut
 # short, the product's loss is logged rate limited (the values lost, above) and counted
-# (`TRUNCATED`, the normalize pipeline's stat `cannaspider/text_truncated`).
+# (`Losses.truncated`, the normalize pipeline's stat `cannaspider/text_truncated`).
 #
 # Worst case of a canonical product's key, 'b<brand id>|<category>|<name key>|<size key>':
 # 21 + 4×LABEL + 4×NAME_KEY + SIZE_KEY + 3 = 21 + 400 + 1,600 + 200 + 3 = 2,224 bytes; of a brand's,
@@ -107,15 +118,14 @@ LABEL = 100  # category, subcategory, strain type, status, an option's name
 ID = 100  # brandId, enterpriseProductId (a UUID: 36)
 SIZE_KEY = 200  # ASCII: '1g,3.5g,7g'
 DESCRIPTION = 5000  # a brand's description (not indexed: bounded so one brand cannot bloat every row)
-TRUNCATED = Tally()  # texts cut to their limit by this process
 
 
-def bounded(value: str, limit: int, what: str) -> str:
+def bounded(losses: Losses, value: str, limit: int, what: str) -> str:
     """`value`, cut to `limit` characters when longer (recorded as degraded and counted)."""
     if len(value) <= limit:
         return value
-    TRUNCATED.count += 1
-    degrade(what, value)
+    losses.truncated += 1
+    losses.degrade(what, value)
     return value[:limit]
 
 
@@ -144,7 +154,7 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1  # integer: quantities
 SMALL_COUNTS = frozenset(range(1001))  # effects values: storable without a closer look
 
 
-def number(value: object, places: int, what: str, strip: str = "") -> float | None:
+def number(losses: Losses, value: object, places: int, what: str, strip: str = "") -> float | None:
     """A float rounded half-up to `places` decimals as the number is written (floats by their
     shortest repr, which is the JSON text they were read from), or None: for None, bools and
     garbage silently, for infinities, NaN and values beyond the column with a warning."""
@@ -158,13 +168,13 @@ def number(value: object, places: int, what: str, strip: str = "") -> float | No
             # the same result unless the text is (nearly) a tie, like 2.675 (2.67499999… in binary)
             if rounded == value or abs(value * SCALE[places] % 1 - 0.5) > 0.001:
                 return rounded
-            return decimal(Decimal(repr(value)), places, what, value)  # repr: the text as written
-        degrade(what, value)  # inf, NaN, beyond the column
+            return decimal(losses, Decimal(repr(value)), places, what, value)  # repr: the text as written
+        losses.degrade(what, value)  # inf, NaN, beyond the column
         return None
     if type(value) is int:
         if -LARGEST[places] <= value <= LARGEST[places]:
             return float(value)
-        degrade(what, value)
+        losses.degrade(what, value)
         return None
     if type(value) is not str:  # bools, lists, objects
         return None
@@ -177,32 +187,32 @@ def number(value: object, places: int, what: str, strip: str = "") -> float | No
         number = Decimal(text)
     except (InvalidOperation, ValueError):
         return None
-    return decimal(number, places, what, value)
+    return decimal(losses, number, places, what, value)
 
 
-def decimal(number: Decimal, places: int, what: str, value: object) -> float | None:
+def decimal(losses: Losses, number: Decimal, places: int, what: str, value: object) -> float | None:
     if not number.is_finite() or number.adjusted() >= 12:  # NaN, Infinity, far beyond any column
-        degrade(what, value)
+        losses.degrade(what, value)
         return None
     rounded = number.quantize(QUANTUM[places], rounding=ROUND_HALF_UP)
     if abs(rounded) > LARGEST_DECIMAL[places]:
-        degrade(what, value)
+        losses.degrade(what, value)
         return None
     return float(rounded)
 
 
-def money(value: object, what: str = "price") -> float | None:
+def money(losses: Losses, value: object, what: str = "price") -> float | None:
     """A price: None for garbage and negatives, else a float to the cent (half-up, as written)."""
-    amount = number(value, 2, what, "$")
+    amount = number(losses, value, 2, what, "$")
     return None if amount is None or amount < 0 else amount
 
 
-def integer(value: object, what: str) -> int | None:
+def integer(losses: Losses, value: object, what: str) -> int | None:
     """A count that fits an integer column: 4, 4.0, "4" → 4; garbage → None; beyond → None, warned."""
     if type(value) is int:
         if INT_MIN <= value <= INT_MAX:
             return value
-        degrade(what, value)
+        losses.degrade(what, value)
         return None
     if value is None or isinstance(value, bool) or not isinstance(value, (float, str)):
         return None
@@ -212,7 +222,7 @@ def integer(value: object, what: str) -> int | None:
         return None
     if INT_MIN <= number < INT_MAX + 1:
         return int(number)
-    degrade(what, value)  # inf, NaN, beyond the column
+    losses.degrade(what, value)  # inf, NaN, beyond the column
     return None
 
 
@@ -228,7 +238,7 @@ TAG = re.compile(r"<[^>]*>")
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def repair(value: str, what: str) -> str:
+def repair(losses: Losses, value: str, what: str) -> str:
     """`value` without NUL and with lone surrogates replaced by U+FFFD (for strings that are not
     plain ASCII without NUL: callers check that first, inline)."""
     fixed = value.replace("\x00", "") if "\x00" in value else value
@@ -238,20 +248,20 @@ def repair(value: str, what: str) -> str:
         except UnicodeEncodeError:
             fixed = SURROGATE.sub("\ufffd", fixed)
     if fixed != value:
-        degrade(what, value)
+        losses.degrade(what, value)
     return fixed
 
 
-def storable(value: str, what: str) -> str:
-    return value if value.isascii() and "\x00" not in value else repair(value, what)
+def storable(losses: Losses, value: str, what: str) -> str:
+    return value if value.isascii() and "\x00" not in value else repair(losses, value, what)
 
 
-def clean_text(value: object, what: str = "text") -> str | None:
+def clean_text(losses: Losses, value: object, what: str = "text") -> str | None:
     """Text without HTML tags and entities, whitespace collapsed, storable; None when empty."""
     if not isinstance(value, str):
         return None
     if not value.isascii() or "\x00" in value:
-        value = repair(value, what)
+        value = repair(losses, value, what)
     if "<" in value or "&" in value:  # (as clean(), inline: this runs for most products)
         value = html.unescape(TAG.sub(" ", value))
     return " ".join(value.split()) or None
@@ -277,7 +287,7 @@ EARLIEST_MS = int(EARLIEST.timestamp()) * 1000
 LATEST_MS = int(LATEST.timestamp()) * 1000
 
 
-def timestamp(value: object, what: str = "timestamp") -> datetime | None:
+def timestamp(losses: Losses, value: object, what: str = "timestamp") -> datetime | None:
     """Epoch milliseconds (a number or digits) or ISO 8601 (no offset: UTC) → an aware datetime;
     None for garbage and, warned, for dates outside [EARLIEST, LATEST]."""
     ms: int | float
@@ -292,12 +302,12 @@ def timestamp(value: object, what: str = "timestamp") -> datetime | None:
                 moment = moment.replace(tzinfo=UTC)
             if EARLIEST <= moment <= LATEST:
                 return moment
-            degrade(what, value)
+            losses.degrade(what, value)
             return None
         try:
             ms = int(text)
         except ValueError:  # beyond int()'s digit limit
-            degrade(what, value)
+            losses.degrade(what, value)
             return None
     elif type(value) is int or type(value) is float:
         ms = value
@@ -305,7 +315,7 @@ def timestamp(value: object, what: str = "timestamp") -> datetime | None:
         return None
     if EARLIEST_MS <= ms <= LATEST_MS:
         return datetime.fromtimestamp(ms / 1000, UTC)  # tz positional: twice as fast as tz=UTC
-    degrade(what, value)
+    losses.degrade(what, value)
     return None
 
 
@@ -315,17 +325,16 @@ def timestamp(value: object, what: str = "timestamp") -> datetime | None:
 # Only http(s) URLs are fetched (through the store's proxy: docs/images.md). Any other scheme in a
 # payload (file:, ftp:, s3:, data:, …) would have Scrapy read a local file and publish it, dial
 # around the proxy, or sign an S3 request with the node's AWS keys: it is dropped here, counted
-# (REFUSED_URLS; the normalize pipeline makes it the stat cannaspider/image_urls_refused) and never
+# (`Losses.refused_urls`; the normalize pipeline makes it the stat cannaspider/image_urls_refused) and never
 # logged with anything but the count.
 
 HTTP_SCHEMES = ("https://", "http://")
-REFUSED_URLS = Tally()  # image and logo URLs dropped for their scheme by this process
 
 
-def fetchable(url: str) -> bool:
+def fetchable(losses: Losses, url: str) -> bool:
     if url.startswith(HTTP_SCHEMES) or url[:8].lower().startswith(HTTP_SCHEMES):
         return True
-    REFUSED_URLS.count += 1
+    losses.refused_urls += 1
     return False
 
 

@@ -18,14 +18,10 @@ from cannaspider.identity import IMPLAUSIBLE
 from cannaspider.items import RawProduct
 from cannaspider.platforms import build
 from cannaspider.platforms.interface import NormalizationError, Platform
-from cannaspider.storable import REFUSED_URLS, TRUNCATED, Tally
+from cannaspider.storable import Losses
 
-# (process-wide counter, stat): each read before and after a product, the difference counted
-COUNTED: tuple[tuple[Tally, str], ...] = (
-    (REFUSED_URLS, "cannaspider/image_urls_refused"),
-    (TRUNCATED, "cannaspider/text_truncated"),
-    (IMPLAUSIBLE, "cannaspider/unit_prices_implausible"),
-)
+# the stats of the counts (counts()) read before and after a product, the difference counted
+COUNTED = ("cannaspider/image_urls_refused", "cannaspider/text_truncated", "cannaspider/unit_prices_implausible")
 
 logger = logging.getLogger(__name__)
 
@@ -35,20 +31,27 @@ class NormalizeProductPipeline:
         self.crawler = crawler
         self.store = CrawlDatabase.for_crawler(crawler)
         self.platforms: dict[str, Platform] = {}  # by name, built on a product of theirs
+        # what normalizing this crawl's products lost (cannaspider/storable.py), passed to each one's
+        # normalizer: values degraded (logged rate limited), texts cut, URLs refused
+        self.losses = Losses()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NormalizeProductPipeline:
         return cls(crawler)
 
+    def counts(self) -> tuple[int, int, int]:
+        """The running counts COUNTED names, in its order."""
+        return self.losses.refused_urls, self.losses.truncated, IMPLAUSIBLE.count
+
     def process_item(self, item: Any) -> Any:
         if not isinstance(item, RawProduct):
             return item
-        before = [counter.count for counter, _ in COUNTED]
+        before = self.counts()
         try:
             platform = self.platforms.get(item.platform)
             if platform is None:
                 platform = self.platforms[item.platform] = build(item.platform, self.crawler.settings)
-            return platform.normalize(item)
+            return platform.normalize(item, self.losses)
         except NormalizationError as exc:
             self.crawler.stats.inc_value("cannaspider/products_rejected")
             self.store.ledger.account((item.dispensary_id, item.crawl_run_id), rejected=True)
@@ -60,6 +63,6 @@ class NormalizeProductPipeline:
                 f"dispensary {item.dispensary_id}: product skipped: unexpected {exc.__class__.__name__}: {exc}"
             ) from exc
         finally:
-            for (counter, stat), count in zip(COUNTED, before, strict=True):
-                if counter.count != count:
-                    self.crawler.stats.inc_value(stat, counter.count - count)
+            for stat, count, now in zip(COUNTED, before, self.counts(), strict=True):
+                if now != count:
+                    self.crawler.stats.inc_value(stat, now - count)

@@ -57,24 +57,21 @@ def payloads() -> list[dict[str, Any]]:
 def outputs() -> list[str]:
     """Per payload, a digest of the product's repr (types included: 1 and 1.0 differ), what it lost
     and the URLs refused; or of the error it raised."""
-    saved = storable.DEGRADATIONS
-    recorder = storable.DEGRADATIONS = Recorder()
+    recorder = Recorder()
+    losses = storable.Losses(recorder)
     for cached in STORABLE_CACHES:
         cached.cache_clear()  # a string repaired in a cache is reported once: start as a fresh process
-    try:
-        digests = []
-        for raw in payloads():
-            refused = storable.REFUSED_URLS.count
-            recorder.reports.clear()
-            try:
-                text = repr(normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=copy.deepcopy(raw))))
-            except NormalizationError as exc:
-                text = f"NormalizationError: {exc}"
-            text += f"|{recorder.reports!r}|{storable.REFUSED_URLS.count - refused}"
-            digests.append(hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16])
-        return digests
-    finally:
-        storable.DEGRADATIONS = saved
+    digests = []
+    for raw in payloads():
+        refused = losses.refused_urls
+        recorder.reports.clear()
+        try:
+            text = repr(normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=copy.deepcopy(raw)), losses))
+        except NormalizationError as exc:
+            text = f"NormalizationError: {exc}"
+        text += f"|{recorder.reports!r}|{losses.refused_urls - refused}"
+        digests.append(hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16])
+    return digests
 
 
 def test_the_output_is_the_snapshots():
