@@ -23,8 +23,8 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider import platforms
 from cannaspider.items import RawProduct
-from cannaspider.monitors.schema import inlined_schema, item_json
-from cannaspider.monitors.validation import StoreProductValidationPipeline
+from cannaspider.monitors.validation import StoreProductValidationPipeline, inlined_schema, item_json
+from cannaspider.storable import Losses
 from sandbox.catalog import _product
 
 # Dutchie's normalizer, as the normalize pipeline reaches it (the registry and the interface)
@@ -57,12 +57,13 @@ def main() -> None:
     args = parser.parse_args()
     items = catalog(args.stores, args.products)
     n = len(items)
-    normalized = [normalize(item) for item in items]
+    losses = Losses()  # as the normalize pipeline holds it
+    normalized = [normalize(item, losses) for item in items]
     validation = StoreProductValidationPipeline(get_crawler(settings_dict={"HEALTH_VALIDATION_SAMPLE_EVERY": 1}))
 
     def normalize_all() -> None:
         for item in items:
-            normalize(item)
+            normalize(item, losses)
 
     sample = normalized[::10]
     schema = inlined_schema()

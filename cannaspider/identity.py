@@ -26,8 +26,7 @@ import unicodedata
 from functools import lru_cache
 
 from cannaspider.items import Potency, ProductOption
-from cannaspider.storable.degraded import Tally
-from cannaspider.storable.limits import NAME_KEY, SIZE_KEY
+from cannaspider.storable import NAME_KEY, SIZE_KEY, Tally
 
 NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 LATIN_END = "\u0250"  # Latin letters are below it (Basic Latin to Latin Extended-B)
@@ -42,7 +41,7 @@ IMPLAUSIBLE = Tally()  # unit prices left out as implausible by this process
 
 def normalize_name(text: str | None) -> str | None:
     """'Dr. Zodiak's' → 'dr zodiaks'; 'Bud & Bros' and 'Bud and Bros' → 'bud and bros'; 'Cañamo' →
-    'canamo'; 'Шишки' → 'шишки'; None when empty. At most NAME_KEY characters (storable/limits.py)."""
+    'canamo'; 'Шишки' → 'шишки'; None when empty. At most NAME_KEY characters (storable.py)."""
     if not text:
         return None
     if not text.isascii():
@@ -99,7 +98,7 @@ def size_key(options: list[ProductOption]) -> str:
 
 
 def sizes_key(sizes: set[tuple[str, float]]) -> str:
-    """size_key() of (unit, value) pairs, at most SIZE_KEY characters (storable/limits.py)."""
+    """size_key() of (unit, value) pairs, at most SIZE_KEY characters (storable.py)."""
     return ",".join(f"{value:g}{unit}" for unit, value in sorted(sizes))[:SIZE_KEY]
 
 

@@ -53,9 +53,9 @@ CONCURRENT_ITEMS = 64
 LOG_LEVEL = "INFO"
 EXTENSIONS = {
     "cannaspider.extensions.gc_tuning.GCTuning": 0,
-    # the database side of the crawl (pool; the write ledger and crawl-run liveness it holds:
-    # db/write_ledger.py, db/crawl_runs.py): db/crawl_store.py
-    "cannaspider.db.crawl_store.CrawlStore": 100,
+    # the database side of the crawl (its pool, the write ledger, crawl-run liveness: db/crawl_runs.py):
+    # db/crawl_database.py
+    "cannaspider.db.crawl_database.CrawlDatabase": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
 }
@@ -91,7 +91,7 @@ CRAWL_RUN_STALE_AFTER_S = 120.0
 CANNASPIDER_MIGRATIONS_DIR = None  # None: migrations/ beside scrapy.cfg
 # A complete crawl that sees fewer than this share of the store's in-stock products is an incident
 # (a collapsed menu), not evidence: it counts no misses and its crawl_runs row is marked suspect
-# (db/store_close.py, run by units/store_transaction.py). 0 turns the guard off, for a store that
+# (units/crawl_close.py's CLOSE_COMPLETE). 0 turns the guard off, for a store that
 # closed; an empty menu counts no misses either way (README "Crawl correctness").
 OOS_GUARD_MIN_SHARE = 0.5
 # A complete crawl's close writes one product_events row per change it saw (listed, price_changed,
@@ -308,7 +308,7 @@ SPIDER_CONTRACTS = {
 # development environment's `scrapy check` from the sandbox it starts (cannaspider/contracts.py)
 CONTRACT_STORES: dict[str, Any] = {}
 # True while `scrapy check` runs (set by the ContractMode add-on, cannaspider/contracts.py):
-# contracts call callbacks directly, so a spider needs no target, the crawl store opens no
+# contracts call callbacks directly, so a spider needs no target, the crawl database opens no
 # database at start and the proxy pool writes no health
 CONTRACT_MODE = False
 
@@ -372,14 +372,14 @@ WEBHOOK_ALLOW_PRIVATE = False
 # A monitor over its threshold fails the crawl's health: an ERROR line, the report under
 # HEALTH_REPORT_DIR (every crawl gets one) and a POST to ALERT_WEBHOOK_URL when set.
 SPIDERMON_ENABLED = True
-SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.suite.CrawlHealthSuite"]
+SPIDERMON_SPIDER_CLOSE_MONITORS = ["cannaspider.monitors.extension.CrawlHealthSuite"]
 # While a crawl runs (a `-a follow=1` drainer runs for weeks), the same suite also judges, this
 # often, the stretch of the crawl since its previous check, when a unit closed or an error was
 # logged in it: a report, and an alert if a check failed (monitors/extension.py). 0: at close only.
 HEALTH_CHECK_PERIOD_S = 300.0
 HEALTH_OK_FINISH_REASONS = ["finished"]
 # a stop the operator asked for (SIGTERM/SIGINT, Scrapyd's cancel.json: Scrapy's `shutdown`) is no
-# alert: a deploy or restart that stops a `-a follow=1` drainer is not a failure (monitors/finish.py)
+# alert: a deploy or restart that stops a `-a follow=1` drainer is not a failure (monitors/checks.py)
 HEALTH_STOP_FINISH_REASONS = ["shutdown"]
 HEALTH_MAX_ERRORS = 0  # ERROR and CRITICAL log lines a healthy crawl may have
 HEALTH_MAX_INCOMPLETE_SHARE = 0.1  # of the stores a product crawl closed
@@ -395,7 +395,7 @@ HEALTH_MAX_INVALID_ITEM_SHARE = 0.0  # of StoreProduct items breaking docs/item-
 HEALTH_VALIDATION_SAMPLE_EVERY = 50  # validate every Nth product (~2 ms each); 1: all of them
 # failed image downloads (a timeout, a 404, a broken file: images_failed/<reason>) against the
 # images the crawl tried; fewer failures than HEALTH_MIN_IMAGE_FAILURES never fail the check, so
-# one slow image is a warning line, not an alert (monitors/images.py)
+# one slow image is a warning line, not an alert (monitors/checks.py)
 HEALTH_MAX_IMAGE_FAILURE_SHARE = 0.1
 HEALTH_MIN_IMAGE_FAILURES = 10
 HEALTH_REPORT_DIR = None  # None: CANNASPIDER_DATA_DIR/reports

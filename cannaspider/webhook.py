@@ -1,5 +1,5 @@
 """Posting to an operator's webhook: the event alerts (cannaspider/alerts/sender.py) and the
-crawl-health alert (cannaspider/monitors/alerts.py) both post through here (docs/analytics.md,
+crawl-health alert (cannaspider/monitors/health_notify.py) both post through here (docs/analytics.md,
 "Alerts", "What a webhook may be").
 
 - A redirect is never followed: a 3xx answer is a failed post with its reason. Following one

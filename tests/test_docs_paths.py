@@ -1,5 +1,5 @@
 """Docs cite files that exist: every path that README.md or a page of docs/ names
-(`cannaspider/tasks/queue/chaining.py`, `migrations/011_lean_snapshots.sql`, `pipelines/images.py`, a folder
+(`cannaspider/tasks/queue/outcomes.py`, `migrations/011_lean_snapshots.sql`, `pipelines/images.py`, a folder
 ending in `/`) must be in the tree, so a module moved or split fails here instead of leaving the
 docs stale without anyone noticing."""
 
@@ -33,12 +33,12 @@ def exists(path: str) -> bool:
 
 def test_cited_paths_are_found_in_text() -> None:
     text = (
-        "See `cannaspider/tasks/queue/chaining.py`, pipelines/images.py, migrations/011_lean_snapshots.sql and\n"
+        "See `cannaspider/tasks/queue/outcomes.py`, pipelines/images.py, migrations/011_lean_snapshots.sql and\n"
         "`cannaspider/monitors/`; not the stat cannaspider/images_failed/<reason>, not\n"
         "storage/images/products/<state>/ nor migrations/NNN_name.sql nor cannaspider/gone.py."
     )
     assert cited_paths(text) == [
-        "cannaspider/tasks/queue/chaining.py",
+        "cannaspider/tasks/queue/outcomes.py",
         "pipelines/images.py",
         "migrations/011_lean_snapshots.sql",
         "cannaspider/monitors/",

@@ -11,6 +11,7 @@ from scrapy.exporters import JsonLinesItemExporter
 from cannaspider.exporters import FlatCsvItemExporter
 from cannaspider.items import RawProduct
 from cannaspider.platforms.dutchie.normalizer import normalize
+from cannaspider.storable import Losses
 from sandbox.catalog import CatalogConfig, _product
 from tests.helpers import add_store
 
@@ -38,7 +39,7 @@ def test_a_crawl_to_csv_reads_back_with_the_csv_module_and_json(crawl, db, sandb
         raw = _product(CatalogConfig().seed, store["id"], index, 0, sandbox.urls.base)
         if raw["_id"] not in by_id:
             continue
-        expected = normalize(RawProduct(d, None, raw))
+        expected = normalize(RawProduct(d, None, raw), Losses())
         row = by_id[raw["_id"]]
         options = json.loads(row["options"])
         assert [o["option"] for o in options] == [o.option for o in expected.options]

@@ -17,7 +17,7 @@ from scrapy.extensions.remote_control import RemoteControl
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.feeds import uri_params
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.platforms.dutchie.stores import dispensary_record
@@ -101,7 +101,7 @@ def test_dispensary_records_are_stored_with_their_raw_object_and_exported_withou
         try:
             return await pipeline.process_item(record)
         finally:
-            await CrawlStore.for_crawler(crawler).close()
+            await CrawlDatabase.for_crawler(crawler).close()
 
     item = asyncio.run(write())
     with psycopg.connect(db) as conn:

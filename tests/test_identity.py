@@ -8,6 +8,7 @@ from cannaspider import identity
 from cannaspider.identity import PLAUSIBLE, normalize_name, product_name_key
 from cannaspider.items import RawProduct
 from cannaspider.platforms.dutchie.normalizer import normalize
+from cannaspider.storable import Losses
 
 # the payload's shapes as docs/dutchie.md records them (option strings, {unit, range} potency)
 FLOWER = {
@@ -24,7 +25,7 @@ FLOWER = {
 
 
 def norm(**changes):
-    return normalize(RawProduct(dispensary_id=1, crawl_run_id=1, raw={**FLOWER, **changes}))
+    return normalize(RawProduct(dispensary_id=1, crawl_run_id=1, raw={**FLOWER, **changes}), Losses())
 
 
 def test_flower_costs_per_gram_of_its_cheapest_option():
@@ -186,6 +187,6 @@ def test_the_cached_size_key_is_the_options_own():
     from sandbox.catalog import _product
 
     for index in range(300):
-        p = normalize(RawProduct(1, 1, _product(42, "sizes", index, 0, "http://127.0.0.1:1")))
+        p = normalize(RawProduct(1, 1, _product(42, "sizes", index, 0, "http://127.0.0.1:1")), Losses())
         assert p.size_key == size_key(p.options)
     assert norm(Options=["1g", ["x"]], recPrices=[1, 2]).size_key == "1g"  # unhashable: the slow path

@@ -7,7 +7,7 @@ line `error: …` on stderr (passwords masked, no traceback) when:
   a dispensary that does not exist) or the spider cannot be used as configured (UsageError:
   crawl_onpage without FIRECRAWL_API_URL) — exit 2;
 - the database cannot be reached, started or is not migrated, or was lost during the crawl
-  (CrawlStore records it: cannaspider/db/crawl_store.py) — exit 2;
+  (CrawlDatabase records it: cannaspider/db/crawl_database.py) — exit 2;
 - anything else stopped the crawl from starting (a bug: its traceback is printed) — exit 1;
 - the crawl ran but a unit of work it took did not complete — a store crawl incomplete, a keyword
   or a refresh failed, a drained task failed, was given back by a stop (SIGTERM/SIGINT) or lost

@@ -24,7 +24,7 @@ class Command(CannaspiderCommand):
     def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         import uvicorn  # noqa: PLC0415 - the web stack loads for `scrapy serve` only: Scrapy imports every command to list them
 
-        from cannaspider.monitors.alerts import reports_dir  # noqa: PLC0415 - as uvicorn: it loads spidermon
+        from cannaspider.monitors.health_notify import reports_dir  # noqa: PLC0415 - as uvicorn: it loads spidermon
         from cannaspider.web.app import create_app  # noqa: PLC0415 - as uvicorn: FastAPI and the routes
 
         settings = self.settings

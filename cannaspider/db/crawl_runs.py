@@ -8,7 +8,7 @@ heartbeat for CRAWL_RUN_STALE_AFTER_S, or a pid gone on this host (known at once
 for the heartbeat to go stale). Runs still open when this crawl closes (a stop, a shutdown) are
 closed as 'incomplete' with the reason, so nothing is marked missing.
 
-The pool is the crawler's CrawlStore's (db/crawl_store.py), which runs these at its open and close.
+The pool is the crawler's CrawlDatabase's (db/crawl_database.py), which runs these at its open and close.
 """
 
 from __future__ import annotations

@@ -1,12 +1,20 @@
-"""One exception type whose message is one line saying what is wrong and what to do."""
+"""Database errors as the crawl reports them: the setup error whose message is one line saying what
+is wrong and what to do, the errors that mean an outage, and one-line, password-free messages."""
 
 from __future__ import annotations
 
 import re
 
+import psycopg
+from psycopg_pool import PoolTimeout
+
 
 class DatabaseSetupError(RuntimeError):
     """The database cannot be reached, started or migrated. str() is a one-line user message."""
+
+
+# The server or the path to it went away: the rows are fine, keep them for the next attempt.
+OUTAGE_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError)
 
 
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)@", re.I)

@@ -6,7 +6,7 @@ is refused by the database. `ensure_snapshot_partitions()` makes this month's an
 and is run on the timers the fleet already has, so that a process running across a month's end
 never meets a missing one:
 
-    a crawl's start              CrawlStore.open (db/crawl_store.py)
+    a crawl's start              CrawlDatabase.open (db/crawl_database.py)
     every schedule tick          tasks/schedule.py, in the tick's transaction
     a drain's claims             tasks/drain.py, at most every PARTITIONS_EVERY_S (a drainer runs for weeks)
     a batch refused for it       pipelines/batch_writer.py makes them and retries the batch once

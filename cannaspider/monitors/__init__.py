@@ -1,11 +1,9 @@
-"""Crawl health: Spidermon monitors run when a crawl ends, and the alert they raise (docs/health.md).
+"""Crawl health: Spidermon monitors run when a crawl ends and while it runs, and the notification
+they send (docs/health.md).
 
-schema.py              the StoreProduct JSON Schema, generated from the item dataclasses
-validation.py          a pipeline validating each StoreProduct against it (counted in the stats)
-finish.py              finish reason and error count
-stores.py              incomplete store crawls, a store's product count falling against its last crawl
-blocks.py              blocks per proxy, stale persisted-hash fallbacks
-alerts.py              the per-crawl JSON report, the ERROR log line and the webhook
-spidermon_settings.py  the SPIDERMON_* settings honoured; any other refused at start
-suite.py               the suite Spidermon runs at spider close (SPIDERMON_SPIDER_CLOSE_MONITORS)
+checks.py         the monitors: finish reason and errors, store crawls, blocks, images, item validation
+validation.py     the StoreProduct JSON Schema and the pipeline validating a sample of items against it
+extension.py      CrawlHealth, the extension running the suite at close and every HEALTH_CHECK_PERIOD_S;
+                  the stretch a check judges; the SPIDERMON_* settings honoured; CrawlHealthSuite
+health_notify.py  the per-crawl JSON report, the ERROR log line and the crawl-health webhook
 """

@@ -1,28 +1,83 @@
-"""Validates a sample of the StoreProducts, every HEALTH_VALIDATION_SAMPLE_EVERY-th (50; 1: all),
-against the generated JSON Schema (schema.py): jsonschema-rs answers "valid?", Spidermon's JSON
-Schema validator names the failing fields of a product that is not. It counts, never drops: a
-product that breaks the schema is still written (losing data on a schema slip would be worse);
-ItemValidationMonitor (suite.py) fails the crawl's health when the share of invalid items passes
-HEALTH_MAX_INVALID_ITEM_SHARE.
+"""Item validation: the StoreProduct JSON Schema, generated from the item dataclasses, and the item
+pipeline that validates a sample of the crawl's StoreProducts against it.
+
+The schema is generated from the dataclasses in cannaspider/items.py (the item classes are the one
+definition; docs/item-schema.json is this, written out and checked by a test): pydantic reads the
+dataclass annotations; `item_json` gives an item the JSON shape feeds use.
+
+The pipeline validates every HEALTH_VALIDATION_SAMPLE_EVERY-th StoreProduct (50; 1: all):
+jsonschema-rs answers "valid?", Spidermon's JSON Schema validator names the failing fields of a
+product that is not. It counts, never drops: a product that breaks the schema is still written
+(losing data on a schema slip would be worse); ItemValidationMonitor (checks.py) fails the crawl's
+health when the share of invalid items passes HEALTH_MAX_INVALID_ITEM_SHARE.
 
 Stats: cannaspider/validation/items (products validated), cannaspider/validation/items_invalid and
-cannaspider/validation/errors/<field> (one per failing field)."""
+cannaspider/validation/errors/<field> (one per failing field).
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+from functools import cache
 from typing import Any
 
 import jsonschema_rs
+from pydantic import TypeAdapter
 from scrapy.crawler import Crawler
-from spidermon import monitors
 from spidermon.contrib.validation import JSONSchemaValidator
 
 from cannaspider.items import StoreProduct
-from cannaspider.monitors.base import HealthMonitor
-from cannaspider.monitors.schema import inlined_schema, item_json
 
 logger = logging.getLogger(__name__)
+
+
+# -- the schema -------------------------------------------------------------------------------------
+
+
+@cache
+def _adapter() -> TypeAdapter[StoreProduct]:
+    return TypeAdapter(StoreProduct)
+
+
+@cache
+def store_product_schema() -> dict[str, Any]:
+    schema = _adapter().json_schema(mode="serialization")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://cannaspider.invalid/schemas/store-product.json"
+    return schema
+
+
+@cache
+def inlined_schema() -> dict[str, Any]:
+    """The same schema with its $refs replaced by their definitions (none is recursive): jsonschema
+    validates it a third faster than resolving references per item."""
+
+    def inline(node: Any, defs: dict[str, Any]) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+            return {k: inline(v, defs) for k, v in node.items() if k not in {"$defs", "$id"}}
+        if isinstance(node, list):
+            return [inline(v, defs) for v in node]
+        return node
+
+    schema = store_product_schema()
+    inlined: dict[str, Any] = inline(schema, schema.get("$defs", {}))
+    return inlined
+
+
+def item_json(item: StoreProduct) -> dict[str, Any]:
+    """The item as JSON data (datetimes as ISO strings), what the schema describes."""
+    data: dict[str, Any] = _adapter().dump_python(item, mode="json", warnings=False)
+    return data
+
+
+def schema_text() -> str:
+    return json.dumps(store_product_schema(), indent=2, sort_keys=True) + "\n"
+
+
+# -- the pipeline -----------------------------------------------------------------------------------
 
 ITEMS_STAT = "cannaspider/validation/items"
 INVALID_STAT = "cannaspider/validation/items_invalid"
@@ -80,19 +135,5 @@ class StoreProductValidationPipeline:
         return item
 
 
-@monitors.name("Item validation")
-class ItemValidationMonitor(HealthMonitor):
-    @monitors.name("StoreProduct items match the item schema")  # type: ignore[untyped-decorator]  # Spidermon's
-    def test_items_valid(self) -> None:
-        items = self.stat(ITEMS_STAT)
-        if not items:
-            return
-        invalid = self.stat(INVALID_STAT)
-        limit = self.settings.getfloat("HEALTH_MAX_INVALID_ITEM_SHARE")
-        fields = sorted(k.removeprefix(FIELD_ERRORS_PREFIX) for k in self.stats if k.startswith(FIELD_ERRORS_PREFIX))
-        self.assertLessEqual(
-            invalid / items,
-            limit,
-            f"{invalid} of {items} products break the item schema (fields: {', '.join(fields)}; "
-            f"HEALTH_MAX_INVALID_ITEM_SHARE = {limit:g})",
-        )
+if __name__ == "__main__":  # python -m cannaspider.monitors.validation > docs/item-schema.json
+    print(schema_text(), end="")

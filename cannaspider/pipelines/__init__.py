@@ -3,6 +3,6 @@ and their snapshots, one statement per batch), images (downloaded beside the cra
 webp: images.py the pipeline and its workers, image_plan.py which images need a download,
 image_fetch.py one image fetched and stored, image_paths.py local_image_path in batches). A
 store's close (its completion, out-of-stock and events) is not a pipeline: the unit lifecycle's
-(cannaspider/units/store_close.py). They share the crawler's CrawlStore (pool + ledger); item_processor.py is the
+(cannaspider/units/crawl_close.py). They share the crawler's CrawlDatabase (pool + ledger); item_processor.py is the
 ITEM_PROCESSOR that chains them. (The validation pipeline between normalize and the writer is
 cannaspider/monitors/validation.py.)"""

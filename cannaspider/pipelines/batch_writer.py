@@ -36,12 +36,11 @@ from typing import Any, Self
 import orjson
 import psycopg
 from psycopg.types.json import Jsonb
-from psycopg_pool import PoolTimeout
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
-from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.db.errors import DatabaseSetupError, first_line
+from cannaspider.db.crawl_database import CrawlDatabase
+from cannaspider.db.errors import OUTAGE_ERRORS, first_line
 from cannaspider.db.partitions import ensure_ahead, missing_partition
 
 logger = logging.getLogger(__name__)
@@ -65,8 +64,6 @@ def _already_encoded(data: bytes) -> bytes:
 # overflow, NUL characters, bad escapes), integrity violations (23) and program limits (54: a
 # value too large for an index). Anything else says nothing about a particular row.
 DATA_ERROR_CLASSES = ("22", "23", "54")
-# The server or the path to it went away: the rows are fine, keep them for the next attempt.
-OUTAGE_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError)
 
 
 def refused_for_its_data(exc: BaseException) -> bool:
@@ -97,7 +94,7 @@ class BatchWriterPipeline:
 
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.store = CrawlStore.for_crawler(crawler)
+        self.store = CrawlDatabase.for_crawler(crawler)
         self.batch_size = crawler.settings.getint("DB_WRITE_BATCH_SIZE")
         self.max_buffered = 4 * self.batch_size
         self.buffer: list[bytes] = []  # encoded rows

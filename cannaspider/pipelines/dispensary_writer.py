@@ -12,7 +12,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from scrapy.crawler import Crawler
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.db.errors import first_line
 from cannaspider.items import DispensaryRecord, EntryPointResolution
 from cannaspider.pipelines.batch_writer import refused_for_its_data
@@ -44,7 +44,7 @@ ON CONFLICT (platform_dispensary_id) DO UPDATE SET
 class DispensaryWriterPipeline:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.store = CrawlStore.for_crawler(crawler)
+        self.store = CrawlDatabase.for_crawler(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DispensaryWriterPipeline:

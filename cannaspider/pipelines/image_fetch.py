@@ -50,11 +50,10 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
-from cannaspider.db.errors import first_line
+from cannaspider.db.errors import OUTAGE_ERRORS, first_line
 from cannaspider.images import vips
 from cannaspider.images.budget import PixelBudget
 from cannaspider.images.convert import UnusableImage, declared_pixels
-from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
 from cannaspider.pipelines.image_paths import ImagePathWriter
 from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImageSources
 

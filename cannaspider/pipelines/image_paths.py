@@ -12,9 +12,9 @@ import logging
 import psycopg
 from scrapy.crawler import Crawler
 
-from cannaspider.db.crawl_store import CrawlStore
-from cannaspider.db.errors import first_line
-from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS, batch_document, encode_row
+from cannaspider.db.crawl_database import CrawlDatabase
+from cannaspider.db.errors import OUTAGE_ERRORS, first_line
+from cannaspider.pipelines.batch_writer import batch_document, encode_row
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")
@@ -46,7 +46,7 @@ Key = tuple[int, str, str]  # (dispensary, provider, product)
 class ImagePathWriter:
     """local_image_path updates, written DB_WRITE_BATCH_SIZE at a time in one statement."""
 
-    def __init__(self, crawler: Crawler, store: CrawlStore):
+    def __init__(self, crawler: Crawler, store: CrawlDatabase):
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.store = store

@@ -31,13 +31,13 @@ from scrapy.crawler import Crawler
 from scrapy.http import Request
 from scrapy.statscollectors import StatsCollector
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.db.errors import first_line
 from cannaspider.images.paths import brand_logo_path, image_file_name, product_image_path
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.image_fetch import ImageJob
 from cannaspider.stealth.routing import session_key
-from cannaspider.storable.urls import HTTP_SCHEMES
+from cannaspider.storable import HTTP_SCHEMES
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")
@@ -67,7 +67,7 @@ class ImagePlanner:
     def __init__(
         self,
         crawler: Crawler,
-        db: CrawlStore,
+        db: CrawlDatabase,
         jobs: deque[ImageJob],
         queued: Callable[[], None],
         settled: Callable[[], None],
@@ -84,7 +84,7 @@ class ImagePlanner:
         self.claimed: set[str] = set()  # paths queued, written or found in this crawl
         self.logo_paths: dict[tuple[str | None, str], str] = {}  # (brand name, logo URL) -> its path
         self.closing = False  # the pipeline is closing: nothing more is queued
-        # `scrapy check` opens no database for requests alone (crawl_store.py): only items ask
+        # `scrapy check` opens no database for requests alone (crawl_database.py): only items ask
         self.load_early = not crawler.settings.getbool("CONTRACT_MODE")
 
     def request_scheduled(self, request: Request) -> None:

@@ -23,7 +23,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 
 CLAIM = """
 WITH k AS (SELECT image_source_hash(%(url)s) AS h),
@@ -78,7 +78,7 @@ class Claim:
 class ImageSources:
     """The claims of one crawl's pipeline, on the crawl's database pool."""
 
-    def __init__(self, db: CrawlStore, lease_s: float):
+    def __init__(self, db: CrawlDatabase, lease_s: float):
         self.db = db
         self.lease_s = lease_s
         self.node = f"{socket.gethostname()}:{os.getpid()}"

@@ -23,7 +23,7 @@ apply). What differs from ImagesPipeline lives where its rule is applied:
   queue beside the crawl, so images count for nothing in the store's completion or its
   out-of-stock judgement. The spider is kept open (spider_idle) while images wait for a download
   or a store's query is out, and when that work settles the pipeline runs the engine's idle check
-  itself instead of leaving the crawl to the engine's next heartbeat (cannaspider/units/idle.py);
+  itself instead of leaving the crawl to the engine's next heartbeat (cannaspider/units/lifecycle.py);
   conversions and database updates still running when it closes are finished by close_spider.
 """
 
@@ -39,14 +39,14 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.pipelines.files import FilesStoreProtocol
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.images.filestore import images_store_uri, open_files_store
 from cannaspider.items import StoreProduct
 from cannaspider.pipelines.image_fetch import ImageFetcher, ImageJob
 from cannaspider.pipelines.image_paths import ImagePathWriter
 from cannaspider.pipelines.image_plan import ImagePlanner
 from cannaspider.pipelines.image_sources import ImageSources
-from cannaspider.units.idle import end_if_idle
+from cannaspider.units.lifecycle import end_if_idle
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 class ProductImagesPipeline:
     def __init__(self, crawler: Crawler, store: FilesStoreProtocol):
         self.crawler = crawler
-        self.db = CrawlStore.for_crawler(crawler)
+        self.db = CrawlDatabase.for_crawler(crawler)
         self.paths = ImagePathWriter(crawler, self.db)
         self.concurrency = max(1, crawler.settings.getint("IMAGES_CONCURRENCY"))
         self.queue: deque[ImageJob] = deque()  # planned, not yet taken by a worker
@@ -135,7 +135,7 @@ class ProductImagesPipeline:
 
     def _wake_if_settled(self) -> None:
         # the work that held an idle crawl open is done: it ends now, not on the engine's next
-        # heartbeat (units/idle.py)
+        # heartbeat (units/lifecycle.py)
         if self.holding and not self._holds_crawl():
             self.holding = False
             end_if_idle(self.crawler)

@@ -5,9 +5,9 @@ point-in-time snapshot are committed together or not at all. A product in the fe
 with zero misses (it came back).
 
 A row the database refuses for its values (see batch_writer.py) is lost, and only that row; its
-store's crawl is incomplete, with the reason (units/store_close.py): a run is never `complete`
+store's crawl is incomplete, with the reason (units/crawl_close.py): a run is never `complete`
 with rows lost, and an incomplete crawl marks nothing missing. The normalizer bounds what it can
-(storable/, docs/architecture.md "Text limits"), so a product the database refuses on every crawl is
+(storable.py, docs/architecture.md "Text limits"), so a product the database refuses on every crawl is
 a defect to fix, not a state to live with. The run records how many rows were refused
 (crawl_runs.errors), and the crawl's stats how many items went to the feed without being stored
 (`cannaspider/items_not_stored`: the feed is what the crawl saw, see README "Feeds and the item
@@ -233,7 +233,7 @@ class ProductWriterPipeline(BatchWriterPipeline):
 
     def __init__(self, crawler: Crawler):
         super().__init__(crawler)
-        self.store.ledger.products_writer = True  # a store's close waits for its rows (units/store_close.py)
+        self.store.ledger.products_writer = True  # a store's close waits for its rows (units/crawl_close.py)
 
     def row(self, p: StoreProduct) -> tuple[Any, ...]:
         self.seq += 1

@@ -24,6 +24,7 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from cannaspider.items import DispensaryRecord, RawProduct, StoreProduct
+from cannaspider.storable import Losses
 
 # Why a store's menu crawl is incomplete (no product of the store is marked missing on it). A
 # platform's pagination rules end a crawl incomplete only for the page kinds; the spider adds the rest.
@@ -185,8 +186,9 @@ class Platform(Protocol):
         ...
 
     # -- a raw product as the shared item -------------------------------------------------------
-    def normalize(self, item: RawProduct) -> StoreProduct:
-        """Raises NormalizationError when the product cannot be stored."""
+    def normalize(self, item: RawProduct, losses: Losses) -> StoreProduct:
+        """Raises NormalizationError when the product cannot be stored. What the product lost to the
+        storable rules (cannaspider/storable.py) goes to `losses`, reported once it is done."""
         ...
 
     # -- the proxy pool's probe ---------------------------------------------------------------

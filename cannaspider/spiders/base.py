@@ -1,6 +1,6 @@
 """Shared plumbing of the role spiders: the platform a store or task names (through the registry
 and the interface of cannaspider/platforms/, never a platform's own modules), reading its answers,
-the crawler's CrawlStore, and the spider arguments (`-a`), parsed and validated once (SpiderParams,
+the crawler's CrawlDatabase, and the spider arguments (`-a`), parsed and validated once (SpiderParams,
 units/arguments.py). (A stale Dutchie persisted-query hash is handled in the download chain:
 cannaspider/platforms/dutchie/persisted_queries.py.)"""
 
@@ -16,7 +16,7 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from cannaspider import platforms
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.platforms.interface import Platform, PlatformFailure
 from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
 from cannaspider.units.role import Role
@@ -59,8 +59,8 @@ class PlatformSpider(scrapy.Spider):
         return not self.params.has_target
 
     @property
-    def store(self) -> CrawlStore:
-        return CrawlStore.for_crawler(self.crawler)
+    def store(self) -> CrawlDatabase:
+        return CrawlDatabase.for_crawler(self.crawler)
 
     async def select_dispensaries(self, columns: str, state_filter: str = "") -> list[tuple[Any, ...]]:
         """The dispensaries the arguments name (id first among `columns`), by id.

@@ -28,7 +28,7 @@ from scrapy.exceptions import CloseSpider, UsageError
 from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
@@ -76,7 +76,7 @@ class CrawlOnpageSpider(scrapy.Spider):
         # built now, but reads crawler.stats and the store (an extension, built after the spider)
         # only once the crawl runs; the job only calls its stats' inc_value, which _LazyStats forwards
         stats = cast(StatsCollector, _LazyStats(crawler))
-        spider.jobs = OnpageJobs(config, client, lambda: CrawlStore.for_crawler(crawler).open(), spider._emit, stats)
+        spider.jobs = OnpageJobs(config, client, lambda: CrawlDatabase.for_crawler(crawler).open(), spider._emit, stats)
         return spider
 
     def closed(self, reason: str) -> None:

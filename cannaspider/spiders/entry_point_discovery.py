@@ -31,18 +31,18 @@ from cannaspider.items import EntryPointResolution
 from cannaspider.platforms.interface import Lookup
 from cannaspider.spiders.base import PlatformSpider
 from cannaspider.stealth.browser_missing import ChromiumNotFound
-from cannaspider.tasks.queue import TaskResult
+from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK, TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
 from cannaspider.units.role import Chain, Role, StoreTarget
 
 # a completed resolution's chain: a product_discovery task for its store, once the store is resolved
 # (has its platform id) and enabled
-PRODUCT_TASK_PER_RESOLVED_STORE = """
+PRODUCT_TASK_PER_RESOLVED_STORE = f"""
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
 SELECT %(child)s, t.platform, t.dispensary_id, %(priority)s, t.id
   FROM worker_tasks t JOIN dispensaries d ON d.id = t.dispensary_id
  WHERE t.id = ANY(%(ids)s) AND d.platform_dispensary_id IS NOT NULL AND d.crawl_enabled
-ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+{SKIP_DUPLICATE_TASK}
 """
 
 BROWSER_ARGS = [

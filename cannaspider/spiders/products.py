@@ -10,8 +10,8 @@ through cannaspider/platforms/interface.py) and paginated by that platform's rul
 
 Each store's crawl is one unit of the lifecycle (units/lifecycle.py), a queue task's or a target's
 of `-a`: the lifecycle closes it once none of its pages or products is outstanding, and its close
-(units/store_close.py) applies the misses/OOS and completes the task in one transaction
-(units/store_transaction.py), or closes the run incomplete and fails the task.
+(units/crawl_close.py) applies the misses/OOS and completes the task in one transaction
+(units/crawl_close.py), or closes the run incomplete and fails the task.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from cannaspider.items import RawProduct
 from cannaspider.platforms.interface import MenuState, Platform, PlatformFailure
 from cannaspider.spiders.base import PlatformSpider
 from cannaspider.tasks.queue import Task
+from cannaspider.units.crawl_close import CrawlClose, StoreOutcome
 from cannaspider.units.lifecycle import Closing, Unit, UnitLifecycle
 from cannaspider.units.role import Role, Schedule, StoreTarget
-from cannaspider.units.store_close import StoreClose
-from cannaspider.units.store_outcome import StoreOutcome
 
 
 @dataclass
@@ -68,7 +67,7 @@ class ProductSpider(PlatformSpider):
         self._task_crawls: dict[int, StoreCrawl] = {}  # the drained tasks' crawls still running
 
     async def start(self) -> AsyncIterator[Any]:
-        StoreClose.for_crawler(self.crawler)  # its settings checked before any store is crawled
+        CrawlClose.for_crawler(self.crawler)  # its settings checked before any store is crawled
         if self.draining:
             async for request in self._drain_queue():
                 yield request
@@ -261,7 +260,7 @@ class ProductSpider(PlatformSpider):
         if not crawl.done:  # its last request ended without saying how (never downloaded, no errback)
             list(self._incomplete(crawl, unit.errors[0] if unit.errors else "the crawl ended before its last page"))
         unit.data["outcome"] = outcome = self.outcome(crawl)
-        await StoreClose.for_crawler(self.crawler).close(outcome)
+        await CrawlClose.for_crawler(self.crawler).close(outcome)
         return None
 
     def unit_failed(self, response: Response, reason: str) -> list[Any] | None:

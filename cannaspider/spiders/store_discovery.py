@@ -21,13 +21,13 @@ from twisted.python.failure import Failure
 from cannaspider.items import DispensaryRecord
 from cannaspider.platforms.interface import PlatformFailure
 from cannaspider.spiders.base import PlatformSpider, SpiderArgumentError, SpiderParams
-from cannaspider.tasks.queue import TaskResult
+from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK, TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
 from cannaspider.units.role import Chain, Role, Schedule, StateTarget
 
 # a completed discovery's chain: an entry_point_discovery task for each *new* store (those its
 # result lists, or, for a task that recorded none, the state's stores created since it was queued)
-ENTRY_POINT_TASK_PER_NEW_STORE = """
+ENTRY_POINT_TASK_PER_NEW_STORE = f"""
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
 SELECT DISTINCT ON (d.id) %(child)s, t.platform, d.id, %(priority)s, t.id
   FROM worker_tasks t
@@ -35,7 +35,7 @@ SELECT DISTINCT ON (d.id) %(child)s, t.platform, d.id, %(priority)s, t.id
                               THEN d.id IN (SELECT jsonb_array_elements_text(t.result -> 'new_dispensary_ids')::bigint)
                               ELSE d.state = t.payload ->> 'state' AND d.created_at >= t.created_at END
  WHERE t.id = ANY(%(ids)s) AND d.crawl_enabled
-ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+{SKIP_DUPLICATE_TASK}
 """
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scrapy.crawler import Crawler
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 
 Locale = tuple[str | None, str | None]  # (state, IANA time zone)
 
@@ -25,7 +25,7 @@ class StoreLocales:
         dispensary_id: int = key[1]
         if dispensary_id not in self.known:
             try:
-                db = await CrawlStore.for_crawler(self.crawler).open()
+                db = await CrawlDatabase.for_crawler(self.crawler).open()
                 async with db.connection() as conn:
                     row = await (
                         await conn.execute("SELECT state, timezone FROM dispensaries WHERE id = %s", (dispensary_id,))

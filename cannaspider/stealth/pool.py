@@ -35,7 +35,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 
 from cannaspider.db.connection import database_url
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.stealth.proxies import ACTIVE_PROXIES, CRAWL_POOL, ProxyRecord, record_of
 from cannaspider.stealth.proxy_health import (
     FAILURE,
@@ -97,7 +97,7 @@ class ProxyPool:
 
     async def refresh(self) -> list[ProxyRecord]:
         """Re-read the active rows; returns them."""
-        db = await CrawlStore.for_crawler(self.crawler).open()
+        db = await CrawlDatabase.for_crawler(self.crawler).open()
         async with db.connection() as conn:
             rows = await (await conn.execute(ACTIVE_PROXIES, (self.name,))).fetchall()
         records = {r.id: r for r in map(record_of, rows)}
@@ -153,7 +153,7 @@ class ProxyPool:
                     async with conn.cursor() as cur:
                         await cur.executemany(FLUSH_HEALTH, params)
                 return
-            db = await CrawlStore.for_crawler(self.crawler).open()
+            db = await CrawlDatabase.for_crawler(self.crawler).open()
             async with db.connection() as conn:
                 async with conn.cursor() as cur:
                     await cur.executemany(FLUSH_HEALTH, params)

@@ -1,4 +1,4 @@
-"""Draining a role's queue from one process that runs several tasks at once (a spider's start()).
+"""The task drain: one process draining a role's queue, several tasks at once (a spider's start()).
 
     drain = TaskDrain.from_crawler(crawler, "product_resync")
     async for task in drain.tasks():              # claims in batches as slots free up
@@ -20,10 +20,10 @@ written by one statement.
 Its claims also make the snapshot partitions of the months ahead, at most every
 PARTITIONS_EVERY_S (db/partitions.py): a drainer may run across a month's end with no schedule.
 
-This module is the drain's slots and the loop that fills them. Beside it, a module each: its limits
-(drain_config.py: DrainConfig, re-exported here), its connection through restarts and outages
-(drain_connection.py), the writing of outcomes (drain_outcomes.py), the renewal of its leases
-(drain_leases.py) and what wakes it (drain_wakeups.py).
+One component, read top to bottom: its limits (`DrainConfig`, read from the TASK_* settings), its
+connection through restarts and outages (`QueueConnection`, `OutageWait`), what wakes it
+(`Wakeup`), the renewal of its leases (`LeaseKeeper`), the writing of outcomes (`Outcomes`), and
+the drain itself (`TaskDrain`): its slots and the loop that fills them.
 """
 
 from __future__ import annotations
@@ -33,31 +33,292 @@ import functools
 import logging
 import signal
 import weakref
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import psycopg
 from scrapy import signals
 from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
 
 from cannaspider.db import partitions
+from cannaspider.db.errors import first_line
+from cannaspider.project_settings import project_settings
 from cannaspider.shutdown import on_reactor_shutdown
 from cannaspider.tasks import queue, roles
-from cannaspider.tasks.drain_config import DrainConfig
-from cannaspider.tasks.drain_connection import OutageWait, QueueConnection
-from cannaspider.tasks.drain_leases import LeaseKeeper
-from cannaspider.tasks.drain_outcomes import Outcomes
-from cannaspider.tasks.drain_wakeups import Wakeup
-from cannaspider.tasks.queue import Lease, LeaseLost, Task, TaskResult
+from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult, task_backoff
 
 __all__ = ["DrainConfig", "TaskDrain"]
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # the drain of each crawler that drains a queue (TaskDrain.of): components find it there
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, TaskDrain] = weakref.WeakKeyDictionary()
 
 
+# -- limits ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DrainConfig:
+    """A drain's limits, read from the TASK_* settings (their defaults: settings.py, and only there)."""
+
+    slots: int  # tasks held (stores crawled) at once
+    batch: int  # most tasks claimed by one statement
+    lease_s: float
+    heartbeat_s: float
+    follow: bool
+    poll_s: float
+    listen: bool  # wake on NOTIFY; False: poll only
+    backoff: Backoff
+    reconnect_s: float  # how long one queue operation retries a lost connection
+    outage_wait_max_s: float  # with follow: longest wait between claims in an outage
+
+    @classmethod
+    def of_project(cls, **overrides: Any) -> DrainConfig:
+        """The project's settings (a drain built without a crawler: tests, benchmarks)."""
+        return cls.from_settings(project_settings(), **overrides)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, **overrides: Any) -> DrainConfig:
+        values: dict[str, Any] = {
+            "slots": settings.getint("TASK_SLOTS"),
+            "batch": settings.getint("TASK_CLAIM_BATCH"),
+            "lease_s": settings.getfloat("TASK_LEASE_S"),
+            "heartbeat_s": settings.getfloat("TASK_HEARTBEAT_S"),
+            "follow": False,  # a spider's -a follow=1, given as an override
+            "poll_s": settings.getfloat("TASK_POLL_S"),
+            "listen": settings.getbool("TASK_LISTEN"),
+            "backoff": task_backoff(settings),
+            "reconnect_s": settings.getfloat("TASK_RECONNECT_S"),
+            "outage_wait_max_s": settings.getfloat("TASK_OUTAGE_WAIT_MAX_S"),
+        }
+        values.update(overrides)
+        return cls(**values)
+
+
+# -- the connection, through restarts and outages (issue 16) --------------------------------------
+# Every queue operation of one process runs over one connection, one at a time. `QueueConnection.run`
+# reopens it when PostgreSQL drops it (a restart) and tries the operation again for up to
+# `reconnect_s`; past that the error is the caller's. A drain with follow does not end on it:
+# `OutageWait` says how long to wait before the next claim (doubling up to a ceiling) and logs the
+# outage and its end once each.
+class QueueConnection:
+    """One autocommit connection, opened on first use, shared by a drain's operations in turn."""
+
+    def __init__(self, url: str, reconnect_s: float):
+        self.url = url
+        self.reconnect_s = reconnect_s
+        self.conn: psycopg.AsyncConnection | None = None
+        self._lock = asyncio.Lock()
+
+    async def _connection(self) -> psycopg.AsyncConnection:
+        if self.conn is None or self.conn.closed:
+            self.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10)
+            # The queue's own writes (claim, heartbeat, completion, release) do not wait for the WAL
+            # flush. A server crash can lose the last few: a lost claim leaves the task pending (the
+            # crawl's completion then gets LeaseLost), a lost completion lets the lease expire and
+            # the task run again. Both are the at-least-once the queue gives anyway, and the flush
+            # was most of a batch's cost. A completion made in the crawl's own transaction
+            # (TaskDrain.complete(..., conn=)) commits as that connection does.
+            await self.conn.execute("SET synchronous_commit TO off")
+        return self.conn
+
+    async def run(self, op: Callable[[psycopg.AsyncConnection], Awaitable[T]]) -> T:
+        """Run op on the connection; reconnect (PostgreSQL restarted) and try again."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.reconnect_s
+        delay = 0.1
+        async with self._lock:
+            while True:
+                try:
+                    return await op(await self._connection())
+                except psycopg.OperationalError as exc:
+                    await self.close()
+                    if loop.time() + delay > give_up:
+                        raise
+                    logger.warning("task queue: database connection lost (%s): reconnecting", first_line(exc))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None
+
+
+class OutageWait:
+    """With follow, the wait between claims while the database stays unreachable: from `first_s`,
+    doubling up to `max_s`, back to none once a claim goes through."""
+
+    def __init__(self, role: str, first_s: float, max_s: float):
+        self.role = role
+        self.first_s = first_s
+        self.max_s = max_s
+        self.seconds = 0.0  # the current wait; 0: no outage
+
+    def longer(self, exc: psycopg.OperationalError) -> float:
+        """The wait after a claim failed with exc (logged)."""
+        self.seconds = min(max(self.seconds * 2, self.first_s), self.max_s)
+        logger.warning(
+            "task queue: the database is still unreachable (%s): the %s drain claims again in %.0f s",
+            first_line(exc),
+            self.role,
+            self.seconds,
+        )
+        return self.seconds
+
+    def over(self) -> None:
+        """A claim went through: the outage, if there was one, is over (logged)."""
+        if self.seconds:
+            logger.info("task queue: the database is back: the %s drain goes on", self.role)
+            self.seconds = 0.0
+
+
+# -- wake-ups -----------------------------------------------------------------------------------
+# The drain waits on one `Wakeup` whatever it waits for (a slot freed, stop(), a task of its role
+# announced by the queue: LISTEN on its NOTIFY channel, migration 007, or a timeout), so a wait for
+# a slot also ends on an announcement and the reverse. The LISTEN connection is the drain's second,
+# apart from the one its operations share; it is reopened (polling meanwhile) when the server drops it.
+class Wakeup:
+    """An event that a waiting drain wakes on; `wait` ends on it or on its timeout."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self, timeout: float | None) -> None:
+        """Until set, or `timeout` seconds (None: no timeout)."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def listen(self, url: str, role: str, listening: Callable[[], bool], retry_max_s: float) -> None:
+        """Set on every announcement of a task of `role`, while `listening()`."""
+        delay = 0.5
+        while listening():
+            try:
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=10) as conn:
+                    await conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
+                    self.set()  # anything queued while we were not listening
+                    delay = 0.5
+                    async for note in conn.notifies():
+                        if note.payload == role:
+                            self.set()
+            except psycopg.OperationalError as exc:
+                logger.warning("task queue: LISTEN connection lost (%s): polling until it is back", first_line(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, retry_max_s)
+
+
+# -- leases ---------------------------------------------------------------------------------------
+# A task whose lease is found lost (expired while the process stalled, or cancelled by an operator)
+# leaves the drain's slots, is logged, and goes to the drain's `on_lost`; its result will not be
+# recorded. A failed renewal is only logged: a lease outlives a few missed beats.
+class LeaseKeeper:
+    """Renews the leases of `held` (the drain's own dict) over the drain's connection."""
+
+    def __init__(self, db: QueueConnection, role: str, held: dict[int, Task], lease_s: float, heartbeat_s: float):
+        self.db = db
+        self.role = role
+        self.held = held
+        self.lease_s = lease_s
+        self.heartbeat_s = heartbeat_s
+
+    async def renew(self, free_slot: Callable[[int], None], on_lost: Callable[[Task], Any] | None) -> set[int]:
+        """Renew every held lease now: the ids still held. A lost one's slot is freed (free_slot)."""
+        tasks = list(self.held.values())
+        if not tasks:
+            return set()
+        alive: set[int] = await self.db.run(
+            lambda c: queue.heartbeat(c, [t.lease for t in tasks], lease_s=self.lease_s)
+        )
+        for task in tasks:
+            if task.id not in alive and task.id in self.held:
+                logger.warning("task %s (%s): lease lost: its result will not be recorded", task.id, self.role)
+                free_slot(task.id)
+                if on_lost is not None:
+                    on_lost(task)
+        return alive
+
+    async def keep(self, heartbeat: Callable[[], Awaitable[object]]) -> None:
+        """heartbeat() every heartbeat_s, until cancelled."""
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await heartbeat()
+            except psycopg.Error as exc:  # the lease outlives a few missed beats
+                logger.warning("task queue: heartbeat failed: %s", first_line(exc))
+
+
+# -- outcomes -------------------------------------------------------------------------------------
+# Several crawls can end in the same event-loop turn: completions not given the crawl's own
+# connection are written by one statement (queue.complete_many), one round trip instead of one each.
+# Each caller still waits for, and gets, its own outcome: done, LeaseLost for a task whose lease was
+# lost, or the error that failed the whole batch. Failures are written at once, retried after the
+# drain's backoff.
+class Outcomes:
+    """A drain's writes of outcomes, over its connection; the completions waiting for the next flush."""
+
+    def __init__(self, db: QueueConnection, backoff: Backoff):
+        self.db = db
+        self.backoff = backoff
+        self._pending: list[tuple[Lease, TaskResult, asyncio.Future[None]]] = []
+        self._flush_scheduled = False
+
+    async def complete(self, lease: Lease, result: TaskResult | None, conn: psycopg.AsyncConnection | None) -> None:
+        """With `conn`, inside the caller's transaction; without, once this turn's completions are
+        written. LeaseLost: not recorded."""
+        if conn is not None:
+            await queue.complete(conn, lease, result)
+            return
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending.append((lease, result or TaskResult(), future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(lambda: asyncio.ensure_future(self.flush()))
+        await future
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    async def flush(self) -> None:
+        """Write the completions pending now, and settle each one's wait."""
+        self._flush_scheduled = False
+        batch, self._pending = self._pending, []
+        try:
+            lost = await self.db.run(lambda c: queue.complete_many(c, [(lease, result) for lease, result, _ in batch]))
+        except Exception as exc:  # noqa: BLE001 - whatever failed the batch is each waiting completion's error
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        lost_ids = {lease.task_id for lease in lost}
+        for lease, _, future in batch:
+            if future.done():
+                continue
+            if lease.task_id in lost_ids:
+                future.set_exception(LeaseLost(f"task {lease.task_id}: lease lost"))
+            else:
+                future.set_result(None)
+
+    async def fail(self, failures: Sequence[tuple[Lease, str, int | None]], *, final: bool = False) -> list[Lease]:
+        """Record failed attempts (lease, error, crawl_run_id): retried after the backoff, or failed
+        for good (attempts used up, or `final`). The leases found lost are returned."""
+        lost: list[Lease] = await self.db.run(lambda c: queue.fail_many(c, failures, self.backoff, final=final))
+        return lost
+
+
+# -- the drain -------------------------------------------------------------------------------------
 class TaskDrain:
     def __init__(
         self,

@@ -38,11 +38,12 @@ from cannaspider.project_settings import project_settings
 from cannaspider.stealth.probe import Prober, ProbeResult
 from cannaspider.stealth.tls import CurlImpersonator
 from cannaspider.tasks import roles
+from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK
 from cannaspider.units.role import Role
 
 LOCK = (1952543596, 0)  # pg_advisory_xact_lock key of the scheduler (claim_task's is 1952543595)
 
-RESYNC = """
+RESYNC = f"""
 INSERT INTO worker_tasks (role, platform, dispensary_id, priority)
 SELECT %(role)s, d.platform, d.id, %(priority)s
   FROM dispensaries d
@@ -58,10 +59,10 @@ SELECT %(role)s, d.platform, d.id, %(priority)s
          WHERE t.dispensary_id = d.id AND t.status IN ('failed', 'cancelled')
            AND t.role = ANY (%(same_work)s::text[]) AND t.created_at > now() - %(every)s::interval)
  ORDER BY d.last_crawl_at NULLS FIRST, d.id
-ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+{SKIP_DUPLICATE_TASK}
 """
 # One task per payload (a state, or none), unless one is active or younger than the period.
-PERIODIC = """
+PERIODIC = f"""
 INSERT INTO worker_tasks (role, platform, payload, priority)
 SELECT %(role)s, 'dutchie', p.payload, %(priority)s
   FROM unnest(%(payloads)s::jsonb[]) AS p(payload)
@@ -69,7 +70,7 @@ SELECT %(role)s, 'dutchie', p.payload, %(priority)s
         SELECT 1 FROM worker_tasks t
          WHERE t.role = %(role)s AND t.dispensary_id IS NULL AND t.payload = p.payload
            AND (t.status IN ('pending', 'running') OR t.created_at > now() - %(every)s::interval))
-ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO NOTHING
+{SKIP_DUPLICATE_TASK}
 """
 PRUNE = """
 DELETE FROM worker_tasks

@@ -4,8 +4,7 @@ docs/operations.md, "Draining spiders" and "Adding a role").
 A unit is one piece of a role's work (a store's crawl, a state's discovery, a keyword's on-page
 crawl, a refresh): a task of the role's queue, or a target named by `-a` (a Unit without a task).
 `UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`), is the component spiders speak to;
-it hands out units itself and ties together the parts that track and close them (units/unit.py
-holds the Unit and its outcome, units/tracking.py the counting, units/closing.py the closing):
+it hands out units, tracks and closes them, all in this module:
 
 - hands out units: `tasks(role, follow)` claims them from the queue through TaskDrain (leases,
   heartbeats, slots, release on stop), `refuse(role, reason)` fails a batch a node cannot work;
@@ -16,13 +15,17 @@ holds the Unit and its outcome, units/tracking.py the counting, units/closing.py
 - closes each unit exactly once, when nothing is outstanding: it asks the spider for the unit's
   outcome (`unit_outcome`: a TaskResult or an error, with which it completes or fails the task; or
   None when the spider's own close recorded it, as a product crawl's store close does in the
-  transaction that applies the store's misses/OOS: units/store_transaction.py);
+  transaction that applies the store's misses/OOS: units/crawl_close.py);
 - holds the engine open while closes are pending (spider_idle), ends an idle crawl as soon as the
   last one settles (the engine itself would look again only on its next heartbeat), and awaits
   them when the spider closes.
 
 `run(role, follow, work)` is the same for units without requests (a coroutine per task:
 crawl_onpage, analytics_refresh): each runs beside the others, and closes with what it returns.
+
+Read top to bottom: the Unit and the words spoken of it; ending an idle crawl (`end_if_idle`,
+also used by the image pipeline); `UnitLifecycle`, in its sections (handing out units, tracking
+what each has outstanding, closing each once); the errback wrapper of a unit's requests.
 """
 
 from __future__ import annotations
@@ -30,50 +33,126 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import CloseSpider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.http import Response
+from twisted.python.failure import Failure
 
-from cannaspider.crawl_outcome import record_fatal_error
+from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT, record_fatal_error
 from cannaspider.db.connection import database_url
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.db.errors import first_line
 from cannaspider.tasks.drain import TaskDrain
-from cannaspider.tasks.queue import Task
-from cannaspider.units.closing import UnitClosing
-from cannaspider.units.tracking import UnitTracking
-from cannaspider.units.unit import (
-    ERRBACK_META,
-    UNIT_META,
-    UNITS_CLOSED_STAT,
-    Closing,
-    Outcome,
-    Unit,
-    UnitSpider,
-    Wait,
-    default_outcome,
-    describe,
-    unit_name,
-)
-
-# the names spiders and middlewares import from here (one import path for the lifecycle's words)
-__all__ = [
-    "ERRBACK_META",
-    "UNITS_CLOSED_STAT",
-    "UNIT_META",
-    "Closing",
-    "Outcome",
-    "Unit",
-    "UnitLifecycle",
-    "UnitSpider",
-    "Wait",
-    "default_outcome",
-    "describe",
-    "unit_name",
-]
+from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
 
 logger = logging.getLogger(__name__)
+
+
+# -- a unit, and the words the lifecycle speaks of it -------------------------------------------------
+# The Unit itself, what a spider whose units are tracked says (UnitSpider), what a node that cannot
+# work waits for (Wait), an outcome, and the request meta keys.
+
+UNIT_META = "cannaspider_unit"  # request meta: the Unit a request works for
+ERRBACK_META = "cannaspider_unit_errback"  # request meta: its errback ran (its output is counted there)
+UNITS_CLOSED_STAT = "cannaspider/units_closed"
+
+Outcome = tuple[TaskResult | str, bool]  # a result, or the error that fails the task (and if for good)
+# what unit_outcome says: an Outcome, or None when the spider's close recorded the task's outcome
+Closing = Outcome | None
+
+
+def describe(exception: BaseException) -> str:
+    """The one-line reason a unit fails with (secrets redacted, no traceback)."""
+    return f"{type(exception).__name__}: {first_line(exception)}"
+
+
+@dataclass(eq=False)
+class Unit:
+    """One unit's work in this crawl: what it has outstanding, and what the spider learned."""
+
+    task: Task | None = None  # None: a target named by -a (nothing to complete in the queue)
+    requests: int = 0  # scheduled, not yet through their callback or errback
+    items: int = 0  # yielded, not yet through the item pipelines
+    started: bool = False  # everything start() had for it is out
+    errors: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    closed: bool = False
+    failed: bool = False  # closed with an error
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a follow drainer that cannot work waits for (UnitLifecycle.cannot_work): `ready()`
+    asked every `poll_s` (it logs its own answer, and a failure to find out is a "not yet")."""
+
+    until: str  # the end of "the ROLE queue waits until …"
+    ready: Callable[[], Awaitable[bool]]
+    poll_s: float
+
+
+class UnitSpider(Protocol):
+    """What a spider whose units are tracked says (both have defaults in UnitLifecycle)."""
+
+    def unit_item(self, unit: Unit, item: Any) -> None: ...
+    async def unit_outcome(self, unit: Unit) -> Closing: ...
+
+
+def unit_name(unit: Unit) -> str:
+    return f"task {unit.task.id} ({unit.task.role})" if unit.task is not None else "a target of the crawl"
+
+
+def default_outcome(unit: Unit) -> Outcome:
+    """The first error fails the task (to be retried); without one it completes."""
+    return (unit.errors[0], False) if unit.errors else (TaskResult(), False)
+
+
+# -- ending an idle crawl ------------------------------------------------------------------------
+# A component that keeps the engine open past its downloads (a spider_idle handler that raises
+# DontCloseSpider: the unit lifecycle while closes are pending, the image pipeline while its store
+# queries and downloads are out) must wake the engine when that work is done. Otherwise the engine
+# looks again only on its next heartbeat (5 s), and Scrapy 2.19 has no public "check idle now".
+# `end_if_idle` runs the engine's own idle check with public APIs: `engine.spider_is_idle()`, then
+# `spider_idle` through `send_catch_log`, then `engine.close_spider_async` unless a handler raised
+# DontCloseSpider (a CloseSpider's reason is the close's reason, as the engine does it).
+
+# the engine closes started here, referenced until they end (a bare future could be collected)
+_ENDING: set[asyncio.Future[None]] = set()
+
+
+def end_if_idle(crawler: Crawler) -> bool:
+    """End the crawl now if the engine would end it on its next idle check; True if it was ended."""
+    engine, spider = crawler.engine, crawler.spider
+    # not while the engine is closing already (needs_backout: not running, or its slot closing)
+    if not crawler.crawling or engine is None or engine.spider is None or engine.needs_backout():
+        return False
+    if not engine.spider_is_idle():
+        return False  # the engine checks again itself when its downloads are done
+    results = crawler.signals.send_catch_log(
+        signal=signals.spider_idle, spider=spider, dont_log=(DontCloseSpider, CloseSpider)
+    )
+    raised = [result.value for _, result in results if isinstance(result, Failure)]
+    if any(isinstance(exc, DontCloseSpider) for exc in raised) or engine.needs_backout():
+        return False  # whoever holds it wakes it again when its own work settles
+    if not engine.spider_is_idle():
+        return False
+    reason = next((exc.reason for exc in raised if isinstance(exc, CloseSpider)), "finished")
+    # a second close (the heartbeat's, in the meantime) awaits this one: it is harmless
+    ending = asyncio.ensure_future(engine.close_spider_async(reason=reason))
+    _ENDING.add(ending)
+    ending.add_done_callback(_ended)
+    return True
+
+
+def _ended(job: asyncio.Future[None]) -> None:
+    _ENDING.discard(job)
+    if not job.cancelled() and (exc := job.exception()) is not None:
+        logger.error("closing the idle crawl failed: %s: %s", type(exc).__name__, first_line(exc))
+
 
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKeyDictionary()
 
@@ -81,25 +160,22 @@ _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKey
 class UnitLifecycle:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.store = CrawlStore.for_crawler(crawler)  # built now: its spider_closed must run
-        self.closing = UnitClosing(crawler, self.store)
-        self.tracking = UnitTracking(crawler, self.closing.check)
-        # the parts' API, as the lifecycle's own (spiders, the middleware, store_close call these)
-        self.check = self.closing.check
-        self.close = self.closing.close
-        self.finish = self.closing.finish
-        self.start = self.tracking.start
-        self.track = self.tracking.track
-        self.count = self.tracking.count
-        self.failed = self.tracking.failed
-
-    @property
-    def drain(self) -> TaskDrain | None:
-        return self.closing.drain
-
-    @drain.setter
-    def drain(self, drain: TaskDrain | None) -> None:
-        self.closing.drain = drain
+        self.database = CrawlDatabase.for_crawler(crawler)  # built now: its spider_closed must run
+        self.drain: TaskDrain | None = None  # the crawl's drain, once open_drain opens it
+        self._closing: set[asyncio.Future[None]] = set()  # closes in progress
+        # id(item) → its unit, for start()'s items while they are in the pipelines (a callback's items
+        # are found by their response: the pipelines may hand on another object, a StoreProduct
+        # for a RawProduct)
+        self._items: dict[int, Unit] = {}
+        for handler, signal in (
+            (self._idle, signals.spider_idle),
+            (self._spider_closed, signals.spider_closed),
+            (self._item_done, signals.item_scraped),
+            (self._item_done, signals.item_dropped),
+            (self._item_failed, signals.item_error),
+            (self._request_dropped, signals.request_dropped),
+        ):
+            crawler.signals.connect(handler, signal=signal)
 
     @classmethod
     def of(cls, crawler: Crawler) -> UnitLifecycle:
@@ -204,3 +280,188 @@ class UnitLifecycle:
             return
         async for task in self.tasks(role, follow):
             yield Unit(task)
+
+    # -- tracking what each unit has outstanding -------------------------------------------------
+    # The requests and items start() yields for it, what its responses' callbacks yield (the spider
+    # middleware, units/middleware.py, calls track()) and what its failures' errbacks yield (an
+    # errback wrapper); the item signals say when an item has left the pipelines. Each change asks
+    # `check` whether the unit can close.
+    async def start(self, unit: Unit, output: Iterable[Any] | Callable[[], Iterable[Any]]) -> AsyncIterator[Any]:
+        """What start() yields for `unit` (a new Unit(task)), counted for it; an exception fails
+        the unit (and the drain goes on with the next one). Iterate it even for no output: the
+        unit closes once it is exhausted and nothing of it is outstanding."""
+        try:
+            async for out in self.track(unit, output() if callable(output) else output, source="start"):
+                yield out
+        except Exception:
+            logger.exception("%s: starting its crawl failed", unit_name(unit))
+        finally:
+            unit.started = True
+            self.check(unit)
+
+    async def track(
+        self, unit: Unit, output: Iterable[Any] | AsyncIterable[Any] | None, *, source: str, request: bool = False
+    ) -> AsyncIterator[Any]:
+        """Count every request and item of `output` for `unit`; with `request`, the request whose
+        callback or errback produced it is done once the output is exhausted. An exception is the
+        unit's error (it fails, the attempt counted) and goes on to the caller."""
+        try:
+            if isinstance(output, AsyncIterable):
+                async for out in output:
+                    self.count(unit, out, by_id=not request)
+                    yield out
+            else:
+                for out in output or ():
+                    self.count(unit, out, by_id=not request)
+                    yield out
+        except Exception as exc:
+            unit.errors.append(f"{source} raised {describe(exc)}")
+            raise
+        finally:
+            if request:
+                unit.requests -= 1
+            self.check(unit)
+
+    def count(self, unit: Unit, out: Any, *, by_id: bool = False) -> None:
+        if isinstance(out, Request):
+            if out.meta.get(UNIT_META) is None:
+                out.meta[UNIT_META] = unit
+                out.errback = _Errback(self, unit, out.errback)
+                unit.requests += 1
+        else:
+            unit.items += 1
+            if by_id:
+                self._items[id(out)] = unit
+
+    def failed(self, unit: Unit, reason: str) -> None:
+        """A callback of the unit raised (units/middleware.py): the unit fails with that reason."""
+        unit.errors.append(reason)
+
+    def _item_done(self, item: Any, response: Response | Failure | None = None, **_: Any) -> None:
+        self._settle(item, response, None)
+
+    def _item_failed(self, item: Any, failure: Failure, response: Response | Failure | None = None, **_: Any) -> None:
+        self._settle(item, response, f"storing an item failed: {failure.getErrorMessage()}")
+
+    def _request_dropped(self, request: Request, **_: Any) -> None:
+        unit = request.meta.get(UNIT_META)
+        if isinstance(unit, Unit):  # never downloaded (the scheduler refused it): never called back
+            unit.requests -= 1
+            self.check(unit)
+
+    def _settle(self, item: Any, response: Response | Failure | None, error: str | None) -> None:
+        # a callback's item: its response's unit; an errback's: its failed request's; start()'s: by id
+        request = response.request if isinstance(response, Response) else getattr(response, "request", None)
+        unit = request.meta.get(UNIT_META) if isinstance(request, Request) else None
+        if not isinstance(unit, Unit):
+            unit = self._items.pop(id(item), None)
+        if unit is None:
+            return
+        unit.items -= 1
+        if error:
+            unit.errors.append(error)
+        else:
+            hook = getattr(self.crawler.spider, "unit_item", None)
+            if hook is not None:
+                hook(unit, item)
+        self.check(unit)
+
+    # -- closing each unit exactly once ----------------------------------------------------------
+    # When nothing of it is outstanding (check), with the outcome the spider gives (`unit_outcome`).
+    # Pending closes hold the engine open (spider_idle), an idle crawl ends as soon as the last one
+    # settles, and a stop awaits them before the drain is released.
+    def _idle(self) -> None:
+        # a unit still closing (a store waiting for its rows to be committed) keeps the crawl open:
+        # the components its close needs (the database pool, the drain) close with the spider
+        if self._closing:
+            raise DontCloseSpider
+
+    async def _spider_closed(self) -> None:
+        """A stop (not idle) can find closes still pending: they finish before the crawl ends. Then
+        the tasks still held go back to the queue (their attempt not counted), once the crawl database
+        has closed the runs of the units still open as incomplete (counted: one close path, whatever
+        the stop found them doing)."""
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
+        if self.drain is None:
+            return
+        await self.database.runs.closed.wait()
+        await self.drain.close()
+
+    def check(self, unit: Unit) -> None:
+        """Close the unit if nothing of it is outstanding any more (once)."""
+        if unit.closed or not unit.started or unit.requests > 0 or unit.items > 0:
+            return
+        unit.closed = True
+        job = asyncio.ensure_future(self._close(unit))
+        self._closing.add(job)
+        job.add_done_callback(self._closed)
+
+    def _closed(self, job: asyncio.Future[None]) -> None:
+        self._closing.discard(job)
+        if not self._closing:  # the last pending close has settled: an idle crawl ends now
+            end_if_idle(self.crawler)
+
+    async def _close(self, unit: Unit) -> None:
+        decide = getattr(self.crawler.spider, "unit_outcome", None)
+        try:
+            outcome: Closing = await decide(unit) if decide is not None else default_outcome(unit)
+        except Exception as exc:  # noqa: BLE001 - e.g. the database is gone: the attempt failed
+            outcome = f"{type(exc).__name__}: {first_line(exc)}", False
+        await self.close(unit, outcome)
+
+    async def close(self, unit: Unit, outcome: Closing) -> None:
+        """Record a unit's outcome: its task completed or failed (finish); a target of `-a` that
+        failed counted incomplete (the crawl command's exit: a drain counts its tasks itself);
+        None: the spider's own close recorded it (a store's: units/crawl_close.py)."""
+        unit.closed = True
+        unit.failed = outcome is not None and isinstance(outcome[0], str)
+        if outcome is not None and unit.task is not None:
+            await self.finish(unit.task, *outcome)
+            return
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
+        if unit.failed:
+            self.crawler.stats.inc_value(UNITS_INCOMPLETE_STAT)
+
+    async def finish(
+        self, task: Task, outcome: TaskResult | str, final: bool = False, run_id: int | None = None
+    ) -> None:
+        """Complete (a TaskResult) or fail (an error) a held task; a lost lease is logged, not raised."""
+        assert self.drain is not None
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(UNITS_CLOSED_STAT)
+        try:
+            if isinstance(outcome, TaskResult):
+                await self.drain.complete(task, outcome)
+            else:
+                await self.drain.fail(task, outcome, run_id, final=final)
+        except LeaseLost as exc:
+            logger.warning("task %s (%s): %s: its outcome is not recorded", task.id, task.role, exc)
+        except Exception as exc:  # noqa: BLE001 - the database is gone: the lease expires and the task runs again
+            logger.error("task %s (%s): could not record its outcome: %s", task.id, task.role, first_line(exc))
+
+
+class _Errback:
+    """A unit's request errback: the original's output counted for the unit, the request done."""
+
+    def __init__(self, lifecycle: UnitLifecycle, unit: Unit, errback: Callable[[Failure], Any] | None):
+        self.lifecycle, self.unit, self.errback = lifecycle, unit, errback
+        self.__name__ = getattr(errback, "__name__", "errback")
+
+    def __call__(self, failure: Failure) -> Any:
+        request = getattr(failure, "request", None)
+        if isinstance(request, Request):
+            request.meta[ERRBACK_META] = True  # its output does not go through the middleware again
+        if self.errback is None:
+            self.unit.requests -= 1
+            self.lifecycle.check(self.unit)
+            return failure  # Scrapy logs it, as for any request without an errback
+        try:
+            output = self.errback(failure)
+        except Exception as exc:
+            self.unit.errors.append(f"{self.__name__} raised {describe(exc)}")
+            self.unit.requests -= 1
+            self.lifecycle.check(self.unit)
+            raise
+        return self.lifecycle.track(self.unit, output, source=self.__name__, request=True)

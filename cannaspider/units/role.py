@@ -131,7 +131,7 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Chain:
-    """The follow-up tasks a role's completion creates (tasks/queue/chaining.py runs `sql` in the
+    """The follow-up tasks a role's completion creates (tasks/queue/outcomes.py runs `sql` in the
     transaction that completes the tasks): tasks of the role `to`, inserted by `sql` from the
     completed tasks' ids `%(ids)s`, with `%(child)s` (the role `to`) and `%(priority)s` (the
     chained priority) as parameters; an identical child already queued is left as it is."""

@@ -99,7 +99,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_body_bytes=settings.getint("API_MAX_BODY_BYTES"))
     app.add_middleware(WriteGuard)
     app.state.api_token = api_token or None
-    # the crawl-health reports the dashboard shows (cannaspider/monitors/alerts.py writes them)
+    # the crawl-health reports the dashboard shows (cannaspider/monitors/health_notify.py writes them)
     app.state.reports_dir = reports_dir or env.data_dir() / "reports"
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)

@@ -1,4 +1,4 @@
-"""The crawl-health reports the monitors wrote (cannaspider/monitors/alerts.py): the newest per
+"""The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py): the newest per
 spider, and the blocks of the last 24 hours, read from HEALTH_REPORT_DIR. A report that cannot be
 read is skipped (a crawl may be writing it right now)."""
 

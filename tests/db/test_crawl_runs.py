@@ -8,13 +8,13 @@ import socket
 import subprocess
 import sys
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from tests.helpers import project_crawler
 
 
 def _open_and_close(db: str, **settings) -> None:
     async def run():
-        store = CrawlStore.for_crawler(project_crawler(DATABASE_URL=db, **settings))
+        store = CrawlDatabase.for_crawler(project_crawler(DATABASE_URL=db, **settings))
         await store.open()
         await store.close()
 
@@ -74,7 +74,7 @@ def test_the_heartbeat_stamps_every_open_run_of_the_process(db, sql):
 
     async def run():
         crawler = project_crawler(DATABASE_URL=db, CRAWL_RUN_HEARTBEAT_S=0.2)
-        store = CrawlStore.for_crawler(crawler)
+        store = CrawlDatabase.for_crawler(crawler)
         await store.open()
         runs = [await store.start_run(d, "product_resync") for _ in range(2)]
         sql("UPDATE crawl_runs SET heartbeat_at = now() - interval '1 hour'")

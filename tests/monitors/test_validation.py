@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from cannaspider.items import Potency, ProductOption, StoreProduct
-from cannaspider.monitors import schema
+from cannaspider.monitors import validation as schema
 from cannaspider.monitors.validation import StoreProductValidationPipeline
 from tests.helpers import ROOT, project_crawler
 
@@ -25,7 +25,7 @@ def product(**changes) -> StoreProduct:
 
 def test_the_published_schema_is_the_generated_one():
     assert (ROOT / "docs" / "item-schema.json").read_text() == schema.schema_text(), (
-        "regenerate it: python -m cannaspider.monitors.schema > docs/item-schema.json"
+        "regenerate it: python -m cannaspider.monitors.validation > docs/item-schema.json"
     )
     props = schema.store_product_schema()["properties"]
     assert set(props) == {f.name for f in dataclasses.fields(StoreProduct)}

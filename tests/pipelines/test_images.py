@@ -360,7 +360,7 @@ def test_a_store_query_still_out_at_the_close_with_no_product_waiting_reports_no
 
 
 class IdleEngine(SandboxEngine):
-    """An engine whose downloads are done (spider_is_idle), for units/idle.py's idle check: it
+    """An engine whose downloads are done (spider_is_idle), for units/lifecycle.py's idle check: it
     records the close that check starts."""
 
     def __init__(self, spider) -> None:
@@ -381,7 +381,7 @@ class IdleEngine(SandboxEngine):
 def test_a_crawl_held_open_for_images_ends_once_they_settle_not_on_the_next_heartbeat(db, sandbox, store, tmp_path):
     """The pipeline holds an idle crawl open while an image is out (DontCloseSpider); the engine
     would look again only on its next heartbeat (5 s), so the pipeline runs the idle check itself
-    once that image is stored (units/idle.py)."""
+    once that image is stored (units/lifecycle.py)."""
     d, base = store["id"], store["base"]
     sandbox.faults({"kind": "slow", "operation": "image", "delay": 0.5})
     harness = Harness(db, tmp_path / "images")

@@ -11,12 +11,11 @@ import orjson
 import psycopg
 
 from cannaspider import settings as defaults
-from cannaspider.db.store_close import CLOSE_COMPLETE
 from cannaspider.items import RawProduct
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
-from cannaspider.units.store_outcome import StoreOutcome
-from tests.units.test_store_close import Pipelines, product
+from cannaspider.units.crawl_close import CLOSE_COMPLETE, StoreOutcome
+from tests.units.test_crawl_close import Pipelines, product
 
 Menu = dict[int, dict]  # product index → overrides of its raw fields
 

@@ -15,10 +15,10 @@ import random
 
 import psycopg
 
+from cannaspider import storable
 from cannaspider.items import RawProduct
-from cannaspider.storable import limits
 from cannaspider.tasks import queue
-from cannaspider.units.store_outcome import StoreOutcome
+from cannaspider.units.crawl_close import StoreOutcome
 from sandbox.catalog import _product
 from tests.pipelines.test_writers import Chain
 from tests.pipelines.test_writers import raw as raw_product
@@ -131,7 +131,7 @@ def test_names_10_kb_long_are_stored_cut_to_their_limit_and_the_crawl_is_complet
 
     asyncio.run(scenario())
     rows = sql("SELECT length(name_raw), length(name), length(brand_name_raw) FROM store_products ORDER BY 3, 1")
-    assert rows == [(10, 10, 8), (limits.NAME, limits.NAME, 8), (limits.NAME, limits.NAME, limits.BRAND_NAME)]
+    assert rows == [(10, 10, 8), (storable.NAME, storable.NAME, 8), (storable.NAME, storable.NAME, storable.BRAND_NAME)]
     assert sql("SELECT count(*) FROM store_products WHERE canonical_product_id IS NULL") == [(0,)]
     assert sql("SELECT status, errors FROM crawl_runs") == [("complete", 0)]
     assert crawler_stats["cannaspider/text_truncated"] == 3

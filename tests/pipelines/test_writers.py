@@ -12,14 +12,13 @@ import psycopg
 import pytest
 from scrapy.exceptions import DropItem
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.db.errors import DatabaseSetupError
 from cannaspider.items import DispensaryRecord, Potency, RawProduct, StoreProduct
 from cannaspider.pipelines.dispensary_writer import DispensaryWriterPipeline
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
-from cannaspider.units.store_close import StoreClose
-from cannaspider.units.store_outcome import StoreOutcome
+from cannaspider.units.crawl_close import CrawlClose, StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import project_crawler
 
@@ -40,8 +39,8 @@ class Chain:
         self.crawler = project_crawler(DB_WRITE_BATCH_SIZE=batch_size, **settings)
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
-        self.completion = StoreClose.for_crawler(self.crawler)
-        self.store = CrawlStore.for_crawler(self.crawler)
+        self.completion = CrawlClose.for_crawler(self.crawler)
+        self.store = CrawlDatabase.for_crawler(self.crawler)
 
     async def feed(self, item):
         if isinstance(item, StoreOutcome):
@@ -398,7 +397,7 @@ def test_completion_knows_the_crawl_is_draining_from_the_engines_public_schedule
             return self.pending
 
     chain_crawler = project_crawler()
-    completion = StoreClose.for_crawler(chain_crawler)
+    completion = CrawlClose.for_crawler(chain_crawler)
     assert completion._crawl_is_draining()  # not crawling: nothing will fill a batch
     scheduler, downloader = Scheduler(), SimpleNamespace(active=set())
     # only the engine's public attributes: a crawl with requests still scheduled is not draining
@@ -423,7 +422,7 @@ def test_a_store_record_the_database_refuses_is_logged_and_the_next_one_is_writt
         try:
             return [await pipeline.process_item(r) for r in (bad_record, good_record)], crawler.stats.get_stats()
         finally:
-            await CrawlStore.for_crawler(crawler).close()
+            await CrawlDatabase.for_crawler(crawler).close()
 
     with caplog.at_level(logging.ERROR):
         (bad_out, good_out), stats = asyncio.run(scenario())

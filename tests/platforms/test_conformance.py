@@ -30,6 +30,7 @@ from cannaspider.platforms.interface import (
     PlatformFailure,
     StoresFound,
 )
+from cannaspider.storable import Losses
 from tests.helpers import ROOT
 
 PER_PAGE = 4
@@ -151,7 +152,9 @@ def test_product_ids_are_stable_non_empty_and_the_items_own(platform: Platform, 
     assert len(set(ids)) == len(ids)
     assert ids == [platform.product_id(copy.deepcopy(raw)) for raw in products]  # stable across crawls
     # the id the spider counts a product seen under is the one it is stored under
-    stored = [platform.normalize(RawProduct(1, 1, raw, 0, platform.name)).provider_product_id for raw in products]
+    stored = [
+        platform.normalize(RawProduct(1, 1, raw, 0, platform.name), Losses()).provider_product_id for raw in products
+    ]
     assert stored == ids
 
 
@@ -204,7 +207,9 @@ def _price(value: float | None) -> bool:
 
 
 def test_normalized_items_keep_the_shared_invariants(platform: Platform, samples: ModuleType) -> None:
-    items = [platform.normalize(RawProduct(12, 34, raw, 0, platform.name)) for raw in samples.raw_products(60)]
+    items = [
+        platform.normalize(RawProduct(12, 34, raw, 0, platform.name), Losses()) for raw in samples.raw_products(60)
+    ]
     for item in items:
         assert isinstance(item, StoreProduct)
         assert (item.dispensary_id, item.crawl_run_id, item.provider) == (12, 34, platform.name)
@@ -223,4 +228,4 @@ def test_normalized_items_keep_the_shared_invariants(platform: Platform, samples
 
 def test_a_product_that_cannot_be_stored_raises_normalization_error(platform: Platform, samples: ModuleType) -> None:
     with pytest.raises(NormalizationError):
-        platform.normalize(RawProduct(1, 1, samples.anonymous_product(), 0, platform.name))
+        platform.normalize(RawProduct(1, 1, samples.anonymous_product(), 0, platform.name), Losses())

@@ -84,7 +84,7 @@ def test_hostile_pages_end_ok_or_empty_with_their_reasons_and_the_crawl_complete
     )
 
 
-def test_crawl_stores_corpora_and_a_semantic_profile(scrapy_env, db, sandbox, sql):
+def test_crawl_databases_corpora_and_a_semantic_profile(scrapy_env, db, sandbox, sql):
     fc = Firecrawl(sandbox)
     fc.state(reset=True)
     k = add_keyword(

@@ -4,7 +4,7 @@ A short outage is absorbed by the pool (a write waits for a connection, up to DB
 long one makes the write fail with its rows kept for the next attempt (tests/pipelines/test_writers.py).
 
 The right outcome is a *complete* run. A crawl is complete when every page arrived and parsed and
-every product it yielded was committed (units/store_close.py); an outage the pool absorbed
+every product it yielded was committed (units/crawl_close.py); an outage the pool absorbed
 loses nothing of either, so the crawl saw and stored the whole menu and may count misses like any
 other. Calling it incomplete would make every database blip cost a store its out-of-stock
 accounting for no reason; calling it complete while rows were lost would be the real bug — which

@@ -26,8 +26,8 @@ from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.platforms.dutchie.pagination import PageState
 from cannaspider.spiders.products import ProductSpider, StoreCrawl
+from cannaspider.units.crawl_close import StoreOutcome
 from cannaspider.units.lifecycle import Unit
-from cannaspider.units.store_outcome import StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import add_store, products_of, project_crawler, runs_of
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.stealth.pool import ProxyPool
 from tests.helpers import project_crawler
 
@@ -50,7 +50,7 @@ async def with_pool(db: str, scenario, **settings):
         return await scenario(pool)
     finally:
         await pool.close()
-        await CrawlStore.for_crawler(crawler).close()
+        await CrawlDatabase.for_crawler(crawler).close()
 
 
 def test_health_is_written_in_batches_not_per_request(db, sql):

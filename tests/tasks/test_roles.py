@@ -21,7 +21,7 @@ def test_the_chain_is_read_from_the_spiders_declarations_in_chain_order():
         "entry_point_discovery": "product_discovery",
     }
     for role in declared.values():
-        if role.chain is not None:  # the parameters tasks/queue/chaining.py passes, and only those
+        if role.chain is not None:  # the parameters tasks/queue/outcomes.py passes, and only those
             assert set(re.findall(r"%\((\w+)\)s", role.chain.sql)) == {"ids", "child", "priority"}
     assert declared["store_discovery"].as_dict()["chains_to"] == "entry_point_discovery"
 

@@ -6,9 +6,9 @@ null, POSMetaData usually null, special true-or-null, effects key casing, create
 string. A product we cannot identify or name raises NormalizationError; anything else degrades to
 None.
 
-What leaves this module is storable as is, by the rules of cannaspider/storable/ (the writers
+What leaves this module is storable as is, by the rules of cannaspider/storable.py (the writers
 send each batch as one statement: one value PostgreSQL refuses would lose them all); each product
-that lost a value is logged, rate limited (storable/degraded.py). The Dutchie fields are read in
+that lost a value is logged, rate limited (storable.py). The Dutchie fields are read in
 options.py and fields.py. This runs once per product of every crawl (millions a day), so the
 common shapes take the shortest path: type checks inline, few calls, labels (category, strain
 type) cached; only unusual values take the slower, careful one.
@@ -42,11 +42,7 @@ from cannaspider.platforms.dutchie.options import (
     raw_option_size,
 )
 from cannaspider.platforms.interface import NormalizationError
-from cannaspider.storable import degraded
-from cannaspider.storable.degraded import LOST
-from cannaspider.storable.limits import BRAND_NAME, ID, NAME, bounded
-from cannaspider.storable.text import clean, repair, storable
-from cannaspider.storable.times import timestamp
+from cannaspider.storable import BRAND_NAME, ID, NAME, Losses, bounded, clean, repair, storable, timestamp
 
 # The caches of strings made storable (a string repaired or cut in one is reported once per
 # process): what a fresh process starts without (tests clear them).
@@ -79,12 +75,13 @@ def options_size_key(options_raw: object, raw_options: object, options: list[Pro
     return size_key(options)
 
 
-def normalize(item: RawProduct) -> StoreProduct:
+def normalize(item: RawProduct, losses: Losses) -> StoreProduct:
+    """The item as the shared StoreProduct; what it lost goes to `losses` (reported once it is done)."""
     raw = item.raw
     if not isinstance(raw, dict):
         raise NormalizationError(f"product is a {type(raw).__name__}, not an object")
-    if LOST:  # left by a product whose normalization raised
-        LOST.clear()
+    if losses.lost:  # left by a product whose normalization raised
+        losses.lost.clear()
     get = raw.get
     pid = product_id(raw)
     if pid is None:  # the spider counts it the same way (ids.py): the crawl is incomplete
@@ -93,43 +90,45 @@ def normalize(item: RawProduct) -> StoreProduct:
     if type(name_raw) is not str:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
     if not name_raw.isascii() or "\x00" in name_raw:
-        name_raw = repair(name_raw, "Name")
+        name_raw = repair(losses, name_raw, "Name")
     name = clean(name_raw)
     if not name:
         raise NormalizationError(f"product {pid} has no usable Name ({name_raw!r})")
-    if len(name_raw) > NAME:  # (storable/limits.py: its keys must fit an index)
-        name_raw, name = bounded(name_raw, NAME, "Name"), name[:NAME]
+    if len(name_raw) > NAME:  # (storable.py: its keys must fit an index)
+        name_raw, name = bounded(losses, name_raw, NAME, "Name"), name[:NAME]
 
-    rec = prices(get("recPrices")) or prices(get("Prices"))
-    med = prices(get("medicalPrices"))
-    rec_sp = prices(get("recSpecialPrices"))
-    med_sp = prices(get("medicalSpecialPrices"))
+    rec = prices(losses, get("recPrices")) or prices(losses, get("Prices"))
+    med = prices(losses, get("medicalPrices"))
+    rec_sp = prices(losses, get("recSpecialPrices"))
+    med_sp = prices(losses, get("medicalSpecialPrices"))
     options_raw = get("Options")
     options, quantity_available = (
-        parse_options(raw, options_raw, rec, med, rec_sp, med_sp) if type(options_raw) is list else ([], None)
+        parse_options(losses, raw, options_raw, rec, med, rec_sp, med_sp) if type(options_raw) is list else ([], None)
     )
     special_data = get("specialData")
-    specials = parse_specials(special_data) if special_data else []
+    specials = parse_specials(losses, special_data) if special_data else []
     rec_special = lowest(rec_sp)
     brand = get("brand")
     brand_name = get("brandName")
     if type(brand_name) is not str or not brand_name.isascii() or "\x00" in brand_name or len(brand_name) > BRAND_NAME:
-        brand_name = brand_field(brand_name, brand, "name", "brandName", BRAND_NAME)
+        brand_name = brand_field(losses, brand_name, brand, "name", "brandName", BRAND_NAME)
     brand_id = get("brandId")
     if type(brand_id) is not str or not brand_id or not brand_id.isascii() or "\x00" in brand_id or len(brand_id) > ID:
-        brand_id = brand_field(brand_id, brand, "id", "brandId", ID)
+        brand_id = brand_field(losses, brand_id, brand, "id", "brandId", ID)
     category, subcategory, strain = get("type"), get("subcategory"), get("strainType")
     cannabinoids = get("cannabinoidsV2")
-    images = parse_images(raw)
-    category = label(category) if type(category) is str else None
+    images = parse_images(losses, raw)
+    category = label(losses, category) if type(category) is str else None
     price_rec = lowest(rec)
-    thc = potency(get("THCContent"), get("THC"), "THC")
+    thc = potency(losses, get("THCContent"), get("THC"), "THC")
     brand_norm = brand_key_name(brand_name)
     enterprise_id = get("enterpriseProductId")
     if type(enterprise_id) is not str or not enterprise_id.strip():
         enterprise_id = None
     else:
-        enterprise_id = bounded(storable(enterprise_id.strip(), "enterpriseProductId"), ID, "enterpriseProductId")
+        enterprise_id = bounded(
+            losses, storable(losses, enterprise_id.strip(), "enterpriseProductId"), ID, "enterpriseProductId"
+        )
     unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc)
     status = get("Status")
     description = brand.get("description") if type(brand) is dict else None
@@ -143,8 +142,8 @@ def normalize(item: RawProduct) -> StoreProduct:
         brand_name,  # brand_name_raw
         brand_id,  # brand_id
         category,  # category
-        label(subcategory) if type(subcategory) is str else None,  # subcategory
-        strain_type(strain) if type(strain) is str else None,  # strain_type
+        label(losses, subcategory) if type(subcategory) is str else None,  # subcategory
+        strain_type(losses, strain) if type(strain) is str else None,  # strain_type
         price_rec,  # price_rec
         lowest(med),  # price_med
         rec_special,  # price_rec_special
@@ -152,17 +151,17 @@ def normalize(item: RawProduct) -> StoreProduct:
         bool(get("special")) or bool(specials) or rec_special is not None,  # is_on_special
         options,  # options
         thc,  # thc
-        potency(get("CBDContent"), get("CBD"), "CBD"),  # cbd
-        parse_cannabinoids(cannabinoids) if cannabinoids and type(cannabinoids) is list else [],  # cannabinoids
+        potency(losses, get("CBDContent"), get("CBD"), "CBD"),  # cbd
+        parse_cannabinoids(losses, cannabinoids) if cannabinoids and type(cannabinoids) is list else [],  # cannabinoids
         specials,  # specials
-        parse_effects(raw),  # effects
+        parse_effects(losses, raw),  # effects
         images[0] if images else None,  # image_url
         images,  # images
         quantity_available,  # quantity_available
-        timestamp(get("createdAt"), "createdAt"),  # provider_created_at
-        timestamp(get("updatedAt"), "updatedAt"),  # provider_updated_at
+        timestamp(losses, get("createdAt"), "createdAt"),  # provider_created_at
+        timestamp(losses, get("updatedAt"), "updatedAt"),  # provider_updated_at
         "dutchie",  # provider
-        brand_logo(brand),  # brand_logo_url
+        brand_logo(losses, brand),  # brand_logo_url
         enterprise_id,  # enterprise_product_id
         brand_norm,  # brand_name_key
         product_name_key(name, brand_norm),  # name_key
@@ -170,9 +169,10 @@ def normalize(item: RawProduct) -> StoreProduct:
         unit_price,  # unit_price
         unit_price_special,  # unit_price_special
         unit_basis,  # unit_price_basis
-        label(status) if type(status) is str else None,  # status
-        brand_description(description) if type(description) is str and description else None,  # brand_description
+        label(losses, status) if type(status) is str else None,  # status
+        brand_description(losses, description)
+        if type(description) is str and description
+        else None,  # brand_description
     )
-    if LOST:
-        degraded.report(pid)
+    losses.report(pid)
     return product

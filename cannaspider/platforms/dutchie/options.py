@@ -11,11 +11,19 @@ from functools import lru_cache
 from typing import Any, cast
 
 from cannaspider.items import ProductOption
-from cannaspider.storable.degraded import degrade
-from cannaspider.storable.limits import LABEL, bounded
-from cannaspider.storable.numeric import INT_MAX, LARGEST_DECIMAL, MONEY_MAX, integer, money
-from cannaspider.storable.shapes import as_dict, as_list
-from cannaspider.storable.text import repair
+from cannaspider.storable import (
+    INT_MAX,
+    LABEL,
+    LARGEST_DECIMAL,
+    MONEY_MAX,
+    Losses,
+    as_dict,
+    as_list,
+    bounded,
+    integer,
+    money,
+    repair,
+)
 
 OPTION = re.compile(r"^\s*(?P<num>\d+/\d+|\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>oz|lbs?|g|gc|mg|ml|pk|ct)?\b", re.I)
 GRAMS_PER_OZ = Decimal("28")  # the trade's ounce: an eighth is sold as 3.5 g
@@ -23,17 +31,17 @@ GRAMS_PER_LB = Decimal("453.592")  # the avoirdupois pound (docs/dutchie.md: "1 
 
 
 @lru_cache(maxsize=4096)
-def option_name_size(option: str) -> tuple[str, float | None, str | None]:
+def option_name_size(losses: Losses, option: str) -> tuple[str, float | None, str | None]:
     """An option's storable name and its size (made storable in the cache: see fields.label)."""
-    text = option if option.isascii() and "\x00" not in option else repair(option, "Options")
-    return bounded(text, LABEL, "Options"), *parse_option_size(text)
+    text = option if option.isascii() and "\x00" not in option else repair(losses, option, "Options")
+    return bounded(losses, text, LABEL, "Options"), *parse_option_size(text)
 
 
 @lru_cache(maxsize=4096)
-def raw_option_size(raw_option: str) -> tuple[str, float | None, str | None]:
-    """option_name_size() of a rawOptions entry."""
-    text = raw_option if raw_option.isascii() and "\x00" not in raw_option else repair(raw_option, "rawOptions")
-    return bounded(text, LABEL, "rawOptions"), *parse_option_size(text)
+def raw_option_size(losses: Losses, raw_option: str) -> tuple[str, float | None, str | None]:
+    """option_name_size(losses, ) of a rawOptions entry."""
+    text = raw_option if raw_option.isascii() and "\x00" not in raw_option else repair(losses, raw_option, "rawOptions")
+    return bounded(losses, text, LABEL, "rawOptions"), *parse_option_size(text)
 
 
 @lru_cache(maxsize=4096)
@@ -69,15 +77,17 @@ def parse_option_size(option: str) -> tuple[float | None, str | None]:
     return None, None
 
 
-def prices(values: object) -> list[float | None]:
+def prices(losses: Losses, values: object) -> list[float | None]:
     if not values or type(values) is not list:
         return []
     # plain floats already to the cent (the rule) make a copy; anything else (ints, strings, garbage)
-    # goes through money(), which names no field: a comprehension using a local of this function
+    # goes through money(losses, ), which names no field: a comprehension using a local of this function
     # would cost a closure
     for v in values:
         if type(v) is not float or not 0 <= v <= MONEY_MAX or round(v, 2) != v:
-            return [v if type(v) is float and 0 <= v <= MONEY_MAX and round(v, 2) == v else money(v) for v in values]
+            return [
+                v if type(v) is float and 0 <= v <= MONEY_MAX and round(v, 2) == v else money(losses, v) for v in values
+            ]
     return values.copy()
 
 
@@ -97,6 +107,7 @@ def _stock(pos_meta: object) -> dict[str, dict[str, Any]]:
 
 
 def parse_options(
+    losses: Losses,
     raw: dict[str, Any],
     options_raw: list[Any],
     rec: list[float | None],
@@ -116,17 +127,17 @@ def parse_options(
     for i, opt in enumerate(options_raw):
         if type(opt) is not str:
             opt = str(opt)
-        text, size, unit = option_name_size(opt)
+        text, size, unit = option_name_size(losses, opt)
         raw_text = None
         if i < n_raw and type(entry := raw_options[i]) is str:  # type: ignore[index]
-            raw_text, raw_size, raw_unit = raw_option_size(entry)
+            raw_text, raw_size, raw_unit = raw_option_size(losses, entry)
             if size is None:
                 size, unit = raw_size, raw_unit
         st = stock.get(opt) if stock else None  # POSMetaData names the option as the payload does
         if st:
-            quantity = integer(st.get("quantity"), "quantity")
-            available = integer(st.get("quantityAvailable"), "quantityAvailable")
-            kiosk = integer(st.get("kioskQuantityAvailable"), "kioskQuantityAvailable")
+            quantity = integer(losses, st.get("quantity"), "quantity")
+            available = integer(losses, st.get("quantityAvailable"), "quantityAvailable")
+            kiosk = integer(losses, st.get("kioskQuantityAvailable"), "kioskQuantityAvailable")
             if available is not None:
                 total = available if total is None else total + available
         else:
@@ -147,6 +158,6 @@ def parse_options(
             )
         )
     if total is not None and total > INT_MAX:  # each option's count fits, their sum does not
-        degrade("quantity_available", total)
+        losses.degrade("quantity_available", total)
         total = None
     return options, total

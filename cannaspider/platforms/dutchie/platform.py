@@ -39,6 +39,7 @@ from cannaspider.platforms.interface import (
     PlatformFailure,
     StoresFound,
 )
+from cannaspider.storable import Losses
 
 
 class DutchiePlatform:
@@ -181,8 +182,8 @@ class DutchiePlatform:
         return after_page(state, page, product_ids, page_info, anonymous)
 
     # -- a raw product as the shared item -------------------------------------------------------
-    def normalize(self, item: RawProduct) -> StoreProduct:
-        return normalizer.normalize(item)
+    def normalize(self, item: RawProduct, losses: Losses) -> StoreProduct:
+        return normalizer.normalize(item, losses)
 
     # -- the proxy pool's probe ---------------------------------------------------------------
     def probe_request(

@@ -6,8 +6,8 @@ One concern per module; this package gathers their public names, so callers writ
 - `model`: the values (Task, Lease, TaskResult, TaskPage, statuses);
 - `enqueuing`: enqueue, deduplicated against the identical active task;
 - `leases`: claim, heartbeat, check_lease, release, requeue_expired (the lease state machine);
-- `outcomes`: complete and fail (with the retry backoff);
-- `chaining`: the follow-up tasks a completion creates (each role's `Chain`);
+- `outcomes`: complete (with the follow-up tasks a completion creates: each role's `Chain`) and
+  fail (with the retry backoff);
 - `admin`: get, list, cancel, retry.
 
 Every function takes an open psycopg AsyncConnection and runs its statements in a transaction
@@ -22,6 +22,8 @@ from cannaspider.tasks.queue.leases import check_lease, claim, heartbeat, releas
 from cannaspider.tasks.queue.model import (
     ACTIVE,
     DEFAULT_MAX_ATTEMPTS,
+    ON_DUPLICATE_TASK,
+    SKIP_DUPLICATE_TASK,
     STATUSES,
     Enqueued,
     Lease,
@@ -38,6 +40,8 @@ __all__ = [
     "ACTIVE",
     "DEFAULT_MAX_ATTEMPTS",
     "NOTIFY_CHANNEL",
+    "ON_DUPLICATE_TASK",
+    "SKIP_DUPLICATE_TASK",
     "STATUSES",
     "Backoff",
     "task_backoff",

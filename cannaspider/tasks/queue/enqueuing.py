@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from cannaspider.tasks import roles
-from cannaspider.tasks.queue.model import COLUMNS, DEFAULT_MAX_ATTEMPTS, Enqueued, task_from_row
+from cannaspider.tasks.queue.model import COLUMNS, DEFAULT_MAX_ATTEMPTS, ON_DUPLICATE_TASK, Enqueued, task_from_row
 from cannaspider.tasks.roles import TargetNotFound, TaskInputError
 
 NOTIFY_CHANNEL = "cannaspider_tasks"  # migration 007's trigger: payload is the role
@@ -25,7 +25,7 @@ ENQUEUE = f"""
 INSERT INTO worker_tasks (role, platform, dispensary_id, payload, priority, run_after, max_attempts, parent_task_id)
 VALUES (%(role)s, %(platform)s, %(dispensary_id)s, %(payload)s, %(priority)s, coalesce(%(run_after)s, now()),
         %(max_attempts)s, %(parent)s)
-ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running') DO UPDATE
+{ON_DUPLICATE_TASK} DO UPDATE
    SET priority = greatest(worker_tasks.priority, EXCLUDED.priority),
        run_after = least(worker_tasks.run_after, EXCLUDED.run_after), updated_at = now()
  WHERE worker_tasks.priority < EXCLUDED.priority

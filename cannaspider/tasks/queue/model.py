@@ -21,6 +21,14 @@ STATUSES: tuple[str, ...] = get_args(TaskStatus)
 ACTIVE = ("pending", "running")
 DEFAULT_MAX_ATTEMPTS = 5
 
+# The queue's duplicate-task rule, written once: a task's identity is (role, platform,
+# dispensary_id, payload) among the pending and running tasks (unique index
+# worker_tasks_active_identity, migration 007). Every INSERT INTO worker_tasks ends with
+# ON_DUPLICATE_TASK and what becomes of the identical active task: SKIP_DUPLICATE_TASK (it stays as
+# it is: the schedule, the chains) or enqueue()'s update (a more urgent request raises it).
+ON_DUPLICATE_TASK = "ON CONFLICT (role, platform, dispensary_id, payload) WHERE status IN ('pending', 'running')"
+SKIP_DUPLICATE_TASK = f"{ON_DUPLICATE_TASK} DO NOTHING"
+
 
 class LeaseLost(RuntimeError):
     """The task is no longer ours (lease expired and re-queued or re-claimed, or cancelled)."""

@@ -1,5 +1,11 @@
 """How a claimed task ends: complete (with its chained follow-ups) or fail (with a backoff).
 
+The follow-ups are each role's `Chain` (seed "Task Chaining"; docs/architecture.md, "Task queue"):
+its child role and the statement that queues the children, declared on its role (units/role.py).
+product_discovery chains to nothing (the store's last_crawl_at puts it in the resync schedule).
+`complete_many` runs `chain` in the transaction that completes the tasks, so a task is never
+completed without its children, nor its children queued for a task that did not complete.
+
 Both act only while the task's lease is held (`leases.HELD`) and report the leases that were
 lost; both link the task and its crawl run both ways (crawl_runs.task_id), so that a crawl run
 and the task that did it commit together when the caller's transaction is open.
@@ -7,7 +13,7 @@ and the task that did it commit together when the caller's transaction is open.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
@@ -16,8 +22,8 @@ from scrapy.settings import BaseSettings
 from cannaspider.backoff import Backoff
 from cannaspider.db.errors import redact
 from cannaspider.project_settings import project_settings
+from cannaspider.tasks import roles
 from cannaspider.tasks.queue.admin import get
-from cannaspider.tasks.queue.chaining import chain
 from cannaspider.tasks.queue.leases import HELD, LEASE_COLUMNS, leases_param
 from cannaspider.tasks.queue.model import Lease, LeaseLost, Task, TaskResult
 
@@ -151,3 +157,16 @@ async def fail_many(
 def _one_line(error: str) -> str:
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
     return redact(lines[0] if lines else "failed")[:2000]
+
+
+async def chain(conn: psycopg.AsyncConnection[Any], completed: Iterable[tuple[int, str]]) -> None:
+    """Queue the follow-ups of the tasks just completed, given as (task id, role), one statement
+    per chaining role. Runs in the caller's transaction."""
+    by_role: dict[str, list[int]] = {}
+    for task_id, role in completed:
+        by_role.setdefault(role, []).append(task_id)
+    for role, ids in by_role.items():
+        follow_up = roles.get(role).chain  # declared on the role's spider (units/role.py, Chain)
+        if follow_up is not None:
+            params = {"ids": ids, "priority": roles.CHAINED_PRIORITY, "child": follow_up.to}
+            await conn.execute(follow_up.sql, params)

@@ -7,6 +7,7 @@ import pytest
 from cannaspider.items import RawProduct
 from cannaspider.platforms.dutchie.ids import product_id
 from cannaspider.platforms.dutchie.normalizer import NormalizationError, normalize
+from cannaspider.storable import Losses
 
 ID = "6405ef617056e8014d79101b"
 
@@ -34,9 +35,9 @@ def test_product_id(raw, expected):
 @pytest.mark.parametrize("bad", ["", "   ", "ab\x00cd", "ab\udc00cd"])
 def test_the_normalizer_refuses_exactly_what_the_spider_cannot_count(bad):
     with pytest.raises(NormalizationError):
-        normalize(RawProduct(1, 1, {"_id": bad, "Name": "Gummies"}))
+        normalize(RawProduct(1, 1, {"_id": bad, "Name": "Gummies"}), Losses())
 
 
 def test_the_normalizer_stores_the_id_the_spider_counts():
-    product = normalize(RawProduct(1, 1, {"_id": f" {ID} ", "Name": "Gummies"}))
+    product = normalize(RawProduct(1, 1, {"_id": f" {ID} ", "Name": "Gummies"}), Losses())
     assert product.provider_product_id == product_id({"_id": f" {ID} "}) == ID

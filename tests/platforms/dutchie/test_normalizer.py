@@ -5,17 +5,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
+import sys
 from datetime import UTC, datetime
 from math import inf, nan
 
 import orjson
 import pytest
 
+from cannaspider import storable
 from cannaspider.items import RawProduct
 from cannaspider.platforms.dutchie.fields import potency
 from cannaspider.platforms.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
-from cannaspider.storable import degraded, limits, urls
-from cannaspider.storable.numeric import money
+from cannaspider.storable import money
 from sandbox.catalog import _product
 
 BASE = {
@@ -50,19 +51,23 @@ BASE = {
 NO_UNIT_PRICE = {"unit_price": None, "unit_price_basis": None}  # no price, no unit price
 
 
+# what the normalizer loses, as the normalize pipeline holds it: replaced for each test (fresh_losses)
+LOSSES = storable.Losses()
+
+
 @pytest.fixture(autouse=True)
-def fresh_degradation_log(monkeypatch):
-    """Each test starts with an empty rate limit for the warnings about degraded values, and empty
-    caches (a string repaired in a cache is warned about once)."""
-    log = degraded.DegradationLog()
-    monkeypatch.setattr(degraded, "DEGRADATIONS", log)
+def fresh_losses(monkeypatch):
+    """Each test normalizes with fresh Losses (an empty rate limit for the warnings about degraded
+    values, counts from zero), and empty caches (a string repaired in a cache is warned about once)."""
+    losses = storable.Losses()
+    monkeypatch.setattr(sys.modules[__name__], "LOSSES", losses)
     for cached in STORABLE_CACHES:
         cached.cache_clear()
-    return log
+    return losses
 
 
 def norm(raw) -> object:
-    return normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=raw))
+    return normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=raw), LOSSES)
 
 
 def test_prices_aligned_with_options_and_lowest_price_wins():
@@ -90,12 +95,14 @@ def test_money_is_a_float_to_the_cent_and_potency_to_three_places():
 
 def test_money_rounds_half_up_on_the_decimal_text_as_written():
     # 2.675 as a JSON number is the float 2.67499999…; rounded as written, like the string, it is 2.68
-    assert money(2.675) == money("2.675") == 2.68
-    assert money(0.125) == money("0.125") == 0.13  # an exact binary tie: half-up, not half-even
-    assert money(1.005) == money("1.005") == 1.01
-    assert money(35.0) == 35.0 and money(45.99) == 45.99 and money(7) == 7.0
-    assert money("1,299.00") == 1299.0 and money("$1,299.995") == 1300.0 and money(" $12 ") == 12.0
-    assert money("1,5") is None and money("12,34.5") is None  # not thousands separators: not a price
+    assert money(LOSSES, 2.675) == money(LOSSES, "2.675") == 2.68
+    assert money(LOSSES, 0.125) == money(LOSSES, "0.125") == 0.13  # an exact binary tie: half-up, not half-even
+    assert money(LOSSES, 1.005) == money(LOSSES, "1.005") == 1.01
+    assert money(LOSSES, 35.0) == 35.0 and money(LOSSES, 45.99) == 45.99 and money(LOSSES, 7) == 7.0
+    assert (
+        money(LOSSES, "1,299.00") == 1299.0 and money(LOSSES, "$1,299.995") == 1300.0 and money(LOSSES, " $12 ") == 12.0
+    )
+    assert money(LOSSES, "1,5") is None and money(LOSSES, "12,34.5") is None  # not thousands separators: not a price
     p = norm({**BASE, "recPrices": [2.675, "2.675", "1,299.00"]})
     assert [o.price_rec for o in p.options] == [2.68, 2.68, 1299.0] and p.price_rec == 2.68
 
@@ -105,9 +112,9 @@ def test_a_number_and_its_text_always_round_alike():
     for _ in range(20_000):
         decimals = rng.randint(1, 6)
         text = f"{rng.randrange(10**7)}.{rng.randrange(10**decimals):0{decimals}d}"
-        assert money(float(text)) == money(text), text
-        by_number = potency({"unit": "PERCENTAGE", "range": [float(text[:-1] or "0")]}, None).value
-        assert by_number == potency({"unit": "PERCENTAGE", "range": [text[:-1]]}, None).value, text
+        assert money(LOSSES, float(text)) == money(LOSSES, text), text
+        by_number = potency(LOSSES, {"unit": "PERCENTAGE", "range": [float(text[:-1] or "0")]}, None).value
+        assert by_number == potency(LOSSES, {"unit": "PERCENTAGE", "range": [text[:-1]]}, None).value, text
 
 
 def test_potency_rounds_half_up_on_the_decimal_text_as_written():
@@ -535,8 +542,8 @@ def test_a_product_carrying_every_hostile_value_is_stored_by_postgresql(sql):
 
 def test_warnings_about_degraded_products_are_rate_limited(monkeypatch, caplog):
     now = [1000.0]
-    log = degraded.DegradationLog(burst=10, interval=60.0, clock=lambda: now[0])
-    monkeypatch.setattr(degraded, "DEGRADATIONS", log)
+    log = storable.DegradationLog(burst=10, interval=60.0, clock=lambda: now[0])
+    monkeypatch.setattr(LOSSES, "log", log)
     for index in range(25):
         norm({**BASE, "_id": f"p{index}", "recPrices": [1e15, 12, 5]})
     lines = [r.getMessage() for r in caplog.records if "degraded" in r.getMessage()]
@@ -714,10 +721,10 @@ def test_only_http_image_and_logo_urls_survive_and_the_others_are_counted(url):
     raw = _product(42, "in-process", 1, 0, "http://127.0.0.1:1")
     raw.update({"Image": url, "images": [{"url": url}, {"url": "ftp://127.0.0.1/other.png"}]})
     raw["brand"] = {**raw["brand"], "imageUrl": url}
-    before = urls.REFUSED_URLS.count
+    before = LOSSES.refused_urls
     p = norm(raw)
     assert (p.image_url, p.images, p.brand_logo_url) == (None, [], None)
-    assert urls.REFUSED_URLS.count - before == 4  # Image, both images[], the brand's logo
+    assert LOSSES.refused_urls - before == 4  # Image, both images[], the brand's logo
 
 
 def test_an_http_url_among_refused_ones_is_kept_whatever_the_case_of_its_scheme():
@@ -728,11 +735,11 @@ def test_an_http_url_among_refused_ones_is_kept_whatever_the_case_of_its_scheme(
     assert p.brand_logo_url == "Http://images.dutchie.com/logo.png"
 
 
-# --- texts bounded to their column's limit (storable/limits.py, docs/architecture.md "Text limits") --
+# --- texts bounded to their column's limit (storable.py, docs/architecture.md "Text limits") --
 def test_texts_longer_than_their_limit_are_cut_logged_and_counted(caplog):
     rng = random.Random(5)
     long = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(10_000))  # 10 kB, no repeats
-    before = limits.TRUNCATED.count
+    before = LOSSES.truncated
     p = norm(
         {
             **BASE,
@@ -750,20 +757,26 @@ def test_texts_longer_than_their_limit_are_cut_logged_and_counted(caplog):
         }
     )
     assert_storable(p)
-    assert (len(p.name_raw), len(p.name or "")) == (limits.NAME, limits.NAME)
-    assert len(p.brand_name_raw or "") == limits.BRAND_NAME
-    assert (p.brand_id, p.enterprise_product_id) == ("i" * limits.ID, "e" * limits.ID)
+    assert (len(p.name_raw), len(p.name or "")) == (storable.NAME, storable.NAME)
+    assert len(p.brand_name_raw or "") == storable.BRAND_NAME
+    assert (p.brand_id, p.enterprise_product_id) == ("i" * storable.ID, "e" * storable.ID)
     for text in (p.category, p.subcategory, p.strain_type, p.status, p.options[0].option, p.options[0].raw_option):
-        assert text is not None and len(text) == limits.LABEL
-    assert len(p.brand_description or "") == limits.DESCRIPTION
-    assert limits.TRUNCATED.count - before == 11
+        assert text is not None and len(text) == storable.LABEL
+    assert len(p.brand_description or "") == storable.DESCRIPTION
+    assert LOSSES.truncated - before == 11
     # the keys built from them fit a btree index entry (~2,700 bytes) whatever the script
-    assert len(p.name_key or "") <= limits.NAME_KEY and len(p.brand_name_key or "") <= limits.NAME_KEY
+    assert len(p.name_key or "") <= storable.NAME_KEY and len(p.brand_name_key or "") <= storable.NAME_KEY
     assert any("degraded" in r.getMessage() and "Name=" in r.getMessage() for r in caplog.records)
 
 
 def test_texts_at_their_limit_are_kept_whole():
-    before = limits.TRUNCATED.count
-    p = norm({**BASE, "Name": "N" * limits.NAME, "brandName": "B" * limits.BRAND_NAME, "Status": "S" * limits.LABEL})
-    assert (p.name, p.brand_name_raw, p.status) == ("N" * limits.NAME, "B" * limits.BRAND_NAME, "S" * limits.LABEL)
-    assert limits.TRUNCATED.count == before
+    before = LOSSES.truncated
+    p = norm(
+        {**BASE, "Name": "N" * storable.NAME, "brandName": "B" * storable.BRAND_NAME, "Status": "S" * storable.LABEL}
+    )
+    assert (p.name, p.brand_name_raw, p.status) == (
+        "N" * storable.NAME,
+        "B" * storable.BRAND_NAME,
+        "S" * storable.LABEL,
+    )
+    assert LOSSES.truncated == before

@@ -1,6 +1,6 @@
 """The normalizer's output, byte for byte, on the sandbox catalog and on broken variants of it, against
 a snapshot taken before the normalizer was tuned for speed (normalizer_golden.json): a speed-up
-must change nothing a product carries, what it lost (storable/degraded.py), nor the count of
+must change nothing a product carries, what it lost (storable.py), nor the count of
 refused URLs. A deliberate change of the output regenerates the snapshot:
 
     .venv/bin/python -m tests.platforms.dutchie.test_normalizer_golden > tests/platforms/dutchie/normalizer_golden.json
@@ -15,16 +15,16 @@ import random
 from pathlib import Path
 from typing import Any
 
+from cannaspider import storable
 from cannaspider.items import RawProduct
 from cannaspider.platforms.dutchie.normalizer import STORABLE_CACHES, NormalizationError, normalize
-from cannaspider.storable import degraded, urls
 from sandbox.catalog import _product
 from tests.platforms.dutchie.test_normalizer import FUZZ
 
 GOLDEN = Path(__file__).with_name("normalizer_golden.json")
 
 
-class Recorder(degraded.DegradationLog):
+class Recorder(storable.DegradationLog):
     def __init__(self) -> None:
         super().__init__()
         self.reports: list[tuple[str, list[str]]] = []
@@ -57,24 +57,21 @@ def payloads() -> list[dict[str, Any]]:
 def outputs() -> list[str]:
     """Per payload, a digest of the product's repr (types included: 1 and 1.0 differ), what it lost
     and the URLs refused; or of the error it raised."""
-    saved = degraded.DEGRADATIONS
-    recorder = degraded.DEGRADATIONS = Recorder()
+    recorder = Recorder()
+    losses = storable.Losses(recorder)
     for cached in STORABLE_CACHES:
         cached.cache_clear()  # a string repaired in a cache is reported once: start as a fresh process
-    try:
-        digests = []
-        for raw in payloads():
-            refused = urls.REFUSED_URLS.count
-            recorder.reports.clear()
-            try:
-                text = repr(normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=copy.deepcopy(raw))))
-            except NormalizationError as exc:
-                text = f"NormalizationError: {exc}"
-            text += f"|{recorder.reports!r}|{urls.REFUSED_URLS.count - refused}"
-            digests.append(hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16])
-        return digests
-    finally:
-        degraded.DEGRADATIONS = saved
+    digests = []
+    for raw in payloads():
+        refused = losses.refused_urls
+        recorder.reports.clear()
+        try:
+            text = repr(normalize(RawProduct(dispensary_id=7, crawl_run_id=3, raw=copy.deepcopy(raw)), losses))
+        except NormalizationError as exc:
+            text = f"NormalizationError: {exc}"
+        text += f"|{recorder.reports!r}|{losses.refused_urls - refused}"
+        digests.append(hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16])
+    return digests
 
 
 def test_the_output_is_the_snapshots():

@@ -1,4 +1,5 @@
-"""enqueue on a real PostgreSQL: an identical task is reused (also under concurrency), bad input is one clear error."""
+"""enqueue on a real PostgreSQL: an identical task is reused (also under concurrency), bad input is one clear error;
+the duplicate-task rule is written once, in the queue, and every statement that queues tasks uses it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from cannaspider import settings as defaults
 from cannaspider.tasks.queue import TaskResult, enqueuing, leases, outcomes
 from cannaspider.tasks.queue.model import COLUMNS
 from cannaspider.tasks.roles import TargetNotFound, TaskInputError
+from tests.helpers import ROOT
 from tests.tasks.conftest import add_store, add_stores
 
 
@@ -133,3 +135,14 @@ def test_a_target_that_names_nothing_is_a_target_not_found(q, role, kwargs, fiel
     with pytest.raises(TaskInputError) as malformed:
         q(enqueuing.enqueue, "product_resync", dispensary_id=-3)
     assert not isinstance(malformed.value, TargetNotFound)
+
+
+def test_the_duplicate_task_rule_is_written_once_and_every_insert_uses_it():
+    sources = {path.relative_to(ROOT).as_posix(): path.read_text() for path in (ROOT / "cannaspider").rglob("*.py")}
+    rule = "ON CONFLICT (role, platform, dispensary_id, payload)"
+    assert [path for path, text in sources.items() if rule in text] == ["cannaspider/tasks/queue/model.py"]
+    inserts = sorted(path for path, text in sources.items() if "INSERT INTO worker_tasks" in text)
+    assert inserts, "no statement queues a task?"
+    for path in inserts:
+        text = sources[path]
+        assert "SKIP_DUPLICATE_TASK" in text or "ON_DUPLICATE_TASK" in text, f"{path} queues tasks without the rule"

@@ -1,6 +1,13 @@
-"""Crawl health while a crawl runs (monitors/extension.py, window.py): every HEALTH_CHECK_PERIOD_S
-the suite judges the stretch since the previous check, with the same report and alert as at
-close, so a `-a follow=1` drainer tells within minutes that its store crawls go incomplete."""
+"""The crawl-health extension (cannaspider/monitors/extension.py).
+
+While a crawl runs: every HEALTH_CHECK_PERIOD_S the suite judges the stretch since the previous
+check, with the same report and alert as at close, so a `-a follow=1` drainer tells within minutes
+that its store crawls go incomplete.
+
+SPIDERMON_* settings the project's crawl health does not act on are refused at start
+(docs/health.md, "Spidermon's settings"): one `error:` line naming them, exit 2, never silently
+ignored.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +17,18 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from scrapy.utils.test import get_crawler
 
-from cannaspider.monitors.extension import CrawlHealth
-from tests.helpers import project_settings
+from cannaspider.commands.crawl import EXIT_SETUP
+from cannaspider.monitors.extension import HONOURED, CrawlHealth, UnsupportedSpidermonSetting
+from tests.helpers import project_crawler, project_settings, run_scrapy, scrapy_environment
 from tests.monitors.conftest import ProductSpider, failed
+
+# -- the periodic check ------------------------------------------------------------------------------
+# Crawl health while a crawl runs (monitors/extension.py, window.py): every HEALTH_CHECK_PERIOD_S
+# the suite judges the stretch since the previous check, with the same report and alert as at
+# close, so a `-a follow=1` drainer tells within minutes that its store crawls go incomplete.
 
 
 def running(tmp_path: Path, db: str, **settings):
@@ -112,3 +126,49 @@ def test_a_stretch_with_only_a_critical_line_is_checked_and_fails(tmp_path, db):
     report = reports(tmp_path)[-1]
     assert not report["ok"] and report["figures"]["log_count/CRITICAL"] == 1
     assert failed(report) == {"test_errors": "1 errors logged, 1 of them CRITICAL (HEALTH_MAX_ERRORS = 0)"}
+
+
+# -- the SPIDERMON_* settings ------------------------------------------------------------------------
+# SPIDERMON_* settings the project's crawl health does not act on are refused at start (docs/health.md,
+# "Spidermon's settings"): one `error:` line naming them, exit 2, never silently ignored.
+
+
+def test_the_honoured_settings_are_the_projects_own():
+    assert set(HONOURED) == {"SPIDERMON_ENABLED", "SPIDERMON_SPIDER_CLOSE_MONITORS"}
+    CrawlHealth.from_crawler(project_crawler(ProductSpider))  # the project's own settings start
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_unsupported_setting_is_refused_with_or_without_the_suite(enabled):
+    with pytest.raises(UnsupportedSpidermonSetting) as raised:  # building the crawler builds its extensions
+        CrawlHealth.from_crawler(
+            project_crawler(ProductSpider, SPIDERMON_ENABLED=enabled, SPIDERMON_PERIODIC_MONITORS={"x": 60})
+        )
+    assert "SPIDERMON_PERIODIC_MONITORS → HEALTH_CHECK_PERIOD_S" in str(raised.value)
+
+
+def test_a_crawl_given_one_does_not_start(db, tmp_path):
+    env = scrapy_environment(db, _no_sandbox(), tmp_path)
+    result = run_scrapy(
+        "crawl",
+        "product_resync",
+        "-s",
+        "SPIDERMON_SLACK_SENDER_TOKEN=xoxb-s3cr3t",
+        "-s",
+        "SPIDERMON_MAX_ERRORS=5",
+        env=env,
+    )
+    assert result.returncode == EXIT_SETUP, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (
+        "error: SPIDERMON_MAX_ERRORS, SPIDERMON_SLACK_SENDER_TOKEN: not acted on by this project's crawl health "
+        "(it honours only SPIDERMON_ENABLED and SPIDERMON_SPIDER_CLOSE_MONITORS; docs/health.md); use instead: "
+        "SPIDERMON_MAX_ERRORS → HEALTH_MAX_ERRORS; SPIDERMON_SLACK_SENDER_TOKEN → ALERT_WEBHOOK_URL"
+    ), last
+    assert "Traceback" not in result.stderr and "xoxb-s3cr3t" not in result.stderr
+
+
+def _no_sandbox():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(graphql="http://127.0.0.1:9/graphql")

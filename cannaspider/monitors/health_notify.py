@@ -1,7 +1,8 @@
-"""What a crawl's health leaves behind (docs/health.md): a JSON report per crawl under
-HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), always, which the dashboard's
-health page reads; and, when a monitor failed, an alert: one log line at ERROR and, with
-ALERT_WEBHOOK_URL set, a Slack-compatible POST `{"text": ...}`.
+"""Crawl-health notification: what a crawl's health leaves behind (docs/health.md): a JSON report
+per crawl under HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), always, which
+the dashboard's health page reads; and, when a monitor failed, an alert: one log line at ERROR and, with
+ALERT_WEBHOOK_URL set, a Slack-compatible POST `{"text": ...}`. (Not the webhooks on product
+events and market moves: those are cannaspider/alerts/.)
 
 Nothing secret leaves: the report holds monitor messages and counters only, and every string
 in it goes through redact() (configured secrets and URL credentials replaced) before it is
@@ -21,7 +22,7 @@ from scrapy.settings import BaseSettings
 from spidermon.core.actions import Action
 
 from cannaspider import env, webhook
-from cannaspider.monitors.blocks import blocks_per_proxy
+from cannaspider.monitors.checks import blocks_per_proxy
 
 logger = logging.getLogger(__name__)
 

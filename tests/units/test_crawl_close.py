@@ -1,6 +1,6 @@
 """A store's close on the real database: the seed's miss rules and the OOS guard that keeps an emptied
 or collapsed menu from being read as evidence (README, "Crawl correctness"), which are
-cannaspider/db/store_close.py's SQL, run by cannaspider/units/store_transaction.py; a queue task
+the SQL and transaction of cannaspider/units/crawl_close.py; a queue task
 completed in the transaction that applies the misses, and a lost lease that rolls it back."""
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import psycopg
 import pytest
 
 from cannaspider import settings as defaults
-from cannaspider.db.crawl_store import CrawlStore
+from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.items import RawProduct
 from cannaspider.pipelines.normalize import NormalizeProductPipeline
 from cannaspider.pipelines.product_writer import ProductWriterPipeline
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
-from cannaspider.units.store_close import StoreClose
-from cannaspider.units.store_outcome import StoreOutcome
+from cannaspider.units.crawl_close import CrawlClose, StoreOutcome
 from sandbox.catalog import _product
 from tests.helpers import project_crawler
 
@@ -38,8 +37,8 @@ class Pipelines:
         self.crawler = project_crawler(DATABASE_URL=db_url, **settings)
         self.normalize = NormalizeProductPipeline.from_crawler(self.crawler)
         self.products = ProductWriterPipeline.from_crawler(self.crawler)
-        self.completion = StoreClose.for_crawler(self.crawler)
-        self.store = CrawlStore.for_crawler(self.crawler)
+        self.completion = CrawlClose.for_crawler(self.crawler)
+        self.store = CrawlDatabase.for_crawler(self.crawler)
 
     async def crawl(self, dispensary_id: int, indices: list[int]) -> int:
         """A complete crawl that saw the products `indices`; returns its run id."""
@@ -311,7 +310,7 @@ def test_the_empty_menu_of_a_new_store_is_its_state_too(db, dispensary, sql):
 
 def test_a_share_outside_zero_to_one_is_refused():
     with pytest.raises(ValueError, match="OOS_GUARD_MIN_SHARE must be within"):
-        StoreClose.for_crawler(project_crawler(OOS_GUARD_MIN_SHARE=50))
+        CrawlClose.for_crawler(project_crawler(OOS_GUARD_MIN_SHARE=50))
 
 
 # -- queue tasks ---------------------------------------------------------------------------------------
