@@ -114,11 +114,27 @@ def main() -> None:
     last = sum(s[1] for s in samples[-third:]) / third
     span = samples[-1][0] - samples[0][0] if len(samples) > 1 else 1.0
     slope = (samples[-1][1] - samples[0][1]) / span if len(samples) > 1 else 0.0
+    # the second half alone, by least squares: the warm-up (arenas, caches, the first images) is
+    # over by then, so a leak shows as a slope there and a plateau as ~0
+    half = samples[len(samples) // 2 :]
+    late, tasks = half_slope(half), half[-1][2] - half[0][2]
     print(
         f"drain soak: {args.minutes:g} min, {args.stores} stores x {args.products} products every {args.every:g} s, "
         f"{samples[-1][2]} tasks completed; RSS first third {first:.1f} MB, last third {last:.1f} MB "
-        f"({last - first:+.1f} MB), first to last sample {slope:+.2f} MB/min"
+        f"({last - first:+.1f} MB), first to last sample {slope:+.2f} MB/min; second half "
+        f"({half[0][0]:.1f}-{half[-1][0]:.1f} min, {tasks} tasks): {late:+.3f} MB/min, "
+        f"{half[-1][1] - half[0][1]:+.1f} MB"
     )
+
+
+def half_slope(samples: list[tuple[float, float, int]]) -> float:
+    """RSS growth in MB per minute over these samples, by least squares (0 for fewer than two)."""
+    if len(samples) < 2:
+        return 0.0
+    mean_t = sum(s[0] for s in samples) / len(samples)
+    mean_r = sum(s[1] for s in samples) / len(samples)
+    var = sum((s[0] - mean_t) ** 2 for s in samples)
+    return sum((s[0] - mean_t) * (s[1] - mean_r) for s in samples) / var if var else 0.0
 
 
 if __name__ == "__main__":
