@@ -141,6 +141,8 @@ def end_if_idle(crawler: Crawler) -> bool:
     if not engine.spider_is_idle():
         return False
     reason = next((exc.reason for exc in raised if isinstance(exc, CloseSpider)), "finished")
+    if crawler.stats is not None:  # the crawl ended here, not on the engine's next heartbeat
+        crawler.stats.set_value("cannaspider/ended_when_idle", 1)
     # a second close (the heartbeat's, in the meantime) awaits this one: it is harmless
     ending = asyncio.ensure_future(engine.close_spider_async(reason=reason))
     _ENDING.add(ending)

@@ -119,10 +119,9 @@ def test_a_hanging_webhook_delays_no_tick(db, sql, env):
                 "INSERT INTO dispensaries (platform_dispensary_id, name, state, crawl_enabled) "
                 "VALUES ('due-now', 'Due', 'AZ', true) RETURNING id"
             )[0][0]
-            # the next tick (every 0.5 s) queues the store's resync while the webhook still hangs
-            started = time.monotonic()
+            # the next tick (every 0.5 s) queues the store's resync while the webhook still hangs (15 s):
+            # the wait gives up at 10 s, before the hang would end
             until(lambda: sql("SELECT count(*) FROM worker_tasks WHERE dispensary_id = %s", (store,))[0][0], 10)
-            assert time.monotonic() - started < 10
             assert sql("SELECT delivered_at FROM alert_deliveries") == [(None,)]  # still in flight
         finally:
             out, err = stopped(proc)
