@@ -117,6 +117,21 @@ DUTCHIE_CLIENT_NAME = "Marketplace (production)"
 DUTCHIE_SEARCH_DISTANCE_MI = 50
 DUTCHIE_SEARCH_MIN_POPULATION = 15000
 
+# --- Jane (iHeartJane): menus and stores on Jane's Algolia (docs/jane.md) ----------------------
+# The application id and search-only key are those Jane's web front end ships to every browser.
+JANE_ALGOLIA_URL = "https://search.iheartjane.com"
+JANE_ALGOLIA_APP_ID = "VFM4X0N23A"
+JANE_ALGOLIA_API_KEY = "edc5435c65d771cecbd98bbd488aa8d3"
+JANE_PRODUCTS_INDEX = "menu-products-production"
+JANE_STORES_INDEX = "stores-production"
+# hits per products page: Algolia's maximum (most menus are one page)
+JANE_PER_PAGE = 1000
+# Hard cap against a server that pages forever; a store past it is an incomplete crawl.
+JANE_MAX_PAGES = 20
+# Store discovery: search radius (miles) around each populated place of the state.
+JANE_SEARCH_DISTANCE_MI = 50
+JANE_SEARCH_MIN_POPULATION = 15000
+
 # --- Stealth: proxies (the `proxies` table) and browser identities (docs/stealth.md) ----------
 # Proxies are mandatory for Dutchie spiders; there is no setting that turns them off.
 STEALTH_BLOCK_RETRIES = 3  # a blocked page is retried this often, each time with another proxy and identity
