@@ -34,6 +34,7 @@ STORES_INDEX = "stores-production"
 MAX_HITS_PER_PAGE = 1000
 STORES_PER_STATE = 4
 STORE_ID_BASE = 4000
+ENDLESS_HITS = 1_000_000  # the endless fault's nbHits: more pages than any cap allows
 # Dutchie catalog's kinds and option strings in Jane's words
 KINDS = {
     "Flower": "flower",
@@ -337,7 +338,7 @@ async def query(request: web.Request) -> web.StreamResponse:
         nb_hits += 7
     nb_pages = math.ceil(nb_hits / per_page) if per_page else 0
     if "endless" in fired:
-        nb_hits, nb_pages = (page + 2) * per_page, page + 2
+        nb_hits, nb_pages = ENDLESS_HITS, math.ceil(ENDLESS_HITS / max(per_page, 1))
     return _json(
         {
             "hits": hits,
