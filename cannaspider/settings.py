@@ -349,6 +349,9 @@ SCHEDULE_TICK_S = 60.0  # `scrapy schedule` applies the table below this often
 SCHEDULE_RESYNC_EVERY_S = 4 * 3600.0  # product_resync of each store whose last complete crawl is older
 SCHEDULE_DISCOVERY_EVERY_S = 24 * 3600.0  # store_discovery of each state below
 SCHEDULE_DISCOVERY_STATES: list[str] = []  # e.g. ["AZ", "MI"]; `-s SCHEDULE_DISCOVERY_STATES=AZ,MI`
+# the platforms whose stores each of those states' discovery searches (cannaspider/platforms/),
+# one task per state and platform; e.g. `-s SCHEDULE_DISCOVERY_PLATFORMS=dutchie,jane`
+SCHEDULE_DISCOVERY_PLATFORMS: list[str] = ["dutchie"]
 SCHEDULE_ANALYTICS_EVERY_S = 24 * 3600.0
 ANALYTICS_REFRESH_WORK_MEM = "1GB"  # per refresh step: a day of snapshots at 2,000 stores sorts in memory
 # The refresh's product roll runs as this many statements at once, each over its share of the
