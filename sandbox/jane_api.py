@@ -32,7 +32,6 @@ API_KEY = "edc5435c65d771cecbd98bbd488aa8d3"
 PRODUCTS_INDEX = "menu-products-production"
 STORES_INDEX = "stores-production"
 MAX_HITS_PER_PAGE = 1000
-STORES_PER_STATE = 4
 STORE_ID_BASE = 4000
 ENDLESS_HITS = 1_000_000  # the endless fault's nbHits: more pages than any cap allows
 # Dutchie catalog's kinds and option strings in Jane's words
@@ -80,13 +79,13 @@ class JaneCatalog:
     """Jane's stores (in the Dutchie catalog's cities) and their menus, evolving by epoch as the
     Dutchie catalog's do (Catalog.present)."""
 
-    def __init__(self, config: CatalogConfig = CatalogConfig(), stores_per_state: int = STORES_PER_STATE):
+    def __init__(self, config: CatalogConfig = CatalogConfig()):
         self.config = config
         self.dutchie = Catalog(config)
         self.stores: list[JaneStore] = []
         for s, state in enumerate(config.states):
             dutchie_stores = [d for d in self.dutchie.stores if d.state == state]
-            for i in range(stores_per_state):
+            for i in range(config.jane_stores_per_state):
                 near = dutchie_stores[i % len(dutchie_stores)]
                 jitter = (h(config.seed, "jane", state, i, "lat") % 2000 - 1000) / 40000.0
                 name = f"Jane Greenhouse {near.city} #{i + 1}"
