@@ -358,6 +358,8 @@ def main() -> None:
             # untimed, instead of in whichever measurement came first
             reset(url)
             crawl(env, FULL, ids, shared)
+            if args.platforms:  # Jane's products have images of their own
+                crawl(env, FULL, jane_ids, shared)
         measured: dict[str, list[dict]] = {v.name: [] for v in variants}
         try:
             for repeat in range(args.repeats):
