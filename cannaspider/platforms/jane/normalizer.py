@@ -237,7 +237,10 @@ def normalize(item: RawProduct) -> StoreProduct:
     brand_name = bounded(storable(brand.strip(), "brand"), BRAND_NAME, "brand") if type(brand) is str else None
     brand_name = brand_name or None
     brand_id = raw.get("product_brand_id")
-    brand_id = bounded(str(brand_id), ID, "product_brand_id") if type(brand_id) in (int, str) and brand_id else None
+    if type(brand_id) in (int, str) and brand_id:
+        brand_id = bounded(storable(str(brand_id), "product_brand_id"), ID, "product_brand_id")
+    else:
+        brand_id = None
     category = _category(raw.get("kind"))
     subtype = raw.get("kind_subtype") or raw.get("root_subtype")
     thc = _potency(raw.get("percent_thc"), "percent_thc")
