@@ -22,6 +22,8 @@ mostly conversion: full / ceiling ~0.04).
     python benchmarks/ingest.py --converters --stores 10 --products 100 --repeats 7
     python benchmarks/ingest.py --market-cost    # issue 17's cost: full vs without events, then also
                                                  # without identity keys, canonical links, unit prices
+    python benchmarks/ingest.py --platforms      # issue 30: a Jane menu's products/s against Dutchie's,
+                                                 # the same stores × products, in the same run
 
 INGEST_LOG_DIR=dir keeps every crawl's log; INGEST_PROFILE_DIR=dir runs each full-pipeline crawl
 under cProfile.
@@ -66,6 +68,7 @@ NEW_PILLOW = "new images, Pillow"
 LIBVIPS_CONVERSION = ("-s", "IMAGES_CONVERTER=cannaspider.images.convert.to_webp")
 NO_EVENTS = "full, product events off"
 NO_MARKET = "full, no events/market"
+JANE = "full pipeline, Jane"
 # the full pipeline without identity keys, canonical links and unit prices (benchmarks/market_off.py)
 MARKET_OFF = {
     **{
@@ -107,6 +110,8 @@ def start_sandbox(stores: int, products: int) -> tuple[subprocess.Popen, dict]:
             str(products),
             "--max-products",
             str(products),
+            "--jane-stores-per-state",
+            str(stores),
             "--proxy",  # Dutchie is only crawled through proxies (docs/stealth.md)
         ],
         stdout=subprocess.PIPE,
@@ -142,6 +147,7 @@ def crawl_env(url: str, urls: dict) -> dict:
         **os.environ,
         "DATABASE_URL": url,
         "DUTCHIE_GRAPHQL_URL": urls["graphql"],
+        "JANE_ALGOLIA_URL": urls["jane"],
         "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
 
@@ -154,6 +160,20 @@ def seed(url: str, base: str) -> list[int]:
                 "INSERT INTO dispensaries (name, slug, state, platform_dispensary_id) "
                 "VALUES (%s, %s, 'AZ', %s) RETURNING id",
                 (s["name"], s["cName"], s["id"]),
+            ).fetchone()[0]
+            for s in stores
+        ]
+
+
+def seed_jane(url: str, base: str) -> list[int]:
+    """The sandbox's Jane stores as dispensaries of platform 'jane' (their store id the platform id)."""
+    stores = json.loads(urllib.request.urlopen(base + "/_sandbox/jane/stores", timeout=30).read())
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [
+            conn.execute(
+                "INSERT INTO dispensaries (name, slug, state, platform, platform_dispensary_id) "
+                "VALUES (%s, %s, 'AZ', 'jane', %s) RETURNING id",
+                (s["name"], s["url_slug"], str(s["id"])),
             ).fetchone()[0]
             for s in stores
         ]
@@ -225,6 +245,7 @@ class Variant:
     images: str = "shared"  # "shared": the filled image store; "new": an empty one per measurement
     steady: bool = False  # the tables are filled by an untimed crawl first
     crawls: int | None = None  # None: --crawls
+    platform: str = "dutchie"  # whose stores it crawls (--platforms)
 
 
 def reset(url: str) -> None:
@@ -290,6 +311,12 @@ def main() -> None:
         help="measure only the full pipeline, without product events, and without events, identity keys, "
         "canonical links and unit prices (issue 17's bound: they cost at most 5 %%)",
     )
+    parser.add_argument(
+        "--platforms",
+        action="store_true",
+        help="measure only the full pipeline on Dutchie's stores and on Jane's, the same stores x products "
+        "(issue 30's bound: Jane at no less than 0.8 x Dutchie's products/s)",
+    )
     args = parser.parse_args()
 
     global METER
@@ -298,6 +325,7 @@ def main() -> None:
     METER = CpuMeter(url, sandbox.pid)
     try:
         ids = seed(url, urls["base"])
+        jane_ids = seed_jane(url, urls["base"])
         register_proxy(url, urls["proxy"])
         env = crawl_env(url, urls)
         crawl(env, OFF, ids[:2])  # warm the sandbox's page cache and the OS file cache
@@ -320,6 +348,9 @@ def main() -> None:
                 Variant(NO_EVENTS, FULL, EVENTS_OFF),
                 Variant(NO_MARKET, MARKET_OFF, EVENTS_OFF),
             )
+        if args.platforms:
+            crawl(env, OFF, jane_ids[:2])  # warm Jane's pages too
+            variants = (Variant("full pipeline", FULL), Variant(JANE, FULL, platform="jane"))
         shared_images = tempfile.mkdtemp(prefix="ingest-images-")
         shared = ("-s", f"IMAGES_STORE={shared_images}")
         if any(v.images == "shared" and v.pipelines is not OFF for v in variants):
@@ -327,19 +358,22 @@ def main() -> None:
             # untimed, instead of in whichever measurement came first
             reset(url)
             crawl(env, FULL, ids, shared)
+            if args.platforms:  # Jane's products have images of their own
+                crawl(env, FULL, jane_ids, shared)
         measured: dict[str, list[dict]] = {v.name: [] for v in variants}
         try:
             for repeat in range(args.repeats):
                 # interleaved and rotated, so drift in a shared machine's speed hits every variant alike
                 k = repeat % len(variants)
                 for v in variants[k:] + variants[:k]:
-                    measured[v.name].append(measure(env, url, ids, v, shared, args))
+                    stores = jane_ids if v.platform == "jane" else ids
+                    measured[v.name].append(measure(env, url, stores, v, shared, args))
         finally:
             shutil.rmtree(shared_images, ignore_errors=True)
         results = {name: sorted(ms, key=lambda m: m["products_per_s"])[len(ms) // 2] for name, ms in measured.items()}
         reset(url)
         small = None
-        if not (args.market_cost or args.converters):
+        if not (args.market_cost or args.converters or args.platforms):
             with tempfile.TemporaryDirectory(prefix="ingest-images-") as images:
                 small = crawl(env, FULL, ids[: max(len(ids) // 5, 1)], ("-s", f"IMAGES_STORE={images}"))
     finally:
@@ -381,6 +415,16 @@ def main() -> None:
     if args.converters:
         return
     full = results["full pipeline"]["products_per_s"]
+    if args.platforms:
+        pairs = [
+            j["products_per_s"] / d["products_per_s"]
+            for d, j in zip(measured["full pipeline"], measured[JANE], strict=True)
+        ]
+        listed = ", ".join(f"{x:.2f}" for x in pairs)
+        ratio = results[JANE]["products_per_s"] / full
+        print(f"  Jane / Dutchie             {ratio:9.2f}   (target >= 0.80; per repeat: {listed})")
+        print("targets met" if ratio >= 0.8 else "targets NOT met")
+        return
     if small is None:
         no_events = full / results[NO_EVENTS]["products_per_s"]
         no_market = full / results[NO_MARKET]["products_per_s"]

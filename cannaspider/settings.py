@@ -117,6 +117,21 @@ DUTCHIE_CLIENT_NAME = "Marketplace (production)"
 DUTCHIE_SEARCH_DISTANCE_MI = 50
 DUTCHIE_SEARCH_MIN_POPULATION = 15000
 
+# --- Jane (iHeartJane): menus and stores on Jane's Algolia (docs/jane.md) ----------------------
+# The application id and search-only key are those Jane's web front end ships to every browser.
+JANE_ALGOLIA_URL = "https://search.iheartjane.com"
+JANE_ALGOLIA_APP_ID = "VFM4X0N23A"
+JANE_ALGOLIA_API_KEY = "edc5435c65d771cecbd98bbd488aa8d3"
+JANE_PRODUCTS_INDEX = "menu-products-production"
+JANE_STORES_INDEX = "stores-production"
+# hits per products page: Algolia's maximum (most menus are one page)
+JANE_PER_PAGE = 1000
+# Hard cap against a server that pages forever; a store past it is an incomplete crawl.
+JANE_MAX_PAGES = 20
+# Store discovery: search radius (miles) around each populated place of the state.
+JANE_SEARCH_DISTANCE_MI = 50
+JANE_SEARCH_MIN_POPULATION = 15000
+
 # --- Stealth: proxies (the `proxies` table) and browser identities (docs/stealth.md) ----------
 # Proxies are mandatory for Dutchie spiders; there is no setting that turns them off.
 STEALTH_BLOCK_RETRIES = 3  # a blocked page is retried this often, each time with another proxy and identity
@@ -334,6 +349,9 @@ SCHEDULE_TICK_S = 60.0  # `scrapy schedule` applies the table below this often
 SCHEDULE_RESYNC_EVERY_S = 4 * 3600.0  # product_resync of each store whose last complete crawl is older
 SCHEDULE_DISCOVERY_EVERY_S = 24 * 3600.0  # store_discovery of each state below
 SCHEDULE_DISCOVERY_STATES: list[str] = []  # e.g. ["AZ", "MI"]; `-s SCHEDULE_DISCOVERY_STATES=AZ,MI`
+# the platforms whose stores each of those states' discovery searches (cannaspider/platforms/),
+# one task per state and platform; e.g. `-s SCHEDULE_DISCOVERY_PLATFORMS=dutchie,jane`
+SCHEDULE_DISCOVERY_PLATFORMS: list[str] = ["dutchie"]
 SCHEDULE_ANALYTICS_EVERY_S = 24 * 3600.0
 ANALYTICS_REFRESH_WORK_MEM = "1GB"  # per refresh step: a day of snapshots at 2,000 stores sorts in memory
 # The refresh's product roll runs as this many statements at once, each over its share of the

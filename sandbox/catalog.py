@@ -209,6 +209,7 @@ class CatalogConfig:
     stores_per_state: int = 6
     min_products: int = 120
     max_products: int = 260
+    jane_stores_per_state: int = 4  # the Jane sandbox's stores (sandbox/jane_api.py), in these stores' cities
 
 
 class Catalog:

@@ -17,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stores-per-state", type=int, default=6)
     parser.add_argument("--min-products", type=int, default=120)
     parser.add_argument("--max-products", type=int, default=260)
+    parser.add_argument("--jane-stores-per-state", type=int, default=4, help="Jane's stores (in the same cities)")
     parser.add_argument("--proxy", action="store_true", help="also start the forward proxy")
     parser.add_argument("--proxy-auth", default=None, help="user:password for the forward proxy")
 
@@ -28,6 +29,7 @@ def sandbox_from(args: argparse.Namespace) -> Sandbox:
         stores_per_state=args.stores_per_state,
         min_products=args.min_products,
         max_products=args.max_products,
+        jane_stores_per_state=args.jane_stores_per_state,
     )
     auth = tuple(args.proxy_auth.split(":", 1)) if args.proxy_auth else None
     return Sandbox(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES
+from sandbox import jane_api
 from sandbox.dutchie_api import DUTCHIE, DutchieState
 from sandbox.edge_compression import EDGE, ENCODINGS
 
@@ -63,6 +64,8 @@ async def reset(request: web.Request) -> web.Response:
     s.pages.clear()
     s.competitor_slow_seconds = 5.0
     request.app[EDGE].reset()
+    if jane_api.JANE in request.app:
+        request.app[jane_api.JANE].reset()
     return web.json_response({"ok": True})
 
 

@@ -31,7 +31,9 @@ TRANSPORT_KINDS = (
 # empty_menu: a well-formed empty menu (`products: []`, `totalCount: 0`), what the real API answers
 # to a broken query (`Status: null`), after an API change, or for a store whose online menu went dark
 PAYLOAD_KINDS = ("lying_total", "endless", "duplicates", "empty_menu")
-KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS
+# Jane's menus only (sandbox/jane_api.py): a page that lost a product, nbHits that moves after page 0
+JANE_KINDS = ("short_page", "total_changed")
+KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS + JANE_KINDS
 NESTING_DEPTH = 5000
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from sandbox import control, dutchie_api, edge_compression, firecrawl_api, websites
+from sandbox import control, dutchie_api, edge_compression, firecrawl_api, jane_api, websites
 from sandbox.catalog import Catalog, CatalogConfig
 from sandbox.forward_proxy import ForwardProxy
 
@@ -26,6 +26,7 @@ class SandboxURLs:
     graphql: str
     firecrawl: str
     proxy: str | None
+    jane: str = ""  # Jane's Algolia host (JANE_ALGOLIA_URL)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -37,6 +38,8 @@ def make_dutchie_app(config: CatalogConfig) -> web.Application:
     app[edge_compression.EDGE] = edge_compression.EdgeSettings()
     app[dutchie_api.DUTCHIE] = dutchie_api.DutchieState(Catalog(config), seed=config.seed)
     dutchie_api.add_routes(app)
+    # Jane's Algolia on the same host, under /jane (its stores in the Dutchie catalog's cities)
+    jane_api.add_routes(app, jane_api.JaneCatalog(config), seed=config.seed)
     websites.add_routes(app)
     control.add_routes(app)
     return app
@@ -84,6 +87,7 @@ class Sandbox:
             graphql=f"{base}/api-3/graphql",
             firecrawl=f"http://{self.host}:{bound['firecrawl']}",
             proxy=self.proxy.url if self.proxy else None,
+            jane=f"{base}/jane",
         )
         return self.urls
 
@@ -151,6 +155,7 @@ def serve_forever(sandbox: Sandbox, announce=print) -> None:
         urls = await sandbox.start_async()
         announce(json.dumps(urls.as_dict()))
         announce(f"Dutchie GraphQL   {urls.graphql}")
+        announce(f"Jane Algolia      {urls.jane}")
         announce(f"Firecrawl v2      {urls.firecrawl}")
         announce(f"Store websites    {urls.base}/sites/<cName>/")
         announce(f"Control API       {urls.base}/_sandbox/state")

@@ -188,6 +188,7 @@ def scrapy_environment(db_url: str, urls: SandboxURLs, tmp_path: Path) -> dict:
         **{k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")},
         "DATABASE_URL": db_url,
         "DUTCHIE_GRAPHQL_URL": urls.graphql,
+        "JANE_ALGOLIA_URL": urls.jane,
         "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
         "CANNASPIDER_FEED_DIR": str(tmp_path / "feeds"),
     }

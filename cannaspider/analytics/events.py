@@ -151,7 +151,8 @@ SELECT e.id, e.occurred_at, e.type, e.crawl_run_id, e.price_rec_old::float8 AS p
        e.price_rec_special::float8 AS price_rec_special, e.price_med_special::float8 AS price_med_special
   FROM product_events e
  WHERE e.store_product_id = (SELECT id FROM store_products
-                              WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id = %(p)s)
+                              WHERE dispensary_id = %(d)s AND provider_product_id = %(p)s
+                                AND provider = (SELECT platform FROM dispensaries WHERE id = %(d)s))
  ORDER BY e.id
 """
 # A store's latest events, newest first (its dashboard page): the (dispensary_id, id) index, backwards
@@ -166,7 +167,8 @@ SELECT e.id, e.occurred_at, e.type, e.crawl_run_id, sp.provider_product_id, coal
 """
 PRODUCT_OOS_SINCE = """
 SELECT es.oos_since FROM store_products sp JOIN product_event_state es ON es.store_product_id = sp.id
- WHERE sp.dispensary_id = %(d)s AND sp.provider = 'dutchie' AND sp.provider_product_id = %(p)s
+ WHERE sp.dispensary_id = %(d)s AND sp.provider_product_id = %(p)s
+   AND sp.provider = (SELECT platform FROM dispensaries WHERE id = %(d)s)
 """
 
 

@@ -102,8 +102,9 @@ class DispensaryWriterPipeline:
                     # two rows for one store (e.g. added by hand and discovered): keep both, say why
                     owner = await (
                         await conn.execute(
-                            "SELECT id FROM dispensaries WHERE platform = 'dutchie' AND platform_dispensary_id = %s",
-                            (item.platform_dispensary_id,),
+                            "SELECT id FROM dispensaries WHERE platform = (SELECT platform FROM dispensaries "
+                            "WHERE id = %s) AND platform_dispensary_id = %s",
+                            (item.dispensary_id, item.platform_dispensary_id),
                         )
                     ).fetchone()
                     item.error = (

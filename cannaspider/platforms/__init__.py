@@ -19,6 +19,7 @@ from cannaspider.platforms.interface import Platform
 # name → "module:class"; the name is what dispensaries.platform and worker_tasks.platform hold
 REGISTERED: dict[str, str] = {
     "dutchie": "cannaspider.platforms.dutchie.platform:DutchiePlatform",
+    "jane": "cannaspider.platforms.jane.platform:JanePlatform",
 }
 # what a store or task names when nothing else is said (the columns' default, migrations/001, 003)
 DEFAULT = "dutchie"

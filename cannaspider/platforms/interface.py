@@ -34,13 +34,14 @@ INCOMPLETE_REASONS: Mapping[str, str] = {
     "page_cap": "the page cap was reached with more pages announced",
     "short_of_total": "fewer products arrived than the platform's own total count says exist",
     "anonymous": "a product had no usable id, so the ids seen cannot stand for the menu",
+    "total_changed": "the platform's total count changed between two pages: the menu moved under the crawl",
     # the spider's (any platform)
     "failed_page": "a page's request failed or the platform answered it with an error",
     "malformed_page": "a page's answer holds no product list",
     "lease_lost": "the task's lease was lost: another worker may crawl the store",
     "unfinished": "the crawl ended before its last page was known (a callback raised, a request vanished)",
 }
-PAGINATION_REASONS = frozenset({"looping", "page_cap", "short_of_total", "anonymous"})
+PAGINATION_REASONS = frozenset({"looping", "page_cap", "short_of_total", "anonymous", "total_changed"})
 
 # Why an answer of a platform's API holds no data (PlatformFailure.kind): the proxy pool counts the
 # first two against a proxy (stealth/policy.py), the health checks count them all per kind.

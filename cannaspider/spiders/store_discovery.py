@@ -1,8 +1,9 @@
 """Store discovery: the platform's area search over a state (and optionally one city); for Dutchie,
 DispensarySearch around points that cover it (cannaspider/platforms/geography.py). A queued task
-names its platform (`worker_tasks.platform`); an explicit `-a state` searches the default platform.
+names its platform (`worker_tasks.platform`); an explicit `-a state` searches `-a platform`, else
+the default platform.
 
-    scrapy crawl store_discovery -a state=AZ [-a city=Phoenix]
+    scrapy crawl store_discovery -a state=AZ [-a city=Phoenix] [-a platform=jane]
     scrapy crawl store_discovery [-a follow=1]       drain the store_discovery queue (one state per task)
 
 Writes dutchie_discovery_locations and creates or updates dispensaries (keyed by the platform
@@ -50,7 +51,7 @@ class StoreDiscoverySpider(PlatformSpider):
         chain=Chain("entry_point_discovery", ENTRY_POINT_TASK_PER_NEW_STORE),
     )
 
-    arguments = frozenset({"state", "city"})
+    arguments = frozenset({"state", "city", "platform"})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -60,6 +61,8 @@ class StoreDiscoverySpider(PlatformSpider):
     def require_target(self, params: SpiderParams) -> None:
         if params.city and not params.state:
             raise SpiderArgumentError("store_discovery: -a city needs -a state=XX")
+        if params.platform and not params.state:
+            raise SpiderArgumentError("store_discovery: -a platform needs -a state=XX (a task names its own)")
 
     @property
     def state(self) -> str | None:
@@ -79,7 +82,7 @@ class StoreDiscoverySpider(PlatformSpider):
                     yield out
             return
         assert self.state is not None  # require_target
-        for request in self._searches(None, self.state, self.city, None):
+        for request in self._searches(self.params.platform, self.state, self.city, None):
             yield request
 
     def _searches(self, platform: str | None, state: str, city: str | None, unit: Unit | None) -> Iterator[Request]:

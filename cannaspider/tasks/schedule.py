@@ -33,6 +33,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from scrapy.settings import BaseSettings
 
+from cannaspider import platforms
 from cannaspider.db import partitions
 from cannaspider.project_settings import project_settings
 from cannaspider.stealth.probe import Prober, ProbeResult
@@ -61,14 +62,15 @@ SELECT %(role)s, d.platform, d.id, %(priority)s
  ORDER BY d.last_crawl_at NULLS FIRST, d.id
 {SKIP_DUPLICATE_TASK}
 """
-# One task per payload (a state, or none), unless one is active or younger than the period.
+# One task per payload (a state, or none) and platform, unless one is active or younger than the period.
 PERIODIC = f"""
 INSERT INTO worker_tasks (role, platform, payload, priority)
-SELECT %(role)s, 'dutchie', p.payload, %(priority)s
+SELECT %(role)s, pl.platform, p.payload, %(priority)s
   FROM unnest(%(payloads)s::jsonb[]) AS p(payload)
+ CROSS JOIN unnest(%(platforms)s::text[]) AS pl(platform)
  WHERE NOT EXISTS (
         SELECT 1 FROM worker_tasks t
-         WHERE t.role = %(role)s AND t.dispensary_id IS NULL AND t.payload = p.payload
+         WHERE t.role = %(role)s AND t.dispensary_id IS NULL AND t.payload = p.payload AND t.platform = pl.platform
            AND (t.status IN ('pending', 'running') OR t.created_at > now() - %(every)s::interval))
 {SKIP_DUPLICATE_TASK}
 """
@@ -96,6 +98,7 @@ def periods(settings: BaseSettings) -> dict[str, float]:
 class ScheduleConfig:
     every_s: dict[str, float] = field(default_factory=lambda: periods(project_settings()))
     discovery_states: tuple[str, ...] = ()
+    discovery_platforms: tuple[str, ...] = (platforms.DEFAULT,)  # each state's discovery, per platform
     retention_s: float = field(default_factory=lambda: project_settings().getfloat("TASK_RETENTION_DAYS") * 86400)
     prune_batch: int = 5000  # most tasks deleted by one tick
 
@@ -110,6 +113,9 @@ class ScheduleConfig:
         config = cls(
             every_s=periods(settings),
             discovery_states=tuple(dict.fromkeys(states)),
+            discovery_platforms=tuple(
+                dict.fromkeys(roles.platform(p) for p in settings.getlist("SCHEDULE_DISCOVERY_PLATFORMS"))
+            ),
             retention_s=settings.getfloat("TASK_RETENTION_DAYS") * 86400,
         )
         longest = max(config.every_s.values(), default=0.0)
@@ -159,13 +165,14 @@ async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickRep
                 continue
             if role.schedule.over == "states":
                 payloads = [Jsonb(role.target(state=s)[1]) for s in config.discovery_states]
+                names = list(config.discovery_platforms)
             else:
                 payloads = [Jsonb(role.target()[1])]
+                names = [platforms.DEFAULT]  # a task of no store: the platform column's default
             if not payloads:
                 continue
-            cur = await conn.execute(
-                PERIODIC, {"role": role.name, "payloads": payloads, "priority": prio, "every": every}
-            )
+            params = {"role": role.name, "payloads": payloads, "platforms": names, "priority": prio, "every": every}
+            cur = await conn.execute(PERIODIC, params)
             created[role.name] = cur.rowcount
         cur = await conn.execute(PRUNE, {"keep": _every(config.retention_s), "batch": config.prune_batch})
         pruned = cur.rowcount

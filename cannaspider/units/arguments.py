@@ -4,6 +4,7 @@
     dispensary_id=N[,N…]   stores                       keyword_id=N[,N…]   keywords
     state=XX               a state (its stores, or the state store discovery searches)
     city=NAME              narrows store discovery      once=1              analytics_refresh: refresh once
+    platform=NAME          the platform store discovery searches (default: cannaspider.platforms.DEFAULT)
     follow=1               drain the role's queue until stopped (SIGTERM/SIGINT)
 
 Without a target the spider drains its role's queue (docs/operations.md), until the queue is
@@ -20,6 +21,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from cannaspider import platforms
 from cannaspider.units.role import DispensaryId, KeywordId, UsState, first_error
 
 FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
@@ -44,6 +46,14 @@ def parse_id_list(name: str, value: object) -> tuple[int, ...]:
     if not ids:
         raise SpiderArgumentError(f"{name} must be a positive integer or a comma-separated list, got {value!r}")
     return ids
+
+
+def parse_platform(value: object) -> str | None:
+    if value in (None, ""):
+        return None
+    if str(value) not in platforms.names():
+        raise SpiderArgumentError(f"unknown platform {value!r} (supported: {', '.join(platforms.names())})")
+    return str(value)
 
 
 def parse_flag(name: str, value: object) -> bool:
@@ -72,6 +82,7 @@ class SpiderParams:
     follow: bool = False
     keyword_ids: tuple[int, ...] = ()
     once: bool = False  # analytics_refresh: its explicit unit, "refresh once" without a task
+    platform: str | None = None  # store_discovery's explicit target: the platform searched
 
     @property
     def has_target(self) -> bool:
@@ -103,6 +114,7 @@ class SpiderParams:
                 follow=parse_flag("follow", raw.get("follow", "")),
                 keyword_ids=parse_id_list("keyword_id", raw.get("keyword_id")),
                 once=parse_flag("once", raw.get("once", "")),
+                platform=parse_platform(raw.get("platform")),
             )
         except SpiderArgumentError as exc:
             raise SpiderArgumentError(f"{spider}: {exc}") from None

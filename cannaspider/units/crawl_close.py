@@ -92,14 +92,16 @@ OOS_AFTER_MISSES = 3
 # rows by now). A crawl that is not suspect writes them all; a suspect one only what it concludes,
 # the out_of_stock of a confirmed collapse, and leaves the other changes for the next crawl to
 # report. ON CONFLICT: a run's events exist once, whatever retries its close.
+# A store's products are those of its platform (`provider` is the store's `dispensaries.platform`,
+# read in store_was).
 CLOSE_COMPLETE = """
 WITH seen AS MATERIALIZED (SELECT jsonb_array_elements_text(%(seen)s::jsonb) AS id),
-store_was AS MATERIALIZED (SELECT menu_empty_since FROM dispensaries WHERE id = %(d)s),
+store_was AS MATERIALIZED (SELECT menu_empty_since, platform FROM dispensaries WHERE id = %(d)s),
 guard AS MATERIALIZED (
     SELECT count(*) AS in_stock,
            count(*) FILTER (WHERE provider_product_id IN (SELECT id FROM seen)) AS seen_in_stock
       FROM store_products
-     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND stock_status = 'in_stock'
+     WHERE dispensary_id = %(d)s AND provider = (SELECT platform FROM store_was) AND stock_status = 'in_stock'
        AND first_seen_at < coalesce((SELECT started_at FROM crawl_runs WHERE id = %(run)s), now())),
 previous AS MATERIALIZED (  -- the store's last complete crawl before this one that saw a menu
     SELECT suspect, suspect_streak FROM crawl_runs
@@ -127,7 +129,8 @@ reset AS (
     UPDATE store_products
        SET consecutive_misses = 0, suspect_misses = 0, last_seen_at = now(), is_in_stock = true,
            stock_status = 'in_stock'
-     WHERE dispensary_id = %(d)s AND provider = 'dutchie' AND provider_product_id IN (SELECT id FROM seen)
+     WHERE dispensary_id = %(d)s AND provider = (SELECT platform FROM store_was)
+       AND provider_product_id IN (SELECT id FROM seen)
        AND (consecutive_misses <> 0 OR suspect_misses <> 0 OR stock_status <> 'in_stock')
        AND (SELECT live FROM verdict)
     RETURNING 1),
@@ -137,7 +140,8 @@ changed AS MATERIALIZED (  -- seen products whose state differs from the last ev
            es.oos_since AS old_oos_since
       FROM store_products sp
       LEFT JOIN product_event_state es ON es.store_product_id = sp.id
-     WHERE sp.dispensary_id = %(d)s AND sp.provider = 'dutchie' AND sp.provider_product_id IN (SELECT id FROM seen)
+     WHERE sp.dispensary_id = %(d)s AND sp.provider = (SELECT platform FROM store_was)
+       AND sp.provider_product_id IN (SELECT id FROM seen)
        AND (SELECT writes_events FROM verdict)
        AND (es.is_on_special IS NULL OR es.oos_since IS NOT NULL OR es.is_on_special <> sp.is_on_special
             OR es.price_rec IS DISTINCT FROM sp.price_rec OR es.price_med IS DISTINCT FROM sp.price_med)),
@@ -159,7 +163,7 @@ missed AS (
                ELSE is_in_stock END,
            updated_at = now()
       FROM verdict v
-     WHERE v.live AND NOT v.empty AND dispensary_id = %(d)s AND provider = 'dutchie'
+     WHERE v.live AND NOT v.empty AND dispensary_id = %(d)s AND provider = (SELECT platform FROM store_was)
        AND provider_product_id NOT IN (SELECT id FROM seen) AND consecutive_misses < %(limit)s
     RETURNING store_products.id, store_products.consecutive_misses, v.counts AS counted,
               store_products.price_rec, store_products.price_med, store_products.price_rec_special,

@@ -1,12 +1,12 @@
-"""`scrapy demo`: the whole Dutchie chain against the sandbox, end to end.
+"""`scrapy demo`: the whole chain against the sandbox, end to end, on both platforms (Dutchie and Jane).
 
 It runs in a database of its own (`--database`, default cannaspider_demo, on DATABASE_URL's
 server or the embedded one), dropped and created anew each run: a second run prints the same
 figures as the first, and no crawl of an operator's database is touched.
 
-migrate → sandbox → store_discovery → entry_point_discovery → product_discovery → (menus evolve)
-→ product_resync ×3 → a JSON feed and a summary. Every crawl runs as a real `scrapy crawl`
-subprocess, exactly as an operator or Scrapyd would run it.
+migrate → sandbox → store_discovery (each platform) → entry_point_discovery → product_discovery →
+(menus evolve) → product_resync ×3 → a JSON feed and a summary, with each figure per platform.
+Every crawl runs as a real `scrapy crawl` subprocess, exactly as an operator or Scrapyd would run it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,16 @@ from sandbox.pool_rows import sandbox_proxy_row
 from sandbox.server import Sandbox
 
 DEMO_PROXY_USER = "cannaspider-demo"
+# the summary's figures per platform: stores, products, in stock, out of stock, complete runs
+PER_PLATFORM = """
+SELECT d.platform, count(DISTINCT d.id), count(sp.id), count(sp.id) FILTER (WHERE sp.is_in_stock),
+       count(sp.id) FILTER (WHERE sp.stock_status = 'oos'),
+       (SELECT count(*) FROM crawl_runs r JOIN dispensaries rd ON rd.id = r.dispensary_id
+         WHERE rd.platform = d.platform AND rd.state = %(state)s AND r.status = 'complete')
+  FROM dispensaries d LEFT JOIN store_products sp ON sp.dispensary_id = d.id
+ WHERE d.state = %(state)s
+ GROUP BY d.platform ORDER BY d.platform
+"""
 DEMO_DATABASE = "cannaspider_demo"
 
 
@@ -49,7 +59,7 @@ def fresh_database(server_url: str, name: str) -> str:
 
 class Command(CannaspiderCommand):
     def short_desc(self) -> str:
-        return "Run the whole Dutchie chain against the sandbox and print a summary"
+        return "Run the whole chain (Dutchie and Jane) against the sandbox and print a summary"
 
     def add_options(self, parser) -> None:
         super().add_options(parser)
@@ -72,11 +82,16 @@ class Command(CannaspiderCommand):
         with Sandbox(CatalogConfig(states=(state,), stores_per_state=8), proxy=True, proxy_auth=auth) as sandbox:
             assert sandbox.urls is not None
             base = sandbox.urls.base
-            env = {**os.environ, "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql, "DATABASE_URL": url}
-            print(f"sandbox: {sandbox.urls.graphql}")
+            env = {
+                **os.environ,
+                "DUTCHIE_GRAPHQL_URL": sandbox.urls.graphql,
+                "JANE_ALGOLIA_URL": sandbox.urls.jane,
+                "DATABASE_URL": url,
+            }
+            print(f"sandbox: {sandbox.urls.graphql} (Dutchie), {sandbox.urls.jane} (Jane)")
             # the proxy dies with the sandbox: it is in the pool (the table) only while this runs
             with sandbox_proxy_row(url, sandbox.urls.proxy or "", auth) as masked:
-                print(f"proxy:   {masked} (every Dutchie request)")
+                print(f"proxy:   {masked} (every Dutchie and Jane request)")
 
                 def crawl(*argv: str) -> None:
                     cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
@@ -86,15 +101,17 @@ class Command(CannaspiderCommand):
                         raise SystemExit(f"error: `scrapy crawl {' '.join(argv)}` exited with {result.returncode}")
 
                 def set_epoch(epoch: int) -> None:
-                    req = urllib.request.Request(
-                        f"{base}/_sandbox/epoch",
-                        data=json.dumps({"epoch": epoch}).encode(),
-                        method="POST",
-                        headers={"content-type": "application/json"},
-                    )
-                    urllib.request.urlopen(req, timeout=10).read()
+                    for path in ("/_sandbox/epoch", "/_sandbox/jane/epoch"):  # both platforms' menus
+                        req = urllib.request.Request(
+                            f"{base}{path}",
+                            data=json.dumps({"epoch": epoch}).encode(),
+                            method="POST",
+                            headers={"content-type": "application/json"},
+                        )
+                        urllib.request.urlopen(req, timeout=10).read()
 
                 crawl("store_discovery", "-a", f"state={state}")
+                crawl("store_discovery", "-a", f"state={state}", "-a", "platform=jane")
                 crawl("entry_point_discovery", "-a", f"state={state}")
                 crawl("product_discovery", "-a", f"state={state}")
                 for epoch in range(1, opts.resyncs + 1):
@@ -129,6 +146,7 @@ class Command(CannaspiderCommand):
                 "JOIN dispensaries d ON d.id = sp.dispensary_id WHERE d.state = %s",
                 (state,),
             )
+            per_platform = conn.execute(PER_PLATFORM, {"state": state}).fetchall()
         items = len(json.loads(feed.read_text())) if feed.exists() else 0
         assert self.settings is not None  # Scrapy sets it before running a command
         print()
@@ -141,6 +159,9 @@ class Command(CannaspiderCommand):
         print(f"  snapshots       {snapshots}")
         print(f"  images          {images} of {with_image_url} stored as webp in {images_store_uri(self.settings)}")
         print("  crawl runs      " + ", ".join(f"{n} {s}" for s, n in sorted(runs.items())))
+        print("  per platform    stores  products  in stock  out of stock  complete runs")
+        for platform, p_stores, p_products, p_in_stock, p_oos, p_complete in per_platform:
+            print(f"    {platform:<13} {p_stores:>6}  {p_products:>8}  {p_in_stock:>8}  {p_oos:>12}  {p_complete:>13}")
         print(f"  feed            {feed} ({items} items)")
         assert self.settings is not None
         host, port = self.settings.get("API_HOST"), self.settings.getint("API_PORT")

@@ -22,12 +22,24 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
     result = run_scrapy("demo", "--state", "NV", "--database", name, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
+    assert "$ scrapy crawl store_discovery -a state=NV -a platform=jane" in out
     for step in ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync"):
         assert f"$ scrapy crawl {step}" in out
     figures = {
         k: int(v) for k, v in re.findall(r"^\s+(stores|products|in stock|out of stock)\s+(\d+)", out, re.MULTILINE)
     }
-    assert figures["stores"] == 8 and figures["products"] > 1000
+    assert figures["stores"] == 8 + 4 and figures["products"] > 1000  # Dutchie's 8 stores, Jane's 4
+    per_platform = {
+        p: tuple(map(int, row))
+        for p, *row in re.findall(r"^\s+(dutchie|jane)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", out, re.M)
+    }
+    assert per_platform["dutchie"][0] == 8 and per_platform["jane"][0] == 4
+    assert all(oos > 0 and complete == stores * 4 for stores, _, _, oos, complete in per_platform.values())
+    assert [sum(column) for column in zip(*per_platform.values(), strict=True)][1:4] == [
+        figures["products"],
+        figures["in stock"],
+        figures["out of stock"],
+    ]
     assert figures["out of stock"] > 0 and figures["in stock"] + figures["out of stock"] == figures["products"]
     feed = tmp_path / "data" / "demo" / "products.json"
     items = json.loads(feed.read_text())
@@ -38,7 +50,7 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
     with psycopg.connect(url) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
         proxies = conn.execute("SELECT count(*) FROM proxies").fetchone()[0]
-    assert statuses == {"complete": 8 * 4}
+    assert statuses == {"complete": (8 + 4) * 4}
     with psycopg.connect(url) as conn:  # created anew: nothing of the earlier run is left
         assert conn.execute("SELECT to_regclass('left_by_an_earlier_run')").fetchone() == (None,)
     assert proxies == 0  # its sandbox's proxy is gone with it: no dead row for later crawls or `scrapy check`

@@ -31,8 +31,8 @@ def test_enqueue_reuses_and_refuses_bad_input_with_one_line(db, sql):
         (["enqueue", "product_resync", "--dispensary-id", "999"], "error: dispensary 999 does not exist"),
         (["enqueue", "store_discovery"], "error: store_discovery needs state"),
         (
-            ["enqueue", "product_resync", "--dispensary-id", str(d), "--platform", "jane"],
-            "error: unknown platform 'jane' (supported: dutchie)",
+            ["enqueue", "product_resync", "--dispensary-id", str(d), "--platform", "weedmaps"],
+            "error: unknown platform 'weedmaps' (supported: dutchie, jane)",
         ),
         (["tasks", "cancel", "abc"], "error: task id must be an integer, got 'abc'"),
         (["tasks", "--status", "done"], "error: unknown status 'done'"),
@@ -41,6 +41,9 @@ def test_enqueue_reuses_and_refuses_bad_input_with_one_line(db, sql):
         assert bad.returncode == 2 and bad.stderr.strip().startswith(message), (argv, bad.stderr)
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
     assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 1
+    jane = run_scrapy("enqueue", "product_resync", "--dispensary-id", str(d), "--platform", "jane", env=env)
+    assert jane.returncode == 0 and jane.stdout.startswith("queued task "), jane.stderr
+    assert sql("SELECT platform FROM worker_tasks ORDER BY id") == [("dutchie",), ("jane",)]
 
 
 def test_schedule_once_then_tasks_cancel_and_retry(db, sql):

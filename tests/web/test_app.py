@@ -51,9 +51,14 @@ def test_the_seeds_task_payload_with_its_platform_is_accepted(api, sql):
         d,
         20,
     ]
-    other = http("POST", api.base + "/api/tasks", {**body, "platform": "jane"}, AUTH)
-    assert other.status == 422 and "unknown platform 'jane' (supported: dutchie)" in other.text
-    assert sql("SELECT role, platform FROM worker_tasks") == [("product_resync", "dutchie")]
+    other = http("POST", api.base + "/api/tasks", {**body, "platform": "weedmaps"}, AUTH)
+    assert other.status == 422 and "unknown platform 'weedmaps' (supported: dutchie, jane)" in other.text
+    jane = http("POST", api.base + "/api/tasks", {**body, "platform": "jane"}, AUTH)
+    assert jane.status == 201 and jane.json()["task"]["platform"] == "jane", jane.text
+    assert sql("SELECT role, platform FROM worker_tasks ORDER BY id") == [
+        ("product_resync", "dutchie"),
+        ("product_resync", "jane"),
+    ]
 
 
 @pytest.mark.parametrize(
