@@ -26,7 +26,7 @@ from scrapy.settings import Settings  # noqa: E402
 
 from cannaspider.images import render as renderer  # noqa: E402
 from cannaspider.images import vips  # noqa: E402
-from cannaspider.images.params import parse_variant  # noqa: E402
+from cannaspider.images.render import parse_variant  # noqa: E402
 
 QUERIES = (
     "w=4000&h=4000&fit=contain&blur=20",

@@ -1,5 +1,5 @@
 """One image job fetched and stored (docs/images.md): the download, the checks, the webp, the
-file, the row's path. The jobs are planned by image_plan.py and run by the pipeline's workers
+file, the row's path. The jobs are planned by images.py (ImagePlanner) and run by the pipeline's workers
 (images.py).
 
 - The download path is Scrapy's media pipelines' (the engine's downloader, so the downloader
@@ -15,11 +15,11 @@ file, the row's path. The jobs are planned by image_plan.py and run by the pipel
   no worker, and take its answer.
 - The file is webp, not JPEG (IMAGES_CONVERTER: cannaspider/images/convert.py), checked against
   IMAGES_MIN_WIDTH/HEIGHT, written to one of Scrapy's file stores (a local folder, s3://, gs://,
-  ftp://, chosen by IMAGES_STORE: cannaspider/images/filestore.py); the conversions under way
+  ftp://, chosen by IMAGES_STORE: cannaspider/images/backends.py); the conversions under way
   together decode at most IMAGES_CONVERT_BUDGET_PIXELS (cannaspider/images/budget.py; docs/images.md,
   "Bounds"), each counted from its header first; the product's
   store_products.local_image_path is set once it is written, by a batched UPDATE
-  (cannaspider/pipelines/image_paths.py), never a round trip per product.
+  (cannaspider/pipelines/image_sources.py), never a round trip per product.
 - A failed or unusable image (HTTP error, HTML, a truncated file, a decompression bomb, an empty
   body) is one warning line and a stat `cannaspider/images_failed/<code>`, the code given where the
   failure is found (ImageFailed, UnusableImage); its product keeps local_image_path NULL, so the
@@ -55,8 +55,7 @@ from cannaspider.images import vips
 from cannaspider.images.budget import PixelBudget
 from cannaspider.images.convert import UnusableImage, declared_pixels
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
-from cannaspider.pipelines.image_paths import ImagePathWriter
-from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImageSources
+from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImagePathWriter, ImageSources
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")

@@ -11,8 +11,8 @@ address, IMG_RENDERS_PER_CLIENT at once (more: 429); renders in
 flight together hold at most IMG_RENDER_BUDGET_PIXELS of the pixel budget (more wait their turn);
 a render's own work goes with its pixels (no enlarging, a blur's cost bounded: render.py).
 
-Parameters: cannaspider/images/params.py; rendering (libvips, in a thread pool, never on the event
-loop): cannaspider/images/render.py; originals from a remote store: cannaspider/images/originals.py;
+Parameters: cannaspider/images/render.py; rendering (libvips, in a thread pool, never on the event
+loop): cannaspider/images/render.py; originals from a remote store: cannaspider/images/cache.py;
 the route: cannaspider/web/images.py.
 """
 
@@ -33,15 +33,27 @@ from scrapy.settings import BaseSettings
 
 from cannaspider import settings as defaults
 from cannaspider.images import vips
+from cannaspider.images.backends import (
+    BackendConfigError,
+    BackendReader,
+    BackendUnavailable,
+    LocalReader,
+    images_store_uri,
+    open_backend,
+)
 from cannaspider.images.budget import PixelBudget
-from cannaspider.images.cache import DiskCache, MemoryCache
-from cannaspider.images.filestore import images_store_uri
-from cannaspider.images.originals import ImageNotFound, RemoteOriginals, settled
-from cannaspider.images.params import MEDIA_TYPES, parse_variant
+from cannaspider.images.cache import DiskCache, ImageNotFound, MemoryCache, RemoteOriginals, settled
 from cannaspider.images.paths import is_stored_path_shape
-from cannaspider.images.render import BadParameter, Plan, StoredImageError, Variant, plan, render
-from cannaspider.images.store_reader import StoreConfigError, StoreReader, StoreUnavailable
-from cannaspider.images.stores import LocalReader, open_store
+from cannaspider.images.render import (
+    MEDIA_TYPES,
+    BadParameter,
+    Plan,
+    StoredImageError,
+    Variant,
+    parse_variant,
+    plan,
+    render,
+)
 from cannaspider.web.image_sources import SourceMap
 
 logger = logging.getLogger("cannaspider.web.images")  # /img's lines, wherever the code lives
@@ -53,7 +65,7 @@ LOCATE_CACHE_ENTRIES = 10_000  # paths kept (a few MB at most)
 class ImageProxy:
     def __init__(
         self,
-        store: Path | StoreReader,
+        store: Path | BackendReader,
         cache_dir: Path,
         *,
         max_age: int = defaults.IMG_MAX_AGE_S,
@@ -69,7 +81,7 @@ class ImageProxy:
         renders_per_client: int = defaults.IMG_RENDERS_PER_CLIENT,
         unsupported_store: str | None = None,
     ):
-        self.store: StoreReader = LocalReader(store) if isinstance(store, Path) else store
+        self.store: BackendReader = LocalReader(store) if isinstance(store, Path) else store
         self.local = self.store if isinstance(self.store, LocalReader) else None
         self.root = self.local.root if self.local is not None else None
         self.cache_dir = cache_dir
@@ -102,16 +114,16 @@ class ImageProxy:
         vips.configure(settings)
         data_dir = Path(settings["CANNASPIDER_DATA_DIR"])
         store_threads = max(1, settings.getint("IMG_STORE_THREADS"))
-        store: Path | StoreReader
+        store: Path | BackendReader
         unsupported = None
         try:
-            store = open_store(
+            store = open_backend(
                 images_store_uri(settings),
                 settings,
                 timeout=settings.getfloat("IMG_STORE_TIMEOUT_S"),
                 pool=store_threads,
             )
-        except StoreConfigError as exc:  # every /img answer says so (501), the service still starts
+        except BackendConfigError as exc:  # every /img answer says so (501), the service still starts
             store, unsupported = Path(data_dir / "images"), str(exc)
         return cls(
             store,
@@ -183,7 +195,7 @@ class ImageProxy:
             return JSONResponse({"detail": str(exc)}, status_code=400)
         except ImageNotFound:
             return JSONResponse({"detail": "no such image"}, status_code=404)
-        except StoreUnavailable as exc:
+        except BackendUnavailable as exc:
             logger.warning("/img %s: %s", path, exc.reason)
             retry = {"Retry-After": str(max(1, round(self.store_retry_s)))} if exc.status == 503 else {}
             return JSONResponse(

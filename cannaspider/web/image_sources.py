@@ -1,7 +1,7 @@
 """Which stored object `/img` shows for a per-store path (docs/images.md, "One download per
 source"): an image is stored once per source, as the object of the first path it was fetched for,
 and every other store's path is mapped to that source in image_paths (the pipeline writes the
-mapping before it records the path: cannaspider/pipelines/image_paths.py). The per-store paths,
+mapping before it records the path: cannaspider/pipelines/image_sources.py). The per-store paths,
 the API and the pages are unchanged; only /img looks the path up.
 
 A mapping does not change once written, so answers are kept (SOURCE_TTL_S, in case a source whose

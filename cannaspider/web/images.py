@@ -3,15 +3,15 @@
 
     GET /img/products/az/az-deeply-rooted/bud-bros/6913e3cd444eac3935e928b9/image-ae38b1f9.webp?w=200
 
-Parameters, as the seed's proxy (sharp) takes them (cannaspider/images/params.py): `w`, `h`
+Parameters, as the seed's proxy (sharp) takes them (cannaspider/images/render.py): `w`, `h`
 (1–4000), `q` (1–100, default 80), `fit` (cover, contain, fill, inside, outside; default cover),
 `blur` (sigma, 0.3–1000), `gray` (1), `format` (webp default, jpeg, png, avif). A bad or unknown
 parameter is a 400 saying which; a path that is not one the pipeline writes, leaves the store
 (`..`, absolute, encoded, a symlink out) or names no file is a 404, before any file is opened.
 
 The stored file is read from IMAGES_STORE, whatever store the pipeline wrote it to: a folder in
-place, or s3://, gs:// or ftp:// through the reader cannaspider/images/stores.py opens, the originals fetched from a
-remote store kept in a bounded local cache folder (cannaspider/images/originals.py). A remote store
+place, or s3://, gs:// or ftp:// through the reader cannaspider/images/backends.py opens, the originals fetched from a
+remote store kept in a bounded local cache folder (cannaspider/images/cache.py). A remote store
 that does not answer is a 503 (Retry-After; for IMG_STORE_RETRY_S seconds further reads are not even
 tried), one that refuses us a 502; both say which store, never with its credentials. What is
 already cached is still served. A stored file that is corrupt or declares too many pixels is a 502
@@ -29,7 +29,7 @@ from fastapi.responses import Response
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import get_project_settings
 
-from cannaspider.images.params import MEDIA_TYPES
+from cannaspider.images.render import MEDIA_TYPES
 from cannaspider.web.image_proxy import ImageProxy
 from cannaspider.web.models import refused_with
 

@@ -207,6 +207,6 @@ def brand_description(text: str) -> str | None:
 
 
 def brand_logo(brand: object) -> str | None:
-    """brand.imageUrl when it is an http(s) URL (stored once per brand: pipelines/image_plan.py)."""
+    """brand.imageUrl when it is an http(s) URL (stored once per brand: pipelines/images.py)."""
     url = brand.get("imageUrl") if type(brand) is dict else None
     return url if type(url) is str and url and url.isascii() and fetchable(url) else None

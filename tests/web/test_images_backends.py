@@ -23,8 +23,7 @@ from fastapi import FastAPI
 from PIL import Image
 from scrapy.settings import Settings
 
-from cannaspider.images.cloud_stores import S3Reader
-from cannaspider.images.ftp_store import FTPReader
+from cannaspider.images.backends import FTPReader, S3Reader
 from cannaspider.web.images import ImageProxy, image_router
 from tests.helpers import add_store, project_settings
 from tests.httpclient import http

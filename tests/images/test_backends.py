@@ -1,7 +1,7 @@
-"""The store readers of /img, without a server: the object names they read are the ones Scrapy's
-stores write, no path that leaves the store becomes a key, and each answer of a store maps to
-found / not found / 502 / 503 with a reason that holds no credential. (Reads over a real FTP
-server, moto's S3 server and a GCS emulator: tests/web/test_images_stores.py.)"""
+"""The image back-ends' readers for /img, without a server: the object names they read are the ones
+Scrapy's files stores write, no path that leaves the back-end becomes a key, and each answer of a
+back-end maps to found / not found / 502 / 503 with a reason that holds no credential. (Reads over
+a real FTP server, moto's S3 server and a GCS emulator: tests/web/test_images_backends.py.)"""
 
 from __future__ import annotations
 
@@ -12,12 +12,20 @@ from botocore.stub import Stubber
 from scrapy.settings import Settings
 
 from cannaspider import settings as defaults
-from cannaspider.images import cloud_stores, stores
-from cannaspider.images.cloud_stores import GCSReader, S3Reader, bucket_and_prefix
-from cannaspider.images.ftp_store import FTPReader
+from cannaspider.images import backends
+from cannaspider.images.backends import (
+    BackendConfigError,
+    BackendReader,
+    BackendUnavailable,
+    FTPReader,
+    GCSReader,
+    LocalReader,
+    S3Reader,
+    backend_scheme,
+    bucket_and_prefix,
+    object_key,
+)
 from cannaspider.images.paths import brand_logo_path, product_image_path
-from cannaspider.images.store_reader import StoreConfigError, StoreReader, StoreUnavailable, object_key
-from cannaspider.images.stores import LocalReader, store_scheme
 from cannaspider.web.images import image_router
 
 PID = "6913e3cd444eac3935e928b9"
@@ -25,9 +33,9 @@ PATH = product_image_path("AZ", "Deeply Rooted", "Bud Bros", PID, "https://image
 SECRET = "s3cret-value-for-tests"
 
 
-def open_store(uri: str, settings: Settings) -> StoreReader:
+def open_backend(uri: str, settings: Settings) -> BackendReader:
     """As /img opens its store: the project's IMG_STORE_TIMEOUT_S and IMG_STORE_THREADS."""
-    return stores.open_store(uri, settings, timeout=defaults.IMG_STORE_TIMEOUT_S, pool=defaults.IMG_STORE_THREADS)
+    return backends.open_backend(uri, settings, timeout=defaults.IMG_STORE_TIMEOUT_S, pool=defaults.IMG_STORE_THREADS)
 
 
 OUTSIDE = [
@@ -97,22 +105,22 @@ def test_no_key_is_built_for_a_path_out_of_the_store():
 
 
 def test_gcs_without_its_library_is_a_clear_configuration_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(cloud_stores, "find_spec", lambda name: None)  # a node without google-cloud-storage
-    with pytest.raises(StoreConfigError, match="gs://: /img needs google-cloud-storage"):
-        open_store("gs://bucket/images/", Settings())
+    monkeypatch.setattr(backends, "find_spec", lambda name: None)  # a node without google-cloud-storage
+    with pytest.raises(BackendConfigError, match="gs://: /img needs google-cloud-storage"):
+        open_backend("gs://bucket/images/", Settings())
     router = image_router(Settings({"IMAGES_STORE": "gs://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
     assert "google-cloud-storage" in router.image_proxy.unsupported_store  # type: ignore[attr-defined]
 
 
 def test_schemes_as_scrapy_picks_the_store(tmp_path):
-    assert store_scheme("/abs/images") == "file" and store_scheme("rel/images") == ""
-    assert store_scheme("s3://b/p/") == "s3" and store_scheme("ftp://h/p") == "ftp"
-    assert isinstance(open_store(str(tmp_path), Settings()), LocalReader)
-    assert isinstance(open_store(f"file://{tmp_path}", Settings()), LocalReader)
-    with pytest.raises(StoreConfigError, match="reads a folder, s3://, gs:// or ftp://"):
-        open_store("sftp://host/images/", Settings())
-    with pytest.raises(StoreConfigError, match="names no host"):
-        open_store("ftp:///images/", Settings())
+    assert backend_scheme("/abs/images") == "file" and backend_scheme("rel/images") == ""
+    assert backend_scheme("s3://b/p/") == "s3" and backend_scheme("ftp://h/p") == "ftp"
+    assert isinstance(open_backend(str(tmp_path), Settings()), LocalReader)
+    assert isinstance(open_backend(f"file://{tmp_path}", Settings()), LocalReader)
+    with pytest.raises(BackendConfigError, match="reads a folder, s3://, gs:// or ftp://"):
+        open_backend("sftp://host/images/", Settings())
+    with pytest.raises(BackendConfigError, match="names no host"):
+        open_backend("ftp:///images/", Settings())
 
 
 def test_local_reader_stays_in_its_folder(tmp_path):
@@ -152,7 +160,7 @@ def test_s3_answers(code, status, answer):
     if answer is None:
         assert reader.read(PATH) is None
         return
-    with pytest.raises(StoreUnavailable) as caught:
+    with pytest.raises(BackendUnavailable) as caught:
         reader.read(PATH)
     assert caught.value.status == answer and code in caught.value.reason
     assert "s3://bucket/images/" in caught.value.reason and SECRET not in caught.value.reason
@@ -161,14 +169,14 @@ def test_s3_answers(code, status, answer):
 def test_s3_unreachable_is_503_fast(tmp_path):
     # port 9 (discard) on loopback: nothing listens, the connection is refused at once
     reader = S3Reader("s3://bucket/images/", s3_settings(), timeout=1, pool=1)
-    with pytest.raises(StoreUnavailable) as caught:
+    with pytest.raises(BackendUnavailable) as caught:
         reader.read(PATH)
     assert caught.value.status == 503 and "cannot be reached (EndpointConnectionError)" in caught.value.reason
     assert SECRET not in caught.value.reason
 
 
 def test_ftp_unreachable_is_503():
-    with pytest.raises(StoreUnavailable) as caught:
+    with pytest.raises(BackendUnavailable) as caught:
         FTPReader(f"ftp://u:{SECRET}@127.0.0.1:9/images/", Settings(), timeout=1).read(PATH)
     assert caught.value.status == 503 and SECRET not in caught.value.reason
     assert caught.value.reason == "ftp://127.0.0.1:9/images/ cannot be reached (ConnectionRefusedError)"
@@ -194,7 +202,7 @@ def _gcs_failures():
 @pytest.mark.parametrize(("failure", "status", "why"), _gcs_failures())
 def test_gcs_answers(failure, status, why):
     reader = GCSReader("gs://bucket/images/", Settings(), timeout=1)
-    with pytest.raises(StoreUnavailable) as caught, reader.answers():
+    with pytest.raises(BackendUnavailable) as caught, reader.answers():
         raise failure
     assert caught.value.status == status and caught.value.reason.startswith("gs://bucket/images/")
     assert caught.value.reason.endswith(why)
