@@ -348,7 +348,7 @@ CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: wri
 API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a task is ~100 bytes
 
 # --- Alerts on events (webhooks; cannaspider/alerts, docs/analytics.md "Alerts") -------------
-# `scrapy schedule` (its own task beside the ticks) or `scrapy alerts send` matches subscriptions
+# `scrapy schedule` (its own task beside the ticks) or `scrapy webhooks send` matches subscriptions
 # against new events and posts them, signed with HMAC-SHA256 over the body with
 # ALERTS_WEBHOOK_SECRET (unset: nothing is sent; secret: never logged). A failed post is retried
 # after BACKOFF·2^(n-1) (capped, jittered) up to MAX_ATTEMPTS. Events are read by when their
@@ -361,11 +361,11 @@ ALERTS_MAX_ATTEMPTS = 20  # ~4 days of retries at the cap below: a receiver down
 ALERTS_BACKOFF_S = 30.0
 ALERTS_BACKOFF_MAX_S = 6 * 3600.0
 ALERTS_MATCH_LOOKBACK_S = 3600.0
-ALERTS_TICK_S = 60.0  # `scrapy schedule` and `scrapy alerts send --follow`: a pass this often
-SCHEDULE_ALERTS = True  # `scrapy schedule` delivers alerts (False: run `scrapy alerts send --follow` instead)
+ALERTS_TICK_S = 60.0  # `scrapy schedule` and `scrapy webhooks send --follow`: a pass this often
+SCHEDULE_ALERTS = True  # `scrapy schedule` delivers alerts (False: run `scrapy webhooks send --follow` instead)
 # Both webhooks (these alerts' and ALERT_WEBHOOK_URL below) never follow a redirect, read at most
 # 4 kB of an answer, and refuse a host that is or resolves to a loopback, private or link-local
-# address unless this is True (a receiver on the operator's own network; cannaspider/webhook.py).
+# address unless this is True (a receiver on the operator's own network; cannaspider/webhooks/posting.py).
 WEBHOOK_ALLOW_PRIVATE = False
 
 # --- Crawl health (Spidermon; cannaspider/monitors, docs/health.md) ----------------------------

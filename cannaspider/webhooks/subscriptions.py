@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from cannaspider import webhook
 from cannaspider.identity import normalize_name
+from cannaspider.webhooks import posting
 
 EVENT_TYPES = ("listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock")
 AVAILABILITY = "availability_changed"
@@ -44,7 +44,7 @@ class Subscription:
     created_at: datetime
 
     def describe(self) -> str:
-        """One line for `scrapy alerts list`, the URL redacted."""
+        """One line for `scrapy webhooks list`, the URL redacted."""
         parts = [f"{self.id:>5}", ",".join(self.types), "→", redacted(self.webhook_url)]
         for label, value in (
             ("state", self.state),
@@ -99,12 +99,12 @@ def validate(
 
 def address_refusal(host: str) -> str | None:
     """Why a webhook host may not be subscribed: an address of it is not public. A name that does
-    not resolve now is taken; every post checks its addresses again (cannaspider/webhook.py)."""
+    not resolve now is taken; every post checks its addresses again (cannaspider/webhooks/posting.py)."""
     try:
         addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
     except (OSError, UnicodeError):
         return None
-    return next((why for a in sorted(addresses) if (why := webhook.refusal(str(a))) is not None), None)
+    return next((why for a in sorted(addresses) if (why := posting.refusal(str(a))) is not None), None)
 
 
 def add(

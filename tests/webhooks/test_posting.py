@@ -1,4 +1,4 @@
-"""Which webhook addresses are refused (cannaspider/webhook.py): any address outside the public
+"""Which webhook addresses are refused (cannaspider/webhooks/posting.py): any address outside the public
 internet, as an IP in the URL or as what a name resolves to."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from cannaspider import webhook
+from cannaspider.webhooks import posting
 
 
 @pytest.mark.parametrize(
@@ -28,29 +28,29 @@ from cannaspider import webhook
     ],
 )
 def test_an_address_outside_the_public_internet_is_refused(address):
-    why = webhook.refusal(address)
+    why = posting.refusal(address)
     assert why is not None and "is not public" in why and "WEBHOOK_ALLOW_PRIVATE" in why
 
 
 @pytest.mark.parametrize("address", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "::ffff:8.8.8.8"])
 def test_a_public_address_is_taken(address):
-    assert webhook.refusal(address) is None
+    assert posting.refusal(address) is None
 
 
 def test_an_ip_in_the_url_is_checked_a_name_is_left_to_the_resolver():
-    assert webhook.literal_refusal("http://[::1]:8000/x") is not None
-    assert webhook.literal_refusal("http://10.0.0.7/hook") is not None
-    assert webhook.literal_refusal("https://hooks.example.com/x") is None
-    assert webhook.literal_refusal("https://8.8.8.8/x") is None
+    assert posting.literal_refusal("http://[::1]:8000/x") is not None
+    assert posting.literal_refusal("http://10.0.0.7/hook") is not None
+    assert posting.literal_refusal("https://hooks.example.com/x") is None
+    assert posting.literal_refusal("https://8.8.8.8/x") is None
 
 
 def test_the_resolver_refuses_a_name_with_a_private_address():
     async def resolve() -> None:
-        resolver = webhook.CheckedResolver()
+        resolver = posting.CheckedResolver()
         try:
             await resolver.resolve("localhost", 80)
         finally:
             await resolver.close()
 
-    with pytest.raises(webhook.WebhookRefused, match=r"127\.0\.0\.1 is not public"):
+    with pytest.raises(posting.WebhookRefused, match=r"127\.0\.0\.1 is not public"):
         asyncio.run(resolve())

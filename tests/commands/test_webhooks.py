@@ -1,4 +1,4 @@
-"""`scrapy alerts add | list | remove | send` as an operator runs them: a subscription stored and
+"""`scrapy webhooks add | list | remove | send` as an operator runs them: a subscription stored and
 listed without its webhook's token, bad input one `error:` line and exit 2, a pass that sends
 nothing without the secret."""
 
@@ -21,7 +21,7 @@ def env(db, sql, tmp_path) -> dict:
 
 
 def alerts(env, *args):
-    return run_scrapy("alerts", *args, env=env, timeout=120)
+    return run_scrapy("webhooks", *args, env=env, timeout=120)
 
 
 def test_add_list_remove_without_showing_the_token(env, sql):

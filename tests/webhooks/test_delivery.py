@@ -13,11 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from cannaspider.alerts import signing, subscriptions
-from cannaspider.alerts.run import AlertsPass, run_once
-from cannaspider.alerts.sender import AlertSender
-from tests.alerts.receiver import TOKEN_PATH, Receiver
+from cannaspider.webhooks import delivery, subscriptions
+from cannaspider.webhooks.delivery import WebhookPass, WebhookSender, run_once
 from tests.helpers import project_crawler
+from tests.webhooks.receiver import TOKEN_PATH, Receiver
 
 SECRET = "s3cret-for-alert-tests-only"
 ALERT_TABLES = "alert_deliveries, alert_subscriptions, alert_match_state"
@@ -29,8 +28,8 @@ def settings(**overrides: Any) -> Any:
     return project_crawler(**{**base, **overrides}).settings
 
 
-def alerts_pass(db: str, sender: AlertSender | None = None, **overrides: Any) -> AlertsPass:
-    async def run() -> AlertsPass:
+def alerts_pass(db: str, sender: WebhookSender | None = None, **overrides: Any) -> WebhookPass:
+    async def run() -> WebhookPass:
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
             return await run_once(conn, settings(**overrides), sender)
 
@@ -87,17 +86,19 @@ def test_matching_events_are_posted_signed_once_each(db, sql, events):
         drops = subscribe(db, receiver.url, ["price_changed"], min_drop_pct=15, brand="stiiizy ")
         oos = subscribe(db, receiver.url, ["out_of_stock"], state="az")
         done = alerts_pass(db)
-        assert done == AlertsPass(matched=2, delivered=2, failed=0)
+        assert done == WebhookPass(matched=2, delivered=2, failed=0)
         again = alerts_pass(db)  # the same events seen again: nothing twice
-        assert again == AlertsPass(0, 0, 0)
+        assert again == WebhookPass(0, 0, 0)
     got = {}
     for request in receiver.received:
         headers, body = request["headers"], request["body"]
         assert request["path"] == TOKEN_PATH
-        assert signing.verify(SECRET, int(headers[signing.TIMESTAMP]), body, headers[signing.SIGNATURE])
-        assert not signing.verify("another secret", int(headers[signing.TIMESTAMP]), body, headers[signing.SIGNATURE])
+        assert delivery.verify(SECRET, int(headers[delivery.TIMESTAMP]), body, headers[delivery.SIGNATURE])
+        assert not delivery.verify(
+            "another secret", int(headers[delivery.TIMESTAMP]), body, headers[delivery.SIGNATURE]
+        )
         doc = json.loads(body)
-        assert headers[signing.DELIVERY] == str(doc["delivery_id"])
+        assert headers[delivery.DELIVERY] == str(doc["delivery_id"])
         got[doc["subscription_id"]] = doc
     assert set(got) == {drops, oos}
     drop = got[drops]
@@ -135,7 +136,7 @@ def test_an_implausible_price_move_fires_no_price_alert(db, sql, events):
     with Receiver() as receiver:
         drops = subscribe(db, receiver.url, ["price_changed"], min_drop_pct=15)
         every = subscribe(db, receiver.url, ["price_changed"])
-        assert alerts_pass(db) == AlertsPass(matched=3, delivered=3, failed=0)
+        assert alerts_pass(db) == WebhookPass(matched=3, delivered=3, failed=0)
     got = sorted(
         (doc["subscription_id"], doc["price_rec_old"], doc["price_rec"])
         for doc in (json.loads(r["body"]) for r in receiver.received)
@@ -147,18 +148,18 @@ def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, 
     caplog.set_level(logging.DEBUG)
     with Receiver(statuses=[500]) as receiver:
         subscribe(db, receiver.url, ["out_of_stock"], state="NV")
-        assert alerts_pass(db) == AlertsPass(1, 0, 1)
+        assert alerts_pass(db) == WebhookPass(1, 0, 1)
         ((status, error, attempts, wait),) = sql(
             "SELECT last_status, last_error, attempts, extract(epoch FROM next_attempt_at - now()) "
             "FROM alert_deliveries"
         )
         assert (status, error, attempts) == (500, "answered HTTP 500", 1)
         assert 50 < float(wait) <= 72  # ALERTS_BACKOFF_S (60) after the first failure, jittered up to +20 %
-        assert alerts_pass(db) == AlertsPass(0, 0, 0)  # not due yet
+        assert alerts_pass(db) == WebhookPass(0, 0, 0)  # not due yet
         sql("UPDATE alert_deliveries SET next_attempt_at = now()")
-        assert alerts_pass(db) == AlertsPass(0, 1, 0)
+        assert alerts_pass(db) == WebhookPass(0, 1, 0)
     first, second = receiver.received
-    assert first["headers"][signing.DELIVERY] == second["headers"][signing.DELIVERY]  # the same delivery, retried
+    assert first["headers"][delivery.DELIVERY] == second["headers"][delivery.DELIVERY]  # the same delivery, retried
     assert json.loads(second["body"])["event_id"] == events["nv:out_of_stock"]
 
     # the receiver is down now: the next delivery waits, its error names no URL
@@ -168,7 +169,7 @@ def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, 
     )
     for _ in (1, 2):
         sql("UPDATE alert_deliveries SET next_attempt_at = now() WHERE delivered_at IS NULL")
-        assert alerts_pass(db) == AlertsPass(0, 0, 1)
+        assert alerts_pass(db) == WebhookPass(0, 0, 1)
     ((status, error, attempts, wait),) = sql(
         "SELECT last_status, last_error, attempts, extract(epoch FROM next_attempt_at - now()) FROM alert_deliveries "
         "WHERE delivered_at IS NULL"
@@ -179,7 +180,7 @@ def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, 
     assert SECRET not in logged and "T0KEN" not in logged
     # after ALERTS_MAX_ATTEMPTS it stays, undelivered, and is no longer posted
     sql("UPDATE alert_deliveries SET next_attempt_at = now() WHERE delivered_at IS NULL")
-    assert alerts_pass(db, ALERTS_MAX_ATTEMPTS=2) == AlertsPass(0, 0, 0)
+    assert alerts_pass(db, ALERTS_MAX_ATTEMPTS=2) == WebhookPass(0, 0, 0)
     assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NULL") == [(1,)]
 
 
@@ -187,7 +188,7 @@ def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, 
 def test_a_redirect_is_a_failed_delivery_never_followed(db, sql, events, status):
     with Receiver() as elsewhere, Receiver(statuses=[status], location=elsewhere.url) as receiver:
         subscribe(db, receiver.url, ["out_of_stock"], state="NV")
-        assert alerts_pass(db) == AlertsPass(1, 0, 1)
+        assert alerts_pass(db) == WebhookPass(1, 0, 1)
     assert [r["method"] for r in receiver.received] == ["POST"]
     assert elsewhere.received == []  # neither a GET nor the signed POST went where it pointed
     assert sql("SELECT delivered_at, last_status, last_error FROM alert_deliveries") == [
@@ -199,7 +200,7 @@ def test_a_long_answer_is_read_no_further_than_a_few_kb(db, sql, events):
     """A receiver that streams 32 MB back: the status is read, the answer closed unread."""
     with Receiver(stream=32 << 20) as receiver:
         subscribe(db, receiver.url, ["out_of_stock"], state="NV")
-        assert alerts_pass(db) == AlertsPass(1, 1, 0)
+        assert alerts_pass(db) == WebhookPass(1, 1, 0)
         assert receiver.done.wait(60) and receiver.hung_up.is_set()
     assert sql("SELECT last_status, last_error FROM alert_deliveries") == [(200, None)]
 
@@ -213,23 +214,23 @@ def test_a_private_webhook_is_refused_unless_allowed(db, sql, events):
         # subscribed while allowed (or a name that resolved elsewhere then): each post checks again
         for url in (receiver.url, by_name):
             subscribe(db, url, ["out_of_stock"], state="NV")
-        assert alerts_pass(db, WEBHOOK_ALLOW_PRIVATE=False) == AlertsPass(2, 0, 2)
+        assert alerts_pass(db, WEBHOOK_ALLOW_PRIVATE=False) == WebhookPass(2, 0, 2)
         assert receiver.received == []
         assert sql("SELECT DISTINCT last_status, last_error FROM alert_deliveries") == [
             (None, "refused: the webhook's address 127.0.0.1 is not public (set WEBHOOK_ALLOW_PRIVATE to allow it)")
         ]
         sql("UPDATE alert_deliveries SET next_attempt_at = now()")
-        assert alerts_pass(db) == AlertsPass(0, 2, 0)
+        assert alerts_pass(db) == WebhookPass(0, 2, 0)
     assert len(receiver.received) == 2
 
 
 def test_without_a_secret_nothing_is_sent_and_deliveries_wait(db, sql, events, caplog):
     with Receiver() as receiver:
         subscribe(db, receiver.url, ["out_of_stock"])
-        sender = AlertSender.from_settings(settings(ALERTS_WEBHOOK_SECRET=None))
-        assert "s3cret" not in repr(AlertSender.from_settings(settings()))
-        assert alerts_pass(db, sender) == AlertsPass(2, 0, 0)
-        assert alerts_pass(db, sender) == AlertsPass(0, 0, 0)
+        sender = WebhookSender.from_settings(settings(ALERTS_WEBHOOK_SECRET=None))
+        assert "s3cret" not in repr(WebhookSender.from_settings(settings()))
+        assert alerts_pass(db, sender) == WebhookPass(2, 0, 0)
+        assert alerts_pass(db, sender) == WebhookPass(0, 0, 0)
     assert receiver.received == []
     assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NULL AND attempts = 0") == [(2,)]
     assert caplog.text.count("ALERTS_WEBHOOK_SECRET is not set") == 1
@@ -246,7 +247,7 @@ def test_a_brands_availability_change_over_the_threshold(db, sql, events):
     with Receiver() as receiver:
         big = subscribe(db, receiver.url, ["availability_changed"], min_change=0.5, brand="Stiiizy")
         subscribe(db, receiver.url, ["availability_changed"], min_change=0.6)  # not reached
-        assert alerts_pass(db) == AlertsPass(1, 1, 0)
+        assert alerts_pass(db) == WebhookPass(1, 1, 0)
     doc = json.loads(receiver.received[0]["body"])
     assert doc["subscription_id"] == big
     assert (doc["state"], doc["day"], doc["availability"], doc["availability_then"], doc["change"]) == (
@@ -268,8 +269,8 @@ def test_a_brand_that_no_store_carries_any_more_is_an_availability_change(db, sq
     sql("INSERT INTO market_brand_daily VALUES ('AZ', %s, %s, 2, 4, 1, 2, 10)", (then, events["brand"]))
     with Receiver() as receiver:
         sub = subscribe(db, receiver.url, ["availability_changed"], min_change=0.5, state="AZ")
-        assert alerts_pass(db) == AlertsPass(1, 1, 0)
-        assert alerts_pass(db) == AlertsPass(0, 0, 0)  # once
+        assert alerts_pass(db) == WebhookPass(1, 1, 0)
+        assert alerts_pass(db) == WebhookPass(0, 0, 0)  # once
     doc = json.loads(receiver.received[0]["body"])
     assert (doc["subscription_id"], doc["brand_id"], doc["brand"]) == (sub, events["brand"], "STIIIZY")
     assert (doc["stores"], doc["stores_crawled"], doc["stores_then"], doc["stores_crawled_then"]) == (0, 5, 2, 4)
@@ -289,14 +290,14 @@ def test_the_events_of_a_crawl_that_closes_hours_after_its_start_are_matched(db,
     )[0][0]
     with Receiver() as receiver:
         subscribe(db, receiver.url, ["back_in_stock"])
-        assert alerts_pass(db) == AlertsPass(0, 0, 0)  # a pass while the crawl runs
+        assert alerts_pass(db) == WebhookPass(0, 0, 0)  # a pass while the crawl runs
         # 8 hours on, the crawl closes: its events carry its start, written now
         event = sql(
             "INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, "
             "price_rec) VALUES (%s, %s, %s, %s, 'back_in_stock', 30) RETURNING id",
             (started, run, store, product),
         )[0][0]
-        assert alerts_pass(db) == AlertsPass(1, 1, 0)
+        assert alerts_pass(db) == WebhookPass(1, 1, 0)
     doc = json.loads(receiver.received[0]["body"])
     assert (doc["event_id"], doc["type"], doc["crawl_run_id"]) == (event, "back_in_stock", run)
     assert datetime.fromisoformat(doc["occurred_at"]) == started

@@ -1,11 +1,11 @@
-"""`scrapy alerts add | list | remove ID | send [--follow]`: subscriptions to product events and
+"""`scrapy webhooks add | list | remove ID | send [--follow]`: event webhooks, subscriptions to product events and
 availability changes, delivered as signed webhooks (docs/analytics.md, "Alerts").
 
-    scrapy alerts add --type price_changed --min-drop 15 --brand "Stiiizy" --webhook URL
-    scrapy alerts add --type out_of_stock --type back_in_stock --state AZ --webhook URL
-    scrapy alerts add --type availability_changed --min-change 0.1 --state AZ --webhook URL
-    scrapy alerts send            # one pass: match new events, post what is due
-    scrapy alerts send --follow   # a pass every ALERTS_TICK_S, until interrupted
+    scrapy webhooks add --type price_changed --min-drop 15 --brand "Stiiizy" --webhook URL
+    scrapy webhooks add --type out_of_stock --type back_in_stock --state AZ --webhook URL
+    scrapy webhooks add --type availability_changed --min-change 0.1 --state AZ --webhook URL
+    scrapy webhooks send            # one pass: match new events, post what is due
+    scrapy webhooks send --follow   # a pass every ALERTS_TICK_S, until interrupted
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 import psycopg
 
-from cannaspider.alerts import subscriptions
-from cannaspider.alerts.run import follow as follow_alerts
-from cannaspider.alerts.run import run_once
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
+from cannaspider.webhooks import subscriptions
+from cannaspider.webhooks.delivery import follow as follow_deliveries
+from cannaspider.webhooks.delivery import run_once
 
 
 class Command(CannaspiderCommand):
@@ -29,7 +29,7 @@ class Command(CannaspiderCommand):
         return "add --type T [--type T …] --webhook URL [filters] | list | remove ID | send [--follow]"
 
     def short_desc(self) -> str:
-        return "Webhook alerts on product events and brand availability changes"
+        return "Event webhooks: product events and brand availability changes, signed"
 
     def add_options(self, parser: Any) -> None:
         super().add_options(parser)
@@ -61,7 +61,7 @@ class Command(CannaspiderCommand):
         elif action == "send" and len(args) == 1:
             asyncio.run(self._send(follow=opts.follow))
         else:
-            self._fail("usage: scrapy alerts " + self.syntax())
+            self._fail("usage: scrapy webhooks " + self.syntax())
 
     def _add(self, opts: Any) -> None:
         if not opts.webhook:
@@ -98,6 +98,6 @@ class Command(CannaspiderCommand):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await follow_alerts(
+        await follow_deliveries(
             url, settings, stop, lambda done: print(done if isinstance(done, str) else done.describe(), flush=True)
         )

@@ -1,4 +1,4 @@
-"""Posting to an operator's webhook: the event alerts (cannaspider/alerts/sender.py) and the
+"""Posting to an operator's webhook: the event alerts (cannaspider/webhooks/delivery.py) and the
 crawl-health alert (cannaspider/monitors/alerts.py) both post through here (docs/analytics.md,
 "Alerts", "What a webhook may be").
 
