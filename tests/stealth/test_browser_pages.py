@@ -1,4 +1,4 @@
-"""Without Chromium, ./dev's warning says what a crawl then does (stealth/browser_missing.py): the
+"""Without Chromium, ./dev's warning says what a crawl then does (stealth/browser_pages.py): the
 check and its words are the crawl's own. The Chromium part of ./dev's setup runs as is (its lines,
 from the script), with CHROMIUM_PATH at a file that does not exist and at one that does."""
 
@@ -50,7 +50,7 @@ def test_with_a_browser_at_chromium_path_dev_says_nothing(tmp_path):
 
 def test_the_module_exits_1_when_missing_and_0_when_present(tmp_path):
     env = {**os.environ, "CHROMIUM_PATH": str(tmp_path / "none")}
-    cmd = [sys.executable, "-m", "cannaspider.stealth.browser_missing", "--quiet"]
+    cmd = [sys.executable, "-m", "cannaspider.stealth.browser_pages", "--quiet"]
     assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True).returncode == 1
     env["CHROMIUM_PATH"] = "sh"  # a name on PATH, as CHROMIUM_PATH may be
     assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True).returncode == 0

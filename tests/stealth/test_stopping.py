@@ -1,4 +1,4 @@
-"""A queue-draining crawl whose proxy pool empties (cannaspider/stealth/outage.py): `scrapy crawl
+"""A queue-draining crawl whose proxy pool empties (cannaspider/stealth/stopping.py): `scrapy crawl
 product_resync -a follow=1` against the sandbox, its only proxy blocked until deactivated, then
 enabled again by the operator."""
 

@@ -1,10 +1,10 @@
-"""The time zone of a store from its state (cannaspider/stealth/timezones.py)."""
+"""The time zone of a store from its state (cannaspider/stealth/locales.py)."""
 
 from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from cannaspider.stealth.timezones import DEFAULT_TIMEZONE, STATE_TIMEZONES, state_timezone, store_timezone
+from cannaspider.stealth.locales import DEFAULT_TIMEZONE, STATE_TIMEZONES, state_timezone, store_timezone
 
 STATES = (
     "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM NY NC ND OH OK "
