@@ -347,7 +347,7 @@ API_PORT = 8000
 CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused
 API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a task is ~100 bytes
 
-# --- Alerts on events (webhooks; cannaspider/alerts, docs/analytics.md "Alerts") -------------
+# --- Alerts on events (event webhooks; cannaspider/webhooks/, docs/analytics.md "Alerts") ----
 # `scrapy schedule` (its own task beside the ticks) or `scrapy webhooks send` matches subscriptions
 # against new events and posts them, signed with HMAC-SHA256 over the body with
 # ALERTS_WEBHOOK_SECRET (unset: nothing is sent; secret: never logged). A failed post is retried

@@ -10,7 +10,7 @@ import time
 import psycopg
 import pytest
 
-from cannaspider.firecrawl import merge
+from cannaspider.firecrawl import persistence
 from tests.firecrawl.conftest import add_keyword, serp_of
 
 SERP = {
@@ -30,13 +30,13 @@ SERP = {
 def apply(db_url: str, keyword_id: int, locale: str, updates: dict) -> bool:
     async def run():
         async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
-            return await merge.merge_locale(conn, keyword_id, locale, updates)
+            return await persistence.merge_locale(conn, keyword_id, locale, updates)
 
     return asyncio.run(run())
 
 
 def fields(status: str, http: int | None = None, onpage: dict | None = None) -> dict:
-    return merge.crawl_fields(status, http, "2026-11-30T10:00:00Z", None if status == "ok" else "why", onpage)
+    return persistence.crawl_fields(status, http, "2026-11-30T10:00:00Z", None if status == "ok" else "why", onpage)
 
 
 def test_only_crawl_fields_of_matching_competitors_change_in_that_locale_only(db):
@@ -131,12 +131,12 @@ def test_a_concurrent_write_to_another_locale_is_never_lost(db, other_first):
 def _merge_in(sync_conn, keyword_id):
     """The same statement, inside the caller's open transaction."""
     sync_conn.execute(
-        merge.MERGE_LOCALE,
+        persistence.MERGE_LOCALE,
         {
             "keyword_id": keyword_id,
             "locale": "fr-FR",
             "updates": json.dumps({"https://a.example/": fields("ok")}),
-            "crawl_fields": list(merge.CRAWL_FIELDS),
+            "crawl_fields": list(persistence.CRAWL_FIELDS),
         },
     )
 
