@@ -56,6 +56,8 @@ EXTENSIONS = {
     # the database side of the crawl (pool; the write ledger and crawl-run liveness it holds:
     # db/write_ledger.py, db/crawl_runs.py): db/crawl_store.py
     "cannaspider.db.crawl_store.CrawlStore": 100,
+    # the crawl's proxy pools, one per name, made when a component first asks (stealth/pool.py)
+    "cannaspider.stealth.pool.ProxyPools": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
 }

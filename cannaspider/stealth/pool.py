@@ -55,9 +55,42 @@ from cannaspider.stealth.proxies import (
 
 logger = logging.getLogger(__name__)
 
-# one pool of each name per crawler, shared by the components that use it (nothing is set on the
-# Crawler): the crawl's ('crawl'), and IMAGES_PROXY_POOL's when an operator gives images their own
-_POOLS: weakref.WeakKeyDictionary[Crawler, dict[str, ProxyPool]] = weakref.WeakKeyDictionary()
+# the pools of crawlers whose settings do not enable ProxyPools (components built directly on a
+# bare get_crawler(), as in tests): still one set per crawler
+_UNREGISTERED: weakref.WeakKeyDictionary[Crawler, ProxyPools] = weakref.WeakKeyDictionary()
+
+
+class ProxyPools:
+    """The crawler's proxy pools, one of each name, shared by the components that use them: the
+    crawl's ('crawl'), and IMAGES_PROXY_POOL's when an operator gives images their own. A Scrapy
+    extension enabled in EXTENSIONS (settings.py); a pool is made when a component first asks
+    for it, and closed (its health written) when the spider closes."""
+
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.pools: dict[str, ProxyPool] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ProxyPools:
+        return cls(crawler)
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> ProxyPools:
+        """The enabled extension, else (a bare test crawler) a set of its own. Available once the
+        crawler's extensions are built: in components' from_crawler and at run time."""
+        pools = crawler.get_extension(cls)
+        if pools is None:
+            pools = _UNREGISTERED.get(crawler)
+            if pools is None:
+                pools = _UNREGISTERED[crawler] = cls.from_crawler(crawler)
+        return pools
+
+    def pool(self, name: str = CRAWL_POOL) -> ProxyPool:
+        pool = self.pools.get(name)
+        if pool is None:
+            pool = self.pools[name] = ProxyPool(self.crawler, name)
+            self.crawler.signals.connect(pool.close, signal=signals.spider_closed)
+        return pool
 
 
 class ProxyPool:
@@ -84,12 +117,8 @@ class ProxyPool:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler, name: str = CRAWL_POOL) -> ProxyPool:
-        pools = _POOLS.setdefault(crawler, {})
-        pool = pools.get(name)
-        if pool is None:
-            pool = pools[name] = cls(crawler, name)
-            crawler.signals.connect(pool.close, signal=signals.spider_closed)
-        return pool
+        """The crawler's pool of that name (ProxyPools, above)."""
+        return ProxyPools.for_crawler(crawler).pool(name)
 
     # -- the table ---------------------------------------------------------------------------
     async def ensure_loaded(self) -> None:
