@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from scrapy.settings import Settings  # noqa: E402
 
+from cannaspider.images import convert  # noqa: E402
 from cannaspider.images import render as renderer  # noqa: E402
-from cannaspider.images import vips  # noqa: E402
 from cannaspider.images.render import parse_variant  # noqa: E402
 
 QUERIES = (
@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings()
     settings.setmodule("cannaspider.settings")
-    vips.configure(settings)
+    convert.configure(settings)
     pyvips.cache_set_max(0)  # every render from scratch
     worst = (0.0, "")
     with tempfile.TemporaryDirectory() as tmp:

@@ -291,7 +291,7 @@ IMG_MEMORY_CACHE_BYTES = 64 * 1024 * 1024  # recently served variants kept in me
 # render of a 16 MP source to 16 MP beside many thumbnails; the rest wait their turn).
 IMG_RENDERS_PER_CLIENT = 6
 IMG_RENDER_BUDGET_PIXELS = 40_000_000
-# libvips (/img and the pipeline's conversion; cannaspider/images/vips.py), process-wide. Its
+# libvips (/img and the pipeline's conversion; cannaspider/images/convert.py), process-wide. Its
 # operation cache would keep decoded pixels of recent renders beside /img's own caches of the
 # encoded variants: off by default, bounded when on. VIPS_CONCURRENCY is libvips' worker threads
 # per image: /img already renders IMG_RENDER_THREADS images at a time, so one each keeps every

@@ -1,4 +1,4 @@
-"""A variant of a stored webp, rendered with libvips (cannaspider/images/vips.py): the engine
+"""A variant of a stored webp, rendered with libvips (cannaspider/images/convert.py): the engine
 behind `GET /img` (cannaspider/web/images.py; docs/images.md, "The image proxy").
 
 sharp, which the seed's proxy used, is libvips too, so `fit`, `blur`, `gray`, `q` and `format`
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pyvips
 
-from cannaspider.images import vips
-from cannaspider.images.vips import KEEP_ICC, reason
+from cannaspider.images import convert
+from cannaspider.images.convert import KEEP_ICC, reason
 
 WEBP_EFFORT = 4  # libwebp's method 4: sharp's default
 AVIF_EFFORT = 1  # aom speed 8: a thumbnail in tens of milliseconds, not seconds
@@ -221,7 +221,7 @@ DEFAULT_QUALITY = 80
 FITS = ("cover", "contain", "fill", "inside", "outside")
 MEDIA_TYPES = {"webp": "image/webp", "jpeg": "image/jpeg", "png": "image/png", "avif": "image/avif"}
 PARAMETERS = ("w", "h", "q", "fit", "blur", "gray", "format")
-AVIF = vips.avif_encoder()
+AVIF = convert.avif_encoder()
 
 
 def parse_variant(items: list[tuple[str, str]]) -> Variant:

@@ -51,7 +51,7 @@ from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
 from cannaspider.db.errors import first_line
-from cannaspider.images import vips
+from cannaspider.images import convert
 from cannaspider.images.budget import PixelBudget
 from cannaspider.images.convert import UnusableImage, declared_pixels
 from cannaspider.pipelines.batch_writer import OUTAGE_ERRORS
@@ -105,7 +105,7 @@ class ImageFetcher:
         self.fetching: dict[str, ImageJob] = {}  # URL → the job of this crawl that holds its source
         self.known: dict[str, tuple[str, str]] = {}  # URL → (source, object key), stored and checked
         self.quality = settings.getint("IMAGES_WEBP_QUALITY")
-        vips.configure(settings)
+        convert.configure(settings)
         self.convert = load_object(settings["IMAGES_CONVERTER"])  # (body, quality=, max_pixels=) -> (webp, size)
         self.max_pixels = settings.getint("IMAGES_MAX_PIXELS")
         self.budget = PixelBudget(max(1, settings.getint("IMAGES_CONVERT_BUDGET_PIXELS")))

@@ -53,7 +53,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.project import get_project_settings
 
 from cannaspider import settings as defaults
-from cannaspider.images import vips
+from cannaspider.images import convert
 from cannaspider.images.backends import (
     BackendConfigError,
     BackendReader,
@@ -159,7 +159,7 @@ class ImageProxy:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ImageProxy:
-        vips.configure(settings)
+        convert.configure(settings)
         data_dir = Path(settings["CANNASPIDER_DATA_DIR"])
         store_threads = max(1, settings.getint("IMG_STORE_THREADS"))
         store: Path | BackendReader

@@ -1,4 +1,4 @@
-"""cannaspider/images/vips.py: libvips bounded by the project's settings, and only the loaders
+"""cannaspider/images/convert.py: libvips bounded by the project's settings, and only the loaders
 product photos need."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from PIL import Image
 from scrapy.settings import BaseSettings
 from scrapy.utils.test import get_crawler
 
-from cannaspider.images import vips
+from cannaspider.images import convert
 
 
 def _encode(fmt: str, **params) -> bytes:
@@ -22,7 +22,7 @@ def _encode(fmt: str, **params) -> bytes:
 
 def test_configure_bounds_the_cache_and_the_threads_from_settings():
     try:
-        vips.configure(
+        convert.configure(
             get_crawler(
                 settings_dict={
                     "VIPS_CACHE_MAX_OPERATIONS": 7,
@@ -35,26 +35,26 @@ def test_configure_bounds_the_cache_and_the_threads_from_settings():
         assert pyvips.cache_get_max() == 7 and pyvips.cache_get_max_mem() == 1234567
         assert pyvips.cache_get_max_files() == 3 and pyvips.concurrency_get() == 2
     finally:
-        vips.configure(get_crawler().settings)
+        convert.configure(get_crawler().settings)
 
 
 def test_the_project_defaults_keep_no_pixels_and_one_thread_per_render():
     project = BaseSettings()
     project.setmodule("cannaspider.settings")
-    vips.configure(project)
+    convert.configure(project)
     assert pyvips.cache_get_max() == 0 and pyvips.cache_get_max_files() == 0 and pyvips.concurrency_get() == 1
 
 
 @pytest.mark.parametrize(("fmt", "name"), [("JPEG", "JPEG"), ("PNG", "PNG"), ("WEBP", "WebP"), ("GIF", "GIF")])
 def test_product_photo_formats_are_accepted(fmt, name):
-    assert vips.loader_of(_encode(fmt)) == name
+    assert convert.loader_of(_encode(fmt)) == name
 
 
 def test_avif_is_accepted_but_not_another_heif():
     avif = _encode("AVIF")
-    assert vips.loader_of(avif) == "AVIF"
+    assert convert.loader_of(avif) == "AVIF"
     heic = avif[:8] + b"heic" + avif[12:].replace(b"avif", b"heic")
-    assert vips.loader_of(heic) is None
+    assert convert.loader_of(heic) is None
 
 
 @pytest.mark.parametrize(
@@ -67,8 +67,8 @@ def test_avif_is_accepted_but_not_another_heif():
     ],
 )
 def test_anything_else_is_refused_before_a_loader_runs(body):
-    assert vips.loader_of(body) is None
+    assert convert.loader_of(body) is None
 
 
 def test_this_libvips_encodes_avif():
-    assert vips.avif_encoder()  # pyvips-binary ships libheif with aom: format=avif is served
+    assert convert.avif_encoder()  # pyvips-binary ships libheif with aom: format=avif is served
