@@ -168,17 +168,17 @@ class RemoteOriginals:
     def __contains__(self, path: str) -> bool:
         return original_name(path) in self.cache
 
-    async def get(self, store: BackendReader, path: str) -> bytes:
+    async def get(self, backend: BackendReader, path: str) -> bytes:
         """The stored file: the local copy, else one read from the back-end however many variants of
         it are asked for at once."""
         task = self.fetching.get(path)
         if task is None:
-            task = asyncio.ensure_future(self._fetch(store, path))
+            task = asyncio.ensure_future(self._fetch(backend, path))
             self.fetching[path] = task
             task.add_done_callback(lambda done: settled(self.fetching, path, done))
         return await asyncio.shield(task)
 
-    async def _fetch(self, store: BackendReader, path: str) -> bytes:
+    async def _fetch(self, backend: BackendReader, path: str) -> bytes:
         loop = asyncio.get_running_loop()
         name = original_name(path)
         body = await loop.run_in_executor(self.pool, self.cache.get, name)
@@ -190,7 +190,7 @@ class RemoteOriginals:
                 raise why
             self.down = None
         try:
-            body = await loop.run_in_executor(self.pool, store.read, path)
+            body = await loop.run_in_executor(self.pool, backend.read, path)
         except BackendUnavailable as exc:
             if exc.status == 503:
                 self.down = (time.monotonic() + self.retry_s, exc)

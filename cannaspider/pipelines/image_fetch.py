@@ -9,7 +9,7 @@ file, the row's path. The jobs are planned by images.py (ImagePlanner) and run b
   source"): before a download the URL is claimed in image_sources (image_sources.py), across
   processes and nodes. A source stored already is not fetched: its object is checked in the store
   (stat_file) and the job's path is mapped to it (image_paths) and recorded; one another claimer
-  is fetching is left to a later crawl; a claimed one whose object is found in the store (a file
+  is fetching is left to a later crawl; a claimed one whose object is found in the back-end (a file
   of an older crawl, or of a claimer that died before settling) is recorded without a download.
   In one crawl, the jobs of a URL whose fetch is under way wait for it beside the queue, holding
   no worker, and take its answer.
@@ -89,7 +89,7 @@ class ImageFetcher:
     def __init__(
         self,
         crawler: Crawler,
-        store: FilesStoreProtocol,
+        backend: FilesStoreProtocol,
         paths: ImagePathWriter,
         release: Callable[[str], None],
         sources: ImageSources,
@@ -98,7 +98,7 @@ class ImageFetcher:
         assert crawler.stats is not None
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
-        self.store = store
+        self.backend = backend  # the image back-end IMAGES_STORE names (Scrapy's files store)
         self.paths = paths
         self.release = release
         self.sources = sources
@@ -254,7 +254,7 @@ class ImageFetcher:
             )
         if width < self.min_width or height < self.min_height:
             raise ImageFailed("small", f"too small ({width}x{height} < {self.min_width}x{self.min_height})")
-        persisted = self.store.persist_file(
+        persisted = self.backend.persist_file(
             key,
             BytesIO(webp),
             self._info(),
@@ -272,10 +272,10 @@ class ImageFetcher:
 
     async def _stored_already(self, path: str) -> bool:
         try:
-            result: Any = self.store.stat_file(path, self._info())
+            result: Any = self.backend.stat_file(path, self._info())
             if isinstance(result, Deferred):
                 result = await maybe_deferred_to_future(result)
-        except Exception:  # noqa: BLE001 - as Scrapy's media_to_download: a store that cannot tell means "download it"
+        except Exception:  # noqa: BLE001 - as Scrapy's media_to_download: a back-end that cannot tell means "download it"
             return False
         return bool(result and result.get("last_modified"))
 

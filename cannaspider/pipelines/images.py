@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 
 class ProductImagesPipeline:
-    def __init__(self, crawler: Crawler, store: FilesStoreProtocol):
+    def __init__(self, crawler: Crawler, backend: FilesStoreProtocol):
         self.crawler = crawler
         self.db = CrawlStore.for_crawler(crawler)
         self.paths = ImagePathWriter(crawler, self.db)
@@ -69,7 +69,7 @@ class ProductImagesPipeline:
         self.holding = False  # spider_idle kept the crawl open for this pipeline's work
         self.planner = ImagePlanner(crawler, self.db, self.queue, self._start_workers, self._wake_if_settled)
         sources = ImageSources(self.db, crawler.settings.getfloat("IMAGES_SOURCE_LEASE_S"))
-        self.fetcher = ImageFetcher(crawler, store, self.paths, self.planner.release, sources)
+        self.fetcher = ImageFetcher(crawler, backend, self.paths, self.planner.release, sources)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProductImagesPipeline:

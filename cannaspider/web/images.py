@@ -81,7 +81,7 @@ __all__ = ["ImageProxy", "image_router"]
 
 
 def image_router(settings: BaseSettings | None = None, proxy: ImageProxy | None = None) -> APIRouter:
-    """The /img route, reading the store the project's settings name (or `proxy`'s)."""
+    """The /img route, reading the back-end the project's settings name (or `proxy`'s)."""
     image_proxy = proxy or ImageProxy.from_settings(settings if settings is not None else get_project_settings())
     router = APIRouter()
 
@@ -113,7 +113,7 @@ LOCATE_CACHE_ENTRIES = 10_000  # paths kept (a few MB at most)
 class ImageProxy:
     def __init__(
         self,
-        store: Path | BackendReader,
+        backend: Path | BackendReader,
         cache_dir: Path,
         *,
         max_age: int = defaults.IMG_MAX_AGE_S,
@@ -123,14 +123,14 @@ class ImageProxy:
         memory_bytes: int = defaults.IMG_MEMORY_CACHE_BYTES,
         cache_bytes: int = defaults.IMG_CACHE_MAX_BYTES,
         originals_bytes: int = defaults.IMG_ORIGINALS_CACHE_MAX_BYTES,
-        store_threads: int = defaults.IMG_STORE_THREADS,
-        store_retry_s: float = defaults.IMG_STORE_RETRY_S,
+        backend_threads: int = defaults.IMG_STORE_THREADS,
+        backend_retry_s: float = defaults.IMG_STORE_RETRY_S,
         render_budget_pixels: int = defaults.IMG_RENDER_BUDGET_PIXELS,
         renders_per_client: int = defaults.IMG_RENDERS_PER_CLIENT,
-        unsupported_store: str | None = None,
+        unsupported_backend: str | None = None,
     ):
-        self.store: BackendReader = LocalReader(store) if isinstance(store, Path) else store
-        self.local = self.store if isinstance(self.store, LocalReader) else None
+        self.backend: BackendReader = LocalReader(backend) if isinstance(backend, Path) else backend
+        self.local = self.backend if isinstance(self.backend, LocalReader) else None
         self.root = self.local.root if self.local is not None else None
         self.cache_dir = cache_dir
         self.max_age = max_age
@@ -139,11 +139,11 @@ class ImageProxy:
         self.pool = ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 2, thread_name_prefix="img")
         self.memory = MemoryCache(memory_bytes)
         self.variants = DiskCache(cache_dir / "variants", cache_bytes)
-        self.store_pool = ThreadPoolExecutor(max_workers=store_threads, thread_name_prefix="img-store")
-        self.store_retry_s = store_retry_s
-        # originals fetched from a remote store (a local store is read in place)
+        self.backend_pool = ThreadPoolExecutor(max_workers=backend_threads, thread_name_prefix="img-backend")
+        self.backend_retry_s = backend_retry_s
+        # originals fetched from a remote back-end (a local folder is read in place)
         self.originals = (
-            RemoteOriginals(DiskCache(cache_dir / "originals", originals_bytes), self.store_pool, store_retry_s)
+            RemoteOriginals(DiskCache(cache_dir / "originals", originals_bytes), self.backend_pool, backend_retry_s)
             if self.local is None
             else None
         )
@@ -153,7 +153,7 @@ class ImageProxy:
         self.budget = PixelBudget(render_budget_pixels)
         self.renders_per_client = renders_per_client
         self.rendering: dict[str, int] = {}  # per client address: its requests waiting on a render
-        self.unsupported_store = unsupported_store
+        self.unsupported_backend = unsupported_backend
         self.cache_control = f"public, max-age={max_age}, immutable"
         self.sources = SourceMap()  # a per-store path → the one object of its source (SourceMap, below)
 
@@ -161,20 +161,20 @@ class ImageProxy:
     def from_settings(cls, settings: BaseSettings) -> ImageProxy:
         convert.configure(settings)
         data_dir = Path(settings["CANNASPIDER_DATA_DIR"])
-        store_threads = max(1, settings.getint("IMG_STORE_THREADS"))
-        store: Path | BackendReader
+        backend_threads = max(1, settings.getint("IMG_STORE_THREADS"))
+        backend: Path | BackendReader
         unsupported = None
         try:
-            store = open_backend(
+            backend = open_backend(
                 images_store_uri(settings),
                 settings,
                 timeout=settings.getfloat("IMG_STORE_TIMEOUT_S"),
-                pool=store_threads,
+                pool=backend_threads,
             )
         except BackendConfigError as exc:  # every /img answer says so (501), the service still starts
-            store, unsupported = Path(data_dir / "images"), str(exc)
+            backend, unsupported = Path(data_dir / "images"), str(exc)
         return cls(
-            store,
+            backend,
             Path(settings.get("IMG_CACHE_DIR") or data_dir / "image-cache"),
             max_age=settings.getint("IMG_MAX_AGE_S"),
             max_pixels=settings.getint("IMG_MAX_PIXELS"),
@@ -183,26 +183,26 @@ class ImageProxy:
             memory_bytes=settings.getint("IMG_MEMORY_CACHE_BYTES"),
             cache_bytes=settings.getint("IMG_CACHE_MAX_BYTES"),
             originals_bytes=settings.getint("IMG_ORIGINALS_CACHE_MAX_BYTES"),
-            store_threads=store_threads,
-            store_retry_s=settings.getfloat("IMG_STORE_RETRY_S"),
+            backend_threads=backend_threads,
+            backend_retry_s=settings.getfloat("IMG_STORE_RETRY_S"),
             render_budget_pixels=max(1, settings.getint("IMG_RENDER_BUDGET_PIXELS")),
             renders_per_client=max(1, settings.getint("IMG_RENDERS_PER_CLIENT")),
-            unsupported_store=unsupported,
+            unsupported_backend=unsupported,
         )
 
     @property
     def fetches(self) -> int:
-        """Originals read from a remote store since start."""
+        """Originals read from a remote back-end since start."""
         return self.originals.fetches if self.originals is not None else 0
 
     async def serve(self, request: Request, path: str) -> Response:
-        if self.unsupported_store:
-            return JSONResponse({"detail": self.unsupported_store}, status_code=501)
+        if self.unsupported_backend:
+            return JSONResponse({"detail": self.unsupported_backend}, status_code=501)
         try:
             variant = parse_variant(request.query_params.multi_items())
         except BadParameter as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
-        if not is_stored_path_shape(path):  # before any store is asked, or any key is built
+        if not is_stored_path_shape(path):  # before any back-end is asked, or any key is built
             return JSONResponse({"detail": "no such image"}, status_code=404)
         source: Path | None = None
         if self.local is not None:
@@ -220,7 +220,7 @@ class ImageProxy:
             # a remote read costs more than the lookup: every path is looked up first (kept)
             path = await self._mapped(request, path)
             # a stored file never changes (a new source URL is a new name): its path is its version
-            version = self.store.identity
+            version = self.backend.identity
         key = hashlib.sha256(f"{path}|{version}|{variant.canonical()}".encode()).hexdigest()[:32]
         etag = f'"{key}"'
         headers = {"ETag": etag, "Cache-Control": self.cache_control}
@@ -245,14 +245,14 @@ class ImageProxy:
             return JSONResponse({"detail": "no such image"}, status_code=404)
         except BackendUnavailable as exc:
             logger.warning("/img %s: %s", path, exc.reason)
-            retry = {"Retry-After": str(max(1, round(self.store_retry_s)))} if exc.status == 503 else {}
+            retry = {"Retry-After": str(max(1, round(self.backend_retry_s)))} if exc.status == 503 else {}
             return JSONResponse(
                 {"detail": f"the image store is unavailable: {exc.reason}"}, status_code=exc.status, headers=retry
             )
-        except StoredImageError as exc:  # what the store holds is not an image we render: its fault, not the client's
+        except StoredImageError as exc:  # what the back-end holds is no image we render: its fault, not the client's
             logger.warning("/img %s: the stored image cannot be rendered: %s", path, exc)
             return JSONResponse({"detail": f"the stored image cannot be rendered: {exc}"}, status_code=502)
-        except OSError as exc:  # the local store's disk (permissions, I/O): logged with its path, not answered with it
+        except OSError as exc:  # the local folder's disk (permissions, I/O): logged with its path, not answered with it
             logger.warning("/img %s: the stored file cannot be read: %s", path, exc)
             return JSONResponse({"detail": f"the stored image cannot be read ({type(exc).__name__})"}, status_code=500)
         finally:
@@ -280,7 +280,7 @@ class ImageProxy:
             del self.rendering[client]  # the table holds the clients rendering now, no more
 
     def _locate(self, path: str) -> tuple[Path, int, int] | None:
-        """The local store's locate(), its answers for files found kept LOCATE_TTL_S: resolving a
+        """The local folder's locate(), its answers for files found kept LOCATE_TTL_S: resolving a
         path (an lstat per folder, for symlinks out) cost more than the rest of a cached answer.
         A file stored meanwhile is seen at once (misses are not kept); one replaced, within the TTL."""
         now = time.monotonic()
@@ -297,7 +297,7 @@ class ImageProxy:
         return found
 
     def _known(self, key: str, path: str, variant: Variant, source: Path | None) -> bool:
-        """Whether the file is known to exist without asking the store: a 304 is never the
+        """Whether the file is known to exist without asking the back-end: a 304 is never the
         answer for a file that is not there."""
         if source is not None:
             return True
@@ -351,7 +351,7 @@ class ImageProxy:
 
     async def _original(self, path: str) -> bytes:
         assert self.originals is not None
-        return await self.originals.get(self.store, path)
+        return await self.originals.get(self.backend, path)
 
 
 def _matches(header: str | None, etag: str) -> bool:

@@ -109,7 +109,7 @@ def test_gcs_without_its_library_is_a_clear_configuration_error(tmp_path, monkey
     with pytest.raises(BackendConfigError, match="gs://: /img needs google-cloud-storage"):
         open_backend("gs://bucket/images/", Settings())
     router = image_router(Settings({"IMAGES_STORE": "gs://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)}))
-    assert "google-cloud-storage" in router.image_proxy.unsupported_store  # type: ignore[attr-defined]
+    assert "google-cloud-storage" in router.image_proxy.unsupported_backend  # type: ignore[attr-defined]
 
 
 def test_schemes_as_scrapy_picks_the_store(tmp_path):

@@ -191,7 +191,7 @@ def proxy_for(tmp_path: Path, uri: str, **settings) -> ImageProxy:
             }
         )
     ).image_proxy  # type: ignore[attr-defined]
-    assert proxy.unsupported_store is None and proxy.root is None
+    assert proxy.unsupported_backend is None and proxy.root is None
     return proxy
 
 
@@ -240,7 +240,7 @@ def test_the_pipeline_writes_and_img_serves_resized_variants(db, shop, remote, t
     assert webp(stored).size == (320, 320)
 
     proxy = proxy_for(tmp_path, remote.uri, **remote.settings)
-    spy = proxy.store = Spy(proxy.store)
+    spy = proxy.backend = Spy(proxy.backend)
     with served(proxy) as (base, _):
         original = http("GET", f"{base}/img/{path}")
         assert original.status == 200 and original.body == stored
@@ -282,7 +282,7 @@ def test_many_variants_of_one_image_at_once_read_it_once_and_render_each_once(db
 def test_store_down_is_503_without_credentials_and_what_is_cached_is_still_served(db, shop, remote, tmp_path):
     path = crawl_into(db, shop, remote.uri, **remote.settings)
     proxy = proxy_for(tmp_path / "a", remote.uri, **remote.settings)
-    proxy.store_retry_s = 0.2
+    proxy.backend_retry_s = 0.2
     with served(proxy) as (base, _):
         assert http("GET", f"{base}/img/{path}?w=80").status == 200
         remote.stop()
@@ -329,7 +329,7 @@ def test_ftp_wrong_password_is_502_and_says_so_without_any_password(db, shop, ft
 def test_ftp_paths_out_of_the_store_never_reach_it(ftp, tmp_path):
     (ftp.home / "secret.webp").write_bytes(b"RIFF....WEBP")
     proxy = proxy_for(tmp_path, ftp_uri(ftp))
-    spy = proxy.store = Spy(proxy.store)
+    spy = proxy.backend = Spy(proxy.backend)
     raw = [
         "/img/../secret.webp",
         "/img/images/../secret.webp",
