@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import pillow_convert  # noqa: E402
-from cannaspider.images import convert, vips  # noqa: E402
+from cannaspider.images import convert  # noqa: E402
 from cannaspider.images.render import Variant, render  # noqa: E402
 
 SHARP = "sharp@0.35.5"
@@ -226,7 +226,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="render threads, everywhere")
     parser.add_argument("--no-sharp", action="store_true", help="skip sharp (its npm install needs the registry)")
     args = parser.parse_args()
-    vips.configure(project_settings())
+    convert.configure(project_settings())
 
     with tempfile.TemporaryDirectory(prefix="img-bench-") as tmp:
         store, cache = Path(tmp) / "store", Path(tmp) / "cache"

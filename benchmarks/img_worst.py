@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from scrapy.settings import Settings  # noqa: E402
 
+from cannaspider.images import convert  # noqa: E402
 from cannaspider.images import render as renderer  # noqa: E402
-from cannaspider.images import vips  # noqa: E402
-from cannaspider.images.params import parse_variant  # noqa: E402
+from cannaspider.images.render import parse_variant  # noqa: E402
 
 QUERIES = (
     "w=4000&h=4000&fit=contain&blur=20",
@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings()
     settings.setmodule("cannaspider.settings")
-    vips.configure(settings)
+    convert.configure(settings)
     pyvips.cache_set_max(0)  # every render from scratch
     worst = (0.0, "")
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,7 @@ crawl and the sandbox, whose GraphQL answers are compressed as Cloudflare's edge
 For each: requests and bytes through the proxy (sent and received, GraphQL and images apart), per
 store and per product; the baseline is the compressed minimum, the products' JSON alone (each
 store's product objects, compact, brotli at its best quality), and the ratio to it; and the bytes
-the crawl's own stats counted (`cannaspider/bytes_received`, stealth/wire_bytes.py) beside what
+the crawl's own stats counted (`cannaspider/bytes_received`, stealth/tls.py) beside what
 the proxy counted.
 
     python benchmarks/proxy_bytes.py                         # 10 stores x 341 products

@@ -111,7 +111,7 @@ class StoreProduct:
     provider_created_at: datetime | None
     provider_updated_at: datetime | None
     provider: str = "dutchie"
-    brand_logo_url: str | None = None  # brand.imageUrl: stored once per brand (pipelines/image_plan.py)
+    brand_logo_url: str | None = None  # brand.imageUrl: stored once per brand (pipelines/images.py)
     # identity across stores and unit prices (cannaspider/identity.py, docs/analytics.md)
     enterprise_product_id: str | None = None  # Dutchie's enterpriseProductId, when sent
     brand_name_key: str | None = None  # the brand's normalized name

@@ -56,6 +56,8 @@ EXTENSIONS = {
     # the database side of the crawl (its pool, the write ledger, crawl-run liveness: db/crawl_runs.py):
     # db/crawl_database.py
     "cannaspider.db.crawl_database.CrawlDatabase": 100,
+    # the crawl's proxy pools, one per name, made when a component first asks (stealth/pool.py)
+    "cannaspider.stealth.pool.ProxyPools": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
 }
@@ -304,7 +306,7 @@ IMG_MEMORY_CACHE_BYTES = 64 * 1024 * 1024  # recently served variants kept in me
 # render of a 16 MP source to 16 MP beside many thumbnails; the rest wait their turn).
 IMG_RENDERS_PER_CLIENT = 6
 IMG_RENDER_BUDGET_PIXELS = 40_000_000
-# libvips (/img and the pipeline's conversion; cannaspider/images/vips.py), process-wide. Its
+# libvips (/img and the pipeline's conversion; cannaspider/images/convert.py), process-wide. Its
 # operation cache would keep decoded pixels of recent renders beside /img's own caches of the
 # encoded variants: off by default, bounded when on. VIPS_CONCURRENCY is libvips' worker threads
 # per image: /img already renders IMG_RENDER_THREADS images at a time, so one each keeps every
@@ -365,8 +367,8 @@ API_PORT = 8000
 CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused
 API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a task is ~100 bytes
 
-# --- Alerts on events (webhooks; cannaspider/alerts, docs/analytics.md "Alerts") -------------
-# `scrapy schedule` (its own task beside the ticks) or `scrapy alerts send` matches subscriptions
+# --- Alerts on events (event webhooks; cannaspider/webhooks/, docs/analytics.md "Alerts") ----
+# `scrapy schedule` (its own task beside the ticks) or `scrapy webhooks send` matches subscriptions
 # against new events and posts them, signed with HMAC-SHA256 over the body with
 # ALERTS_WEBHOOK_SECRET (unset: nothing is sent; secret: never logged). A failed post is retried
 # after BACKOFF·2^(n-1) (capped, jittered) up to MAX_ATTEMPTS. Events are read by when their
@@ -379,11 +381,11 @@ ALERTS_MAX_ATTEMPTS = 20  # ~4 days of retries at the cap below: a receiver down
 ALERTS_BACKOFF_S = 30.0
 ALERTS_BACKOFF_MAX_S = 6 * 3600.0
 ALERTS_MATCH_LOOKBACK_S = 3600.0
-ALERTS_TICK_S = 60.0  # `scrapy schedule` and `scrapy alerts send --follow`: a pass this often
-SCHEDULE_ALERTS = True  # `scrapy schedule` delivers alerts (False: run `scrapy alerts send --follow` instead)
+ALERTS_TICK_S = 60.0  # `scrapy schedule` and `scrapy webhooks send --follow`: a pass this often
+SCHEDULE_ALERTS = True  # `scrapy schedule` delivers alerts (False: run `scrapy webhooks send --follow` instead)
 # Both webhooks (these alerts' and ALERT_WEBHOOK_URL below) never follow a redirect, read at most
 # 4 kB of an answer, and refuse a host that is or resolves to a loopback, private or link-local
-# address unless this is True (a receiver on the operator's own network; cannaspider/webhook.py).
+# address unless this is True (a receiver on the operator's own network; cannaspider/webhooks/posting.py).
 WEBHOOK_ALLOW_PRIVATE = False
 
 # --- Crawl health (Spidermon; cannaspider/monitors, docs/health.md) ----------------------------

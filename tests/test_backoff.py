@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cannaspider.alerts.sender import ALERT_JITTER, AlertSender
 from cannaspider.backoff import Backoff
 from cannaspider.project_settings import project_settings
 from cannaspider.tasks.queue import outcomes, task_backoff
+from cannaspider.webhooks.delivery import DELIVERY_JITTER, WebhookSender
 
 
 def test_the_wait_doubles_per_attempt_up_to_the_cap_times_the_jitter():
@@ -23,6 +23,6 @@ def test_both_users_read_their_own_settings():
         settings.getfloat("TASK_RETRY_BACKOFF_S"), settings.getfloat("TASK_RETRY_BACKOFF_MAX_S"), outcomes.TASK_JITTER
     )
     settings.set("ALERTS_BACKOFF_S", 7.0)
-    assert AlertSender.from_settings(settings).backoff == Backoff(
-        7.0, settings.getfloat("ALERTS_BACKOFF_MAX_S"), ALERT_JITTER
+    assert WebhookSender.from_settings(settings).backoff == Backoff(
+        7.0, settings.getfloat("ALERTS_BACKOFF_MAX_S"), DELIVERY_JITTER
     )

@@ -155,7 +155,7 @@ def test_settings_module_defines_the_project_settings():
 
 
 # --- defaults restated as parameter defaults ---------------------------------------------------
-# A function that production always calls with a setting's value (open_store's timeout, claim's
+# A function that production always calls with a setting's value (open_backend's timeout, claim's
 # lease_s) restated the value as its parameter's default: a caller that forgets the argument
 # runs silently with a copy, and the copy drifts. Such a parameter is required instead.
 KNOWN_RESTATED: set[str] = set()  # none left

@@ -28,8 +28,20 @@ from cannaspider import platforms
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 from cannaspider.platforms.interface import PlatformFailure
-from cannaspider.stealth.proxies import CRAWL_POOL, ProxyInputError, ProxyRecord, ProxySpec, parse_proxy_url, record_of
-from cannaspider.stealth.proxy_health import FAILURE, FLUSH_HEALTH, SUCCESS, FailureRule, HealthBatch, health_params
+from cannaspider.stealth.proxies import (
+    CRAWL_POOL,
+    FAILURE,
+    FLUSH_HEALTH,
+    SUCCESS,
+    FailureRule,
+    HealthBatch,
+    ProxyInputError,
+    ProxyRecord,
+    ProxySpec,
+    health_params,
+    parse_proxy_url,
+    record_of,
+)
 from cannaspider.stealth.routing import PIN_META
 
 ACTIONS = ("add", "import", "list", "check", "enable", "disable")

@@ -5,7 +5,7 @@ Scrapyd nodes for the roles that have pending work (cannaspider/tasks/scrapyd.py
 also re-probes the proxies that their failures deactivated, when due (cannaspider/stealth/probe.py).
 
 Alerts (SCHEDULE_ALERTS): beside the ticks, a task of its own matches new events and posts the
-due webhooks every ALERTS_TICK_S (cannaspider/alerts/run.py `follow`), each pass bounded, on its
+due webhooks every ALERTS_TICK_S (cannaspider/webhooks/delivery.py `follow`), each pass bounded, on its
 own connection: a webhook that hangs or fails delays neither a tick nor a crawl, and its deliveries
 wait, retried with backoff. --once makes one alerts pass after the tick."""
 
@@ -21,12 +21,12 @@ import psycopg
 from scrapy.spiderloader import get_spider_loader
 
 from cannaspider import env
-from cannaspider.alerts import run as alerts
 from cannaspider.db import database_url
 from cannaspider.db.errors import first_line
 from cannaspider.stealth.probe import Prober
 from cannaspider.tasks import schedule, scrapyd
 from cannaspider.tasks.cli import TaskCommand, with_connection
+from cannaspider.webhooks import delivery
 
 
 class Command(TaskCommand):
@@ -90,7 +90,7 @@ class Command(TaskCommand):
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()
         delivering = (
-            asyncio.create_task(alerts.follow(url, settings, stop, self._print_alerts)) if self.alerts else None
+            asyncio.create_task(delivery.follow(url, settings, stop, self._print_alerts)) if self.alerts else None
         )
         try:
             await self._ticks(url, config, every, stop)
@@ -117,10 +117,10 @@ class Command(TaskCommand):
         stop.set()  # follow() makes its first pass before it looks at stop: one pass
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()
-        await alerts.follow(url, settings, stop, self._print_alerts)
+        await delivery.follow(url, settings, stop, self._print_alerts)
 
     @staticmethod
-    def _print_alerts(done: alerts.AlertsPass | str) -> None:
+    def _print_alerts(done: delivery.WebhookPass | str) -> None:
         if isinstance(done, str) or done.matched or done.delivered or done.failed:  # quiet passes are not news
             print(
                 f"{time.strftime('%Y-%m-%d %H:%M:%S')} {done if isinstance(done, str) else done.describe()}", flush=True

@@ -1,4 +1,5 @@
-"""Firecrawl v2 batch-scrape calls as Scrapy requests, and their answers read into plain values.
+"""Firecrawl's v2 batch-scrape API: its calls as Scrapy requests, their answers read into plain
+values, and the client that sends them over Scrapy's downloader (FirecrawlClient, below).
 
 The route is /v2/batch/scrape (not the /v2/batch-scrape some docs show), the request schema is
 strict (an unknown key is a 400), and status/errors URLs are built from our own base URL and the
@@ -9,11 +10,17 @@ The API key travels only in the Authorization header: nothing here puts it in a 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import scrapy
+from scrapy.exceptions import CannotResolveHostError, DownloadConnectionRefusedError, DownloadTimeoutError
 from scrapy.http import Response
+from twisted.internet import error as twisted_error
+
+from cannaspider.db.errors import redact
 
 # Why each option (docs/firecrawl.md): rawHtml because our parser is the only authority on the
 # page; the whole page (meta, JSON-LD, alt texts) so not onlyMainContent; always fresh (maxAge 0);
@@ -74,7 +81,7 @@ def _headers(api_key: str | None) -> dict[str, str]:
 
 
 def _meta(timeout_s: float) -> dict[str, Any]:
-    # Retries are ours (client.py: once, on a network timeout only); a 4xx/5xx must reach us as
+    # Retries are ours (FirecrawlClient, below: once, on a network timeout only); a 4xx/5xx must reach us as
     # a response, not be swallowed by HttpErrorMiddleware or retried by RetryMiddleware.
     return {"dont_retry": True, "download_timeout": timeout_s, "handle_httpstatus_all": True}
 
@@ -187,3 +194,79 @@ def read_errors(response: Response) -> list[PageError]:
         if isinstance(e, dict) and isinstance(e.get("url"), str):
             out.append(PageError(e["url"], str(e.get("code") or "UNKNOWN_ERROR"), _short(str(e.get("error") or ""))))
     return out
+
+
+# Firecrawl over Scrapy's downloader: each call is a Scrapy request sent with the engine's
+# public `download_async` (downloader middlewares, concurrency limits and stats apply), awaited
+# by the keyword job's coroutine. Waiting between polls is an `asyncio.sleep` in that coroutine,
+# so a waiting batch holds no download slot, no scheduler entry and no response in the scraper:
+# any number of batches can wait at once in one process (docs/onpage.md, "Concurrency").
+#
+# One retry on a network timeout, none on anything else: a refused connection or a 5xx is
+# Firecrawl being down, and its own queue already paces the pages.
+
+logger = logging.getLogger(__name__)
+
+Download = Callable[[scrapy.Request], Awaitable[Response]]
+TIMEOUTS = (DownloadTimeoutError, twisted_error.TimeoutError, TimeoutError)
+
+
+class FirecrawlClient:
+    def __init__(
+        self,
+        download: Download,
+        base_url: str,
+        api_key: str | None,
+        *,
+        page_timeout_ms: int,
+        request_timeout_s: float,
+    ):
+        self.download = download
+        self.base_url = base_url.rstrip("/")
+        self.shown_url = redact(self.base_url)  # for messages: no password of a user:pass@ URL
+        self.api_key = api_key or None
+        self.page_timeout_ms = page_timeout_ms
+        self.request_timeout_s = request_timeout_s
+
+    async def _send(self, request: scrapy.Request, what: str) -> Response:
+        for attempt in (1, 2):
+            try:
+                return await self.download(request)
+            except TIMEOUTS as exc:
+                if attempt == 2:
+                    raise FirecrawlError(
+                        f"Firecrawl at {self.shown_url} did not answer {what} within "
+                        f"{self.request_timeout_s:g} s (twice)"
+                    ) from exc
+                logger.warning("Firecrawl did not answer %s in time: retrying once", what)
+                request = request.replace(dont_filter=True)
+            except (DownloadConnectionRefusedError, CannotResolveHostError, twisted_error.ConnectError) as exc:
+                raise FirecrawlError(f"Firecrawl is unreachable at {self.shown_url}: {_reason(exc)}") from exc
+            except Exception as exc:  # any other transport failure: Firecrawl is not answering
+                raise FirecrawlError(f"Firecrawl request {what} to {self.shown_url} failed: {_reason(exc)}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def start(self, urls: list[str]) -> StartedBatch:
+        request = start_request(self.base_url, self.api_key, urls, self.page_timeout_ms, self.request_timeout_s)
+        return read_started(await self._send(request, "POST /v2/batch/scrape"))
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        request = status_request(self.base_url, self.api_key, batch_id, self.request_timeout_s)
+        return read_status(await self._send(request, f"GET /v2/batch/scrape/{batch_id}"))
+
+    async def errors(self, batch_id: str) -> list[PageError]:
+        request = errors_request(self.base_url, self.api_key, batch_id, self.request_timeout_s)
+        return read_errors(await self._send(request, f"GET /v2/crawl/{batch_id}/errors"))
+
+    async def cancel(self, batch_id: str) -> None:
+        """Best effort: frees Firecrawl's workers from a batch we gave up on."""
+        request = cancel_request(self.base_url, self.api_key, batch_id, self.request_timeout_s)
+        try:
+            await self._send(request, f"DELETE /v2/batch/scrape/{batch_id}")
+        except FirecrawlError as exc:
+            logger.info("could not cancel Firecrawl batch %s: %s", batch_id, exc)
+
+
+def _reason(exc: BaseException) -> str:
+    text = redact(" ".join(str(exc).split()))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from cannaspider.firecrawl.api import PageError
-from cannaspider.firecrawl.client import FirecrawlClient
+from cannaspider.firecrawl.api import FirecrawlClient, PageError
 
 logger = logging.getLogger(__name__)
 

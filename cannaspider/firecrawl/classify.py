@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from parsel import Selector
 
-from cannaspider.firecrawl import corpus, json_ld, onpage
+from cannaspider.firecrawl import corpus, onpage
 from cannaspider.firecrawl.items import OnpageFields, PageCorpus
 
 if TYPE_CHECKING:  # the parser processes import this module: not the client, the database and Scrapy
@@ -102,7 +102,7 @@ def prepare(page: PageOutcome, limits: corpus.CorpusLimits) -> Verdict | Documen
             # an empty 200 lands here too (SCRAPE_ALL_ENGINES_FAILED): the server cannot tell it
             # from an unreachable host, so it is a fetch_error, not `empty`; Firecrawl's JSON may
             # escape a NUL or a lone surrogate, which crawlError's jsonb refuses
-            reason = json_ld.storable_text(f"{page.error.code}: {page.error.error}")
+            reason = onpage.storable_text(f"{page.error.code}: {page.error.error}")
             return Verdict(ERROR_STATUS.get(page.error.code, FETCH_ERROR), None, reason)
         if page.budget_exhausted:
             return Verdict(TIMEOUT, None, "no result within the batch budget")
@@ -115,7 +115,7 @@ def prepare(page: PageOutcome, limits: corpus.CorpusLimits) -> Verdict | Documen
     return Document(
         url=page.url,
         http_status=raw_status if isinstance(raw_status, int) else None,
-        http_error=json_ld.storable_text(reason_phrase) if isinstance(reason_phrase, str) else reason_phrase,
+        http_error=onpage.storable_text(reason_phrase) if isinstance(reason_phrase, str) else reason_phrase,
         language=meta.get("language"),
         html=html,
         html_chars=len(raw_html),
@@ -135,7 +135,7 @@ def read(doc: Document, *, min_words: int, limits: corpus.CorpusLimits) -> Verdi
         return Verdict(BLOCKED, http, reason)
     if http is not None and http >= 400:
         return Verdict(FETCH_ERROR, http, f"HTTP {http} {doc.http_error or ''}".strip())
-    ld = json_ld.read(sel)
+    ld = onpage.read_json_ld(sel)
     fields = onpage.parse(doc.html, doc.url, sel, ld)
     if fields.word_count < min_words:
         return Verdict(EMPTY, http, "no usable text on the rendered page", fields, warning=ld.warning)

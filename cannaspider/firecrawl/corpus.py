@@ -9,7 +9,7 @@ alt texts, the link anchor texts and the JSON-LD objects themselves, and the pag
 
 Everything is bounded (CorpusLimits): the HTML read, the text kept, the number of entries of each
 list and the size of the JSON-LD kept; `truncated` says a page was cut. Strings are made
-storable in PostgreSQL (no NUL character), JSON-LD too (json_ld.py: no NaN or Infinity, no
+storable in PostgreSQL (no NUL character), JSON-LD too (onpage.py: no NaN or Infinity, no
 block nested deeper than it reads).
 """
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import trafilatura
 from parsel import Selector
 
-from cannaspider.firecrawl import json_ld, onpage, stopwords, terms
+from cannaspider.firecrawl import onpage, terms
 from cannaspider.firecrawl.items import Anchor, Heading, OnpageFields, PageCorpus
 
 if TYPE_CHECKING:  # the parser processes import this module (parser_pool.py): Scrapy stays out of them
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the parser processes import this module (parser_pool.py): S
 
 logger = logging.getLogger(__name__)
 # PostgreSQL's text and jsonb refuse NUL (and lone surrogates): one odd page must not lose a locale's merge
-storable = json_ld.storable_text
+storable = onpage.storable_text
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def cut_html(html: str, limits: CorpusLimits) -> tuple[str, bool]:
     cut = len(html) > limits.max_html_chars
     if cut:
         html = html[: limits.max_html_chars]
-    return json_ld.without_lone_surrogates(html), cut
+    return onpage.without_lone_surrogates(html), cut
 
 
 def extract(
@@ -118,7 +118,7 @@ def extract(
     html_chars: int = 0,
     html_truncated: bool = False,
     limits: CorpusLimits,
-    ld: json_ld.JsonLd | None = None,
+    ld: onpage.JsonLd | None = None,
 ) -> PageCorpus:
     """The corpus of a parsed page (`fields`: the on-page parser's reading of the same tree;
     `ld`: its JSON-LD, when already read)."""
@@ -135,8 +135,8 @@ def extract(
         anchors.append(Anchor(label[: limits.max_item_chars], target))
     cut_anchors = len(anchors) > limits.max_items
     if ld is None:
-        ld = json_ld.read(sel)
-    blocks = ld.blocks  # storable already (json_ld.read)
+        ld = onpage.read_json_ld(sel)
+    blocks = ld.blocks  # storable already (onpage.read_json_ld)
     kept: list[object] = []
     budget = limits.max_text_chars
     for block in blocks[: limits.max_items]:
@@ -147,11 +147,7 @@ def extract(
         budget -= size
         kept.append(block)
     words = terms.tokens(text)
-    lang = (
-        stopwords.language_code(fields.lang)
-        or stopwords.language_code(firecrawl_language)
-        or stopwords.guess_language(words)
-    )
+    lang = terms.language_code(fields.lang) or terms.language_code(firecrawl_language) or terms.guess_language(words)
     headings = fields.headings[: limits.max_items]
     return PageCorpus(
         url=url,

@@ -26,10 +26,9 @@ from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
 from cannaspider.db.errors import first_line
-from cannaspider.firecrawl import classify, merge, store
-from cannaspider.firecrawl.api import FirecrawlError
+from cannaspider.firecrawl import classify, persistence
+from cannaspider.firecrawl.api import FirecrawlClient, FirecrawlError
 from cannaspider.firecrawl.batch import BatchOutcome, PageOutcome, run_batch
-from cannaspider.firecrawl.client import FirecrawlClient
 from cannaspider.firecrawl.corpus import CorpusLimits, positive_setting
 from cannaspider.firecrawl.items import CompetitorPage, PageCorpus
 from cannaspider.firecrawl.parser_pool import ParseBounds, ParserPool
@@ -243,7 +242,7 @@ class OnpageJobs:
             crawled_at = _iso(page.seen_at or ended)
             if verdict.corpus is not None:
                 corpora[url] = (verdict.corpus, crawled_at)
-            updates[url] = merge.crawl_fields(
+            updates[url] = persistence.crawl_fields(
                 verdict.status,
                 verdict.http_status,
                 crawled_at,
@@ -271,13 +270,13 @@ class OnpageJobs:
         pool: AsyncConnectionPool = await self.pool()
         async with pool.connection() as conn, conn.transaction():
             # corpora, their ids in the competitors, stale corpora dropped and the profile, at once
-            corpus_ids = await store.save_corpora(conn, keyword_id, locale, corpora)
+            corpus_ids = await persistence.save_corpora(conn, keyword_id, locale, corpora)
             for url, corpus_id in corpus_ids.items():
                 updates[url]["corpusId"] = corpus_id
-            if not await merge.merge_locale(conn, keyword_id, locale, updates):
+            if not await persistence.merge_locale(conn, keyword_id, locale, updates):
                 logger.warning("%s: the keyword or its locale was removed during the crawl: nothing merged", label)
-            await store.drop_unreferenced(conn, keyword_id, locale)
-            profile = await store.refresh_profile(
+            await persistence.drop_unreferenced(conn, keyword_id, locale)
+            profile = await persistence.refresh_profile(
                 conn,
                 keyword_id,
                 locale,

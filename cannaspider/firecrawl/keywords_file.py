@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from cannaspider.firecrawl.classify import STATUSES
-from cannaspider.firecrawl.merge import CRAWL_FIELDS
+from cannaspider.firecrawl.persistence import CRAWL_FIELDS
 
 # a language, then a region (both groups: no names, so that the JSON Schema of GET /api/…/profile's
 # locale, which states this pattern, reads in every regex dialect)

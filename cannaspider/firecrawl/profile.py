@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from cannaspider.firecrawl import stopwords, terms
+from cannaspider.firecrawl import terms
 
 FORMULA = "tfidf-serp: weight = idf × mean(tf); tf = n/L over title + main text; idf = ln((1+N)/(1+df)) + 1"
 RETRY_THROUGH_PROXY = "to retry through a proxy"
@@ -55,7 +55,7 @@ class _Reading:
 
 
 def _read(page: ProfilePage, locale_lang: str | None) -> _Reading:
-    stops = stopwords.stop_words_for(page.lang) or stopwords.stop_words_for(locale_lang)
+    stops = terms.stop_words_for(page.lang) or terms.stop_words_for(locale_lang)
     title, title_len = terms.count_terms(page.title or "", stops)
     body, body_len = terms.count_terms(page.text, stops)
     return _Reading(title + body, title_len + body_len, set(title), terms.terms_in(page.headings, stops), set(body))
@@ -71,7 +71,7 @@ def compute(
 ) -> dict[str, Any]:
     """The profile. `competitors`: the locale's competitor objects as merged (url, position,
     crawlStatus…); `pages`: the corpora of those that have one, by URL."""
-    locale_lang = stopwords.language_code(locale)
+    locale_lang = terms.language_code(locale)
     urls = list(dict.fromkeys(c["url"] for c in competitors if isinstance(c.get("url"), str)))
     by_url = {c["url"]: c for c in reversed(competitors) if isinstance(c.get("url"), str)}
     ranked = [u for u in urls if u in pages]

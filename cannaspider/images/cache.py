@@ -1,5 +1,7 @@
 """Bounded caches for /img (docs/images.md, "The image proxy"): `DiskCache`, a local folder of
-cached files bounded by their total size, and `MemoryCache`, recently served variants in memory.
+cached files bounded by their total size; `MemoryCache`, recently served variants in memory; and
+`RemoteOriginals`, the stored files /img reads from a remote back-end, each read once into a
+DiskCache.
 
 /img keeps rendered variants here, and, when IMAGES_STORE is remote, the originals it fetched: a
 folder that never grows past its bound however many variants are asked for. The least recently
@@ -8,18 +10,24 @@ written. Safe to delete at any time (everything in it can be fetched or rendered
 processes sharing one folder each keep their own count: a file another process removed is just a
 miss.
 
-Every method blocks (disk I/O): /img calls them from its thread pools, never on the event loop,
-except `__contains__`, which only looks at the index in memory.
+Every method of the two caches blocks (disk I/O): /img calls them from its thread pools, never on
+the event loop, except `__contains__`, which only looks at the index in memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from cannaspider.images.backends import BackendReader, BackendUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -121,3 +129,74 @@ class MemoryCache:
         while self.size > self.max_bytes:
             _, dropped = self.items.popitem(last=False)
             self.size -= len(dropped)
+
+
+# The stored files `/img` reads from a remote back-end (s3://, gs://, ftp://: cannaspider/images/backends.py),
+# each read from the back-end once: kept in a bounded local
+# cache folder (IMG_CACHE_DIR/originals), one read however many variants of it are asked for at once,
+# and for IMG_STORE_RETRY_S after the back-end did not answer, no read is even tried (docs/images.md,
+# "Where they are stored").
+
+
+class ImageNotFound(LookupError):
+    """A 404: the back-end has no such file."""
+
+
+def original_name(path: str) -> str:
+    return hashlib.sha256(path.encode()).hexdigest()[:32] + ".webp"
+
+
+def settled(inflight: dict[str, asyncio.Task[bytes]], key: str, task: asyncio.Task[bytes]) -> None:
+    """A task's done-callback: it leaves `inflight`, its failure counted as retrieved (one whose
+    waiters all left is not "never retrieved")."""
+    inflight.pop(key, None)
+    if not task.cancelled():
+        task.exception()
+
+
+class RemoteOriginals:
+    def __init__(self, cache: DiskCache, pool: ThreadPoolExecutor, retry_s: float):
+        self.cache = cache
+        # reads from a remote back-end wait on the network, not on a core: threads of their own, so a
+        # slow back-end never holds up renders of what is cached
+        self.pool = pool
+        self.retry_s = retry_s
+        self.fetching: dict[str, asyncio.Task[bytes]] = {}
+        self.down: tuple[float, BackendUnavailable] | None = None  # (until, why): the back-end did not answer
+        self.fetches = 0  # originals read from the back-end since start
+
+    def __contains__(self, path: str) -> bool:
+        return original_name(path) in self.cache
+
+    async def get(self, backend: BackendReader, path: str) -> bytes:
+        """The stored file: the local copy, else one read from the back-end however many variants of
+        it are asked for at once."""
+        task = self.fetching.get(path)
+        if task is None:
+            task = asyncio.ensure_future(self._fetch(backend, path))
+            self.fetching[path] = task
+            task.add_done_callback(lambda done: settled(self.fetching, path, done))
+        return await asyncio.shield(task)
+
+    async def _fetch(self, backend: BackendReader, path: str) -> bytes:
+        loop = asyncio.get_running_loop()
+        name = original_name(path)
+        body = await loop.run_in_executor(self.pool, self.cache.get, name)
+        if body is not None:
+            return body
+        if self.down is not None:
+            until, why = self.down
+            if time.monotonic() < until:  # it just failed: answer at once instead of queueing on it
+                raise why
+            self.down = None
+        try:
+            body = await loop.run_in_executor(self.pool, backend.read, path)
+        except BackendUnavailable as exc:
+            if exc.status == 503:
+                self.down = (time.monotonic() + self.retry_s, exc)
+            raise
+        if body is None:
+            raise ImageNotFound(path)
+        self.fetches += 1
+        await loop.run_in_executor(self.pool, self.cache.put, name, body)
+        return body

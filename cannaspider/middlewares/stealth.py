@@ -1,7 +1,7 @@
 """Every Dutchie request through a proxy of the pool, with the browser identity of its store's
 stealth session; blocks rotate both and retry the page (see docs/stealth.md).
 
-Builds on scrapy-rotating-proxies (its pool states, backoff and ban policy: stealth/proxy_states.py,
+Builds on scrapy-rotating-proxies (its pool states, backoff and ban policy: stealth/pool.py,
 stealth/policy.py) with its defects fixed:
 - proxies are known by their row id, not their URL string, and `meta["proxy"]` carries the
   chosen proxy's credentials on every attempt, so HttpProxyMiddleware (750) rebuilds
@@ -18,7 +18,7 @@ stealth/policy.py) with its defects fixed:
   fails at once with ProxyBlocked, so each store's crawl run closes as incomplete (none is left
   'running') and the spider closes for lack of work; our periodic work is an asyncio task ended
   at close, so SIGINT stops the crawl as usual. A spider draining its queue first gives its
-  tasks back and claims no more (stealth/outage.py); with follow=1 it does not stop: it waits
+  tasks back and claims no more (stealth/stopping.py); with follow=1 it does not stop: it waits
   for an active proxy in the table and goes on.
 
 A session (proxy + identity) is per store crawl: keyed by the request's `store_crawl` or
@@ -30,7 +30,7 @@ proxy from the same sessions and go through a browser context per proxy and iden
 (stealth/browser_pages.py); their identity is a Chrome of the launched Chromium's version
 (stealth/browser.py). Blocks and errors on them count, rotate and stop exactly as for HTTP
 requests (the same code below). Without Chromium at CHROMIUM_PATH a browser page fails alone with
-ChromiumNotFound (stealth/browser_missing.py), before any proxy or identity is drawn. Stopping
+ChromiumNotFound (stealth/browser_pages.py), before any proxy or identity is drawn. Stopping
 and waiting out an empty pool: stealth/stopping.py.
 
 A request may name another pool of the `proxies` table (meta `proxy_pool`: product images take
@@ -49,10 +49,14 @@ from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
-from cannaspider.stealth.browser import BrowserIdentity
-from cannaspider.stealth.browser_missing import MISSING_STAT, ChromiumNotFound, browser_path, chromium_not_found
-from cannaspider.stealth.browser_pages import BrowserPages
-from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META
+from cannaspider.stealth.browser import IDENTITY_META, VERSION_META, BrowserIdentity
+from cannaspider.stealth.browser_pages import (
+    MISSING_STAT,
+    BrowserPages,
+    ChromiumNotFound,
+    browser_path,
+    chromium_not_found,
+)
 from cannaspider.stealth.identity import IdentityError, IdentityFactory
 from cannaspider.stealth.locales import StoreLocales
 from cannaspider.stealth.policy import PROXY_ERROR, BlockPolicy

@@ -21,8 +21,9 @@ from typing import Any
 from scrapy.settings import BaseSettings
 from spidermon.core.actions import Action
 
-from cannaspider import env, webhook
+from cannaspider import env
 from cannaspider.monitors.checks import blocks_per_proxy
+from cannaspider.webhooks import posting
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +119,9 @@ def alert_text(report: dict[str, Any]) -> str:
 
 
 def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool) -> bool:
-    """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhook.py)."""
+    """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhooks/posting.py)."""
     body = json.dumps({"text": text}).encode()
-    answer = webhook.post_once(
+    answer = posting.post_once(
         url, body, {"content-type": "application/json"}, timeout_s=timeout, allow_private=allow_private
     )
     if answer.error is not None:

@@ -1,5 +1,5 @@
 """One image job fetched and stored (docs/images.md): the download, the checks, the webp, the
-file, the row's path. The jobs are planned by image_plan.py and run by the pipeline's workers
+file, the row's path. The jobs are planned by images.py (ImagePlanner) and run by the pipeline's workers
 (images.py).
 
 - The download path is Scrapy's media pipelines' (the engine's downloader, so the downloader
@@ -9,17 +9,17 @@ file, the row's path. The jobs are planned by image_plan.py and run by the pipel
   source"): before a download the URL is claimed in image_sources (image_sources.py), across
   processes and nodes. A source stored already is not fetched: its object is checked in the store
   (stat_file) and the job's path is mapped to it (image_paths) and recorded; one another claimer
-  is fetching is left to a later crawl; a claimed one whose object is found in the store (a file
+  is fetching is left to a later crawl; a claimed one whose object is found in the back-end (a file
   of an older crawl, or of a claimer that died before settling) is recorded without a download.
   In one crawl, the jobs of a URL whose fetch is under way wait for it beside the queue, holding
   no worker, and take its answer.
 - The file is webp, not JPEG (IMAGES_CONVERTER: cannaspider/images/convert.py), checked against
   IMAGES_MIN_WIDTH/HEIGHT, written to one of Scrapy's file stores (a local folder, s3://, gs://,
-  ftp://, chosen by IMAGES_STORE: cannaspider/images/filestore.py); the conversions under way
+  ftp://, chosen by IMAGES_STORE: cannaspider/images/backends.py); the conversions under way
   together decode at most IMAGES_CONVERT_BUDGET_PIXELS (cannaspider/images/budget.py; docs/images.md,
   "Bounds"), each counted from its header first; the product's
   store_products.local_image_path is set once it is written, by a batched UPDATE
-  (cannaspider/pipelines/image_paths.py), never a round trip per product.
+  (cannaspider/pipelines/image_sources.py), never a round trip per product.
 - A failed or unusable image (HTTP error, HTML, a truncated file, a decompression bomb, an empty
   body) is one warning line and a stat `cannaspider/images_failed/<code>`, the code given where the
   failure is found (ImageFailed, UnusableImage); its product keeps local_image_path NULL, so the
@@ -51,11 +51,10 @@ from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
 from cannaspider.db.errors import OUTAGE_ERRORS, first_line
-from cannaspider.images import vips
+from cannaspider.images import convert
 from cannaspider.images.budget import PixelBudget
 from cannaspider.images.convert import UnusableImage, declared_pixels
-from cannaspider.pipelines.image_paths import ImagePathWriter
-from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImageSources
+from cannaspider.pipelines.image_sources import ELSEWHERE, STORED_ALREADY, Claim, ImagePathWriter, ImageSources
 
 # the pipeline's logger: its lines are the image pipeline's (docs/images.md, "What is skipped")
 logger = logging.getLogger("cannaspider.pipelines.images")
@@ -89,7 +88,7 @@ class ImageFetcher:
     def __init__(
         self,
         crawler: Crawler,
-        store: FilesStoreProtocol,
+        backend: FilesStoreProtocol,
         paths: ImagePathWriter,
         release: Callable[[str], None],
         sources: ImageSources,
@@ -98,14 +97,14 @@ class ImageFetcher:
         assert crawler.stats is not None
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
-        self.store = store
+        self.backend = backend  # the image back-end IMAGES_STORE names (Scrapy's files store)
         self.paths = paths
         self.release = release
         self.sources = sources
         self.fetching: dict[str, ImageJob] = {}  # URL → the job of this crawl that holds its source
         self.known: dict[str, tuple[str, str]] = {}  # URL → (source, object key), stored and checked
         self.quality = settings.getint("IMAGES_WEBP_QUALITY")
-        vips.configure(settings)
+        convert.configure(settings)
         self.convert = load_object(settings["IMAGES_CONVERTER"])  # (body, quality=, max_pixels=) -> (webp, size)
         self.max_pixels = settings.getint("IMAGES_MAX_PIXELS")
         self.budget = PixelBudget(max(1, settings.getint("IMAGES_CONVERT_BUDGET_PIXELS")))
@@ -254,7 +253,7 @@ class ImageFetcher:
             )
         if width < self.min_width or height < self.min_height:
             raise ImageFailed("small", f"too small ({width}x{height} < {self.min_width}x{self.min_height})")
-        persisted = self.store.persist_file(
+        persisted = self.backend.persist_file(
             key,
             BytesIO(webp),
             self._info(),
@@ -272,10 +271,10 @@ class ImageFetcher:
 
     async def _stored_already(self, path: str) -> bool:
         try:
-            result: Any = self.store.stat_file(path, self._info())
+            result: Any = self.backend.stat_file(path, self._info())
             if isinstance(result, Deferred):
                 result = await maybe_deferred_to_future(result)
-        except Exception:  # noqa: BLE001 - as Scrapy's media_to_download: a store that cannot tell means "download it"
+        except Exception:  # noqa: BLE001 - as Scrapy's media_to_download: a back-end that cannot tell means "download it"
             return False
         return bool(result and result.get("last_modified"))
 

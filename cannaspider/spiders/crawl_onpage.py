@@ -29,7 +29,7 @@ from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
 from cannaspider.db.crawl_database import CrawlDatabase
-from cannaspider.firecrawl.client import FirecrawlClient
+from cannaspider.firecrawl.api import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
 from cannaspider.tasks.queue import TaskResult

@@ -30,7 +30,7 @@ from cannaspider.db.errors import first_line
 from cannaspider.items import EntryPointResolution
 from cannaspider.platforms.interface import Lookup
 from cannaspider.spiders.base import PlatformSpider
-from cannaspider.stealth.browser_missing import ChromiumNotFound
+from cannaspider.stealth.browser_pages import ChromiumNotFound
 from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK, TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
 from cannaspider.units.role import Chain, Role, StoreTarget
@@ -69,7 +69,7 @@ class EntryPointDiscoverySpider(PlatformSpider):
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
-        handler = "cannaspider.stealth.browser_handler.BrowserOrImpersonatingDownloadHandler"
+        handler = "cannaspider.stealth.browser_pages.BrowserOrImpersonatingDownloadHandler"
         handlers = {**settings.getdict("DOWNLOAD_HANDLERS"), "http": handler, "https": handler}  # the rest: base.py
         settings.set("DOWNLOAD_HANDLERS", handlers, priority="spider")
         # Scrapy's headers would replace the browser's on the navigation (scrapy-playwright's

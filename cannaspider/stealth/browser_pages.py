@@ -1,17 +1,34 @@
-"""Browser pages (meta `playwright`: a store's own website, rendered by scrapy-playwright) take the
+"""Browser pages in the crawl: their session, their download handler, and what a page does when there
+is no Chromium.
+
+Browser pages (meta `playwright`: a store's own website, rendered by scrapy-playwright) take the
 proxy of their store's session and go through a browser context of that proxy and identity
-(stealth/contexts.py), with the proxy's credentials in the context, never in a header or a name.
+(cannaspider/stealth/browser.py), with the proxy's credentials in the context, never in a header or a name.
+
+Their download handler (BrowserOrImpersonatingDownloadHandler, the handler of spiders that also
+render pages: entry_point_discovery) is scrapy-playwright's for `meta["playwright"]` requests and
+the impersonating one (cannaspider/stealth/tls.py) for the rest; a page without Chromium at
+CHROMIUM_PATH fails that page only (ChromiumNotFound), and `python -m
+cannaspider.stealth.browser_pages` is ./dev's check for it.
 """
 
 from __future__ import annotations
 
+import shutil
+import sys
 import time
 
 from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
+from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
-from cannaspider.stealth.contexts import IDENTITY_META, BrowserContexts, context_name
+from cannaspider.stealth.browser import IDENTITY_META, BrowserContexts, context_name
 from cannaspider.stealth.routing import PROXY_META, SENT_META
 from cannaspider.stealth.sessions import Session, Sessions
+from cannaspider.stealth.tls import ImpersonatingDownloadHandler
 
 
 class BrowserPages:
@@ -56,3 +73,93 @@ class BrowserPages:
 
     def clear(self) -> None:
         self.context_sessions.clear()  # scrapy-playwright closes the contexts with its browser
+
+
+# The download handler of spiders that also render pages in a browser (entry_point_discovery):
+# scrapy-playwright's handler for `meta["playwright"]` requests, ours for the rest.
+#
+# scrapy-playwright's handler sends every other request through Scrapy's own HTTP/1.1 handler, so a
+# spider that enables it would lose the TLS impersonation of its Dutchie GraphQL requests
+# (docs/stealth.md, "TLS"). Browser pages keep the real Chromium's handshake, which is the browser
+# their identity claims.
+
+
+class BrowserOrImpersonatingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[misc]  # untyped
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.impersonating = ImpersonatingDownloadHandler(crawler)
+        self.browser_path = browser_path(crawler.settings)
+
+    async def download_request(self, request: Request) -> Response:
+        response: Response
+        if request.meta.get("playwright"):
+            # no Chromium: this page fails alone (stealth/browser_pages.py), before Playwright
+            # tries to launch it
+            if (missing := chromium_not_found(self.browser_path)) is not None:
+                raise missing
+            response = await super().download_request(request)
+        else:
+            response = await self.impersonating.download_request(request)
+        return response
+
+    async def close(self) -> None:
+        await self.impersonating.close()
+        await super().close()
+
+
+# A browser page without a browser: Chromium missing at CHROMIUM_PATH fails that page only.
+#
+# Without Chromium (apt locked, a non-root user, a node built without it) the stores whose menu is on
+# their own website cannot be rendered, but nothing else needs a browser: each browser page fails
+# with ChromiumNotFound, an IgnoreRequest whose message is the store's `resolution_error`
+# ("Chromium not found at CHROMIUM_PATH (/usr/bin/chromium)"), and the crawl goes on with the other
+# stores. Checked per request (a stat), not once per crawl: a `-a follow=1` drainer that runs for
+# weeks renders again once Chromium is installed. The stealth middleware checks before it draws a
+# browser identity (which reads the Chromium's version, and would stop the crawl); the download
+# handler checks again for a page that comes to it without the middleware.
+
+MISSING_STAT = "cannaspider/browser_missing"  # browser pages failed for want of Chromium
+
+
+class ChromiumNotFound(IgnoreRequest):
+    """A browser page that cannot be rendered: no Chromium at CHROMIUM_PATH."""
+
+
+def browser_path(settings: BaseSettings) -> str:
+    """The Chromium scrapy-playwright launches: PLAYWRIGHT_LAUNCH_OPTIONS' executable_path, else CHROMIUM_PATH."""
+    path: str = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS").get("executable_path") or settings.get("CHROMIUM_PATH")
+    return path
+
+
+def chromium_not_found(path: str | None) -> ChromiumNotFound | None:
+    """The error for a browser page when there is no executable at `path` (a path, or a name on PATH).
+    No path at all (CHROMIUM_PATH set empty): Playwright launches a browser of its own, not ours to check."""
+    if not path or shutil.which(path) is not None:
+        return None
+    return ChromiumNotFound(f"Chromium not found at CHROMIUM_PATH ({path})")
+
+
+def setup_warning(missing: ChromiumNotFound) -> str:
+    """What `./dev` says when there is no Chromium: exactly what a crawl then does."""
+    return (
+        f"warning: {missing}: only the stores whose menu is on their own website will not resolve, each "
+        f'with resolution_error "{missing}"; the other stores resolve and crawl as usual '
+        "(install chromium, or set CHROMIUM_PATH)"
+    )
+
+
+def main(argv: list[str]) -> int:
+    """`python -m cannaspider.stealth.browser_pages [--quiet]` (./dev setup): exit 1 and, unless
+    quiet, the warning on stderr when the project's settings name no Chromium that exists."""
+    from scrapy.utils.project import get_project_settings  # noqa: PLC0415 - the command's, not the crawl's
+
+    missing = chromium_not_found(browser_path(get_project_settings()))
+    if missing is None:
+        return 0
+    if "--quiet" not in argv:
+        print(setup_warning(missing), file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,12 +1,12 @@
 """The crawl's proxy pool: the `proxies` table re-read every STEALTH_PROXY_REFRESH_S, each proxy's
-rotation state (scrapy-rotating-proxies' Proxies keyed by row id, stealth/proxy_states.py), the
+rotation state (scrapy-rotating-proxies' Proxies keyed by row id: IdStates, below), the
 choice of a proxy for a request, and its health written back in batches every
-STEALTH_HEALTH_FLUSH_S and at close (the batches and their UPDATE: stealth/proxy_health.py).
+STEALTH_HEALTH_FLUSH_S and at close (the batches and their UPDATE: cannaspider/stealth/proxies.py).
 
 `success_count` and `failure_count` are lifetime counters (a success erases nothing). A proxy is
 deactivated when STEALTH_PROXY_MAX_FAILURES of its last STEALTH_PROXY_ATTEMPT_WINDOW attempts (a
 success, or a failure event) failed: in memory at once, and in the table with the next batch
-(`recent_attempts`, stealth/proxy_health.py; `scrapy schedule` re-probes it, stealth/probe.py).
+(`recent_attempts`, stealth/proxies.py; `scrapy schedule` re-probes it, stealth/probe.py).
 The window starts from the table's, so it spans crawls, and crawls sharing a proxy fill one window.
 
 Failures are taken in the order they complete. One that completes within STEALTH_FAILURE_WINDOW_S
@@ -28,31 +28,69 @@ import logging
 import random
 import time
 import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 import psycopg
+from rotating_proxies.expire import Proxies, ProxyState, exp_backoff_full_jitter
 from scrapy import signals
 from scrapy.crawler import Crawler
 
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_database import CrawlDatabase
-from cannaspider.stealth.proxies import ACTIVE_PROXIES, CRAWL_POOL, ProxyRecord, record_of
-from cannaspider.stealth.proxy_health import (
+from cannaspider.stealth.proxies import (
+    ACTIVE_PROXIES,
+    CRAWL_POOL,
     FAILURE,
     FLUSH_HEALTH,
     SUCCESS,
     FailureRule,
     HealthBatch,
+    ProxyRecord,
     health_params,
     merge_unwritten,
+    record_of,
 )
-from cannaspider.stealth.proxy_states import IdStates, backoff
 
 logger = logging.getLogger(__name__)
 
-# one pool of each name per crawler, shared by the components that use it (nothing is set on the
-# Crawler): the crawl's ('crawl'), and IMAGES_PROXY_POOL's when an operator gives images their own
-_POOLS: weakref.WeakKeyDictionary[Crawler, dict[str, ProxyPool]] = weakref.WeakKeyDictionary()
+# the pools of crawlers whose settings do not enable ProxyPools (components built directly on a
+# bare get_crawler(), as in tests): still one set per crawler
+_UNREGISTERED: weakref.WeakKeyDictionary[Crawler, ProxyPools] = weakref.WeakKeyDictionary()
+
+
+class ProxyPools:
+    """The crawler's proxy pools, one of each name, shared by the components that use them: the
+    crawl's ('crawl'), and IMAGES_PROXY_POOL's when an operator gives images their own. A Scrapy
+    extension enabled in EXTENSIONS (settings.py); a pool is made when a component first asks
+    for it, and closed (its health written) when the spider closes."""
+
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.pools: dict[str, ProxyPool] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ProxyPools:
+        return cls(crawler)
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> ProxyPools:
+        """The enabled extension, else (a bare test crawler) a set of its own. Available once the
+        crawler's extensions are built: in components' from_crawler and at run time."""
+        pools = crawler.get_extension(cls)
+        if pools is None:
+            pools = _UNREGISTERED.get(crawler)
+            if pools is None:
+                pools = _UNREGISTERED[crawler] = cls.from_crawler(crawler)
+        return pools
+
+    def pool(self, name: str = CRAWL_POOL) -> ProxyPool:
+        pool = self.pools.get(name)
+        if pool is None:
+            pool = self.pools[name] = ProxyPool(self.crawler, name)
+            self.crawler.signals.connect(pool.close, signal=signals.spider_closed)
+        return pool
 
 
 class ProxyPool:
@@ -79,12 +117,8 @@ class ProxyPool:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler, name: str = CRAWL_POOL) -> ProxyPool:
-        pools = _POOLS.setdefault(crawler, {})
-        pool = pools.get(name)
-        if pool is None:
-            pool = pools[name] = cls(crawler, name)
-            crawler.signals.connect(pool.close, signal=signals.spider_closed)
-        return pool
+        """The crawler's pool of that name (ProxyPools, above)."""
+        return ProxyPools.for_crawler(crawler).pool(name)
 
     # -- the table ---------------------------------------------------------------------------
     async def ensure_loaded(self) -> None:
@@ -255,3 +289,43 @@ class ProxyPool:
         )
         self.crawler.stats.inc_value("cannaspider/proxies_deactivated")
         return True
+
+
+# Each proxy's rotation state, by scrapy-rotating-proxies' own state machine (`Proxies`: good,
+# unchecked, dead with an exponential, jittered backoff and reanimation), so that the pool
+# (stealth/pool.py) rotates as RotatingProxyMiddleware does. Rotating-proxies keys its proxies by
+# URL string; ours are rows whose address an operator may edit, so they are keyed by row id (see
+# stealth/proxies.py), and the set of ids follows the `proxies` table as the pool re-reads it.
+
+
+class IdStates(Proxies):  # type: ignore[misc]  # rotating_proxies is untyped
+    """rotating_proxies' state machine keyed by proxy row id instead of a URL string."""
+
+    def __init__(self, backoff: Callable[[int], float]) -> None:
+        self.proxies: dict[int, ProxyState] = {}
+        self.proxies_by_hostport: dict[str, int] = {}  # unused: we never look proxies up by address
+        self.unchecked: set[int] = set()
+        self.good: set[int] = set()
+        self.dead: set[int] = set()
+        self.backoff = backoff
+
+    def sync(self, ids: set[int]) -> None:
+        """Take in new rows, forget rows that were disabled or deleted."""
+        for gone in set(self.proxies) - ids:
+            del self.proxies[gone]
+            self.unchecked.discard(gone)
+            self.good.discard(gone)
+            self.dead.discard(gone)
+        for new in ids - set(self.proxies):
+            self.proxies[new] = ProxyState()
+            self.unchecked.add(new)
+
+
+def _no_backoff(attempt: int) -> float:
+    return 0.0
+
+
+def backoff(base_s: float, cap_s: float) -> Callable[[int], float]:
+    """A failed proxy's backoff: rotating-proxies' full-jitter exponential from STEALTH_PROXY_BACKOFF_S
+    up to STEALTH_PROXY_BACKOFF_CAP_S; none when the base is 0."""
+    return partial(exp_backoff_full_jitter, base=base_s, cap=cap_s) if base_s > 0 else _no_backoff

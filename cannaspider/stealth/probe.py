@@ -3,7 +3,7 @@
 (docs/stealth.md, "Re-probing").
 
 A proxy deactivated by STEALTH_PROXY_MAX_FAILURES failure events has `deactivated_at` and a
-`next_probe_at` PROXY_REPROBE_AFTER_S later (stealth/proxy_health.py); one an operator disabled has
+`next_probe_at` PROXY_REPROBE_AFTER_S later (stealth/proxies.py); one an operator disabled has
 neither and is never probed. When a probe is due, the scheduler takes the proxy (pushing its
 `next_probe_at` past the probe's timeout, so schedulers on several machines do not probe it
 twice), sends one request through it, and:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 
-from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META
+from cannaspider.stealth.browser import IDENTITY_META, VERSION_META
 from cannaspider.stealth.identity import Identity
 
 PROXY_META = "stealth_proxy_id"

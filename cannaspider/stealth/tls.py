@@ -28,7 +28,7 @@ What scrapy-impersonate 1.10.1 gets wrong, and what is done here instead:
 - DOWNLOAD_MAXSIZE and DOWNLOAD_VERIFY_CERTIFICATES are honoured;
 - the bytes received (headers and the body as it came, compressed) are in meta
   `download_wire_bytes` and in the crawl's stats per platform, proxy and kind
-  (stealth/wire_bytes.py): Scrapy's `downloader/response_bytes` counts the decoded body.
+  (stealth/tls.py): Scrapy's `downloader/response_bytes` counts the decoded body.
 Proxy-Authorization goes to the proxy only (PROXYHEADER, also on CONNECT), never to the target
 (fixed upstream in 1.10.1, jxlil/scrapy-impersonate#52), and stays on retries (#26). A SOCKS5
 proxy's credentials go to curl as its user and password (RFC 1929), a `:` in the password included.
@@ -64,11 +64,12 @@ from scrapy.exceptions import (
 from scrapy.http import Headers, Response
 from scrapy.responsetypes import responsetypes
 from scrapy.settings import BaseSettings
+from scrapy.statscollectors import StatsCollector
 from scrapy_impersonate.handler import ImpersonateDownloadHandler
 from scrapy_impersonate.parser import CurlOptionsParser, RequestParser
 
-from cannaspider.stealth import wire_bytes
 from cannaspider.stealth.identity import Identity
+from cannaspider.stealth.routing import PROXY_META
 
 # curl error codes (https://curl.se/libcurl/c/libcurl-errors.html)
 CURLE_COULDNT_CONNECT = 7
@@ -226,7 +227,7 @@ class CurlImpersonator:
         finally:
             await self._release(pooled)
         request.meta["download_latency"] = time.monotonic() - started
-        # the bytes curl received: headers and the body before decoding (stealth/wire_bytes.py)
+        # the bytes curl received: headers and the body before decoding (stealth/tls.py)
         request.meta[WIRE_BYTES_META] = int(response.header_size or 0) + int(response.download_size or 0)
         headers_out = Headers(response.headers.multi_items())
         if encoding:
@@ -287,9 +288,57 @@ class ImpersonatingDownloadHandler(ImpersonateDownloadHandler):  # type: ignore[
     async def _download_request(self, request: Request) -> Response:
         response = await self.curl.download(request)
         self._crawler.stats.inc_value("cannaspider/tls_impersonated")
-        wire_bytes.count(self._crawler.stats, request, request.meta.get(WIRE_BYTES_META, 0))
+        count(self._crawler.stats, request, request.meta.get(WIRE_BYTES_META, 0))
         return response
 
     async def close(self) -> None:
         await self.curl.close()
         await super().close()
+
+
+# Bytes received on the wire, per platform, per proxy and per kind of request (issue 31): what a
+# proxy billed by the gigabyte carries for us, in the crawl's stats.
+#
+# Names (a later Prometheus exporter maps each path to a label):
+# - `cannaspider/bytes_received`: every impersonated download;
+# - `cannaspider/bytes_received/platform/<platform>` (`dutchie`);
+# - `cannaspider/bytes_received/proxy/<id>`: the proxy's row id, never its URL or credentials;
+#   a request sent without a proxy counts under `direct`;
+# - `cannaspider/bytes_received/kind/<graphql|images|other>`.
+#
+# What is counted is what curl received for the answer: its header bytes (the status line and
+# headers, a CONNECT's answer from the proxy included) and its body as it came, compressed, before
+# curl decoded it (CURLINFO_SIZE_DOWNLOAD_T counts the body before content decoding; the chunked
+# framing is not counted). Scrapy's own `downloader/response_bytes` counts the decoded body, up to
+# ten times more for a brotli JSON page. Not counted: TLS framing and handshakes (a new tunnel's
+# handshake is some 5 KB), the request bytes sent, and answers that failed in transfer (a timeout,
+# a corrupt compressed stream): a proxy bills those too, so the proxy's count is the upper one
+# (benchmarks/proxy_bytes.py measures both on loopback).
+
+PREFIX = "cannaspider/bytes_received"
+DEFAULT_PLATFORM = "dutchie"  # the only crawl platform (tasks/roles.py PLATFORMS)
+
+
+def kind_of(request: Request) -> str:
+    if "graphql_operation" in request.meta:
+        return "graphql"
+    if request.meta.get("stealth_slot") == "images":
+        return "images"
+    return "other"
+
+
+def stat_names(request: Request) -> tuple[str, ...]:
+    """The stats one answer to this request adds its bytes to."""
+    platform = request.meta.get("platform") or DEFAULT_PLATFORM
+    proxy = request.meta.get(PROXY_META)
+    return (
+        PREFIX,
+        f"{PREFIX}/platform/{platform}",
+        f"{PREFIX}/proxy/{proxy if proxy is not None else 'direct'}",
+        f"{PREFIX}/kind/{kind_of(request)}",
+    )
+
+
+def count(stats: StatsCollector, request: Request, received: int) -> None:
+    for name in stat_names(request):
+        stats.inc_value(name, received)

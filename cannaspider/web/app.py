@@ -1,16 +1,20 @@
 """The HTTP service: FastAPI validates requests and describes itself at /openapi.json.
 
     GET  /api/worker-registry/roles   the role registry (cannaspider/tasks/roles.py)
-    POST /api/tasks                   an on-demand task (bearer token; see auth.py)
+    POST /api/tasks                   an on-demand task (bearer token; see guards.py)
     GET  /api/tasks                   the queue, filtered, newest first, keyset-paged
     GET  /api/tasks/{id}              one task
     GET  /api/events                  product events, filtered, keyset-paged (events.py)
 
 Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
-A write without the token is refused from its headers, before its body is read (auth.WriteGuard),
+A write without the token is refused from its headers, before its body is read (guards.WriteGuard),
 and no route takes a body over API_MAX_BODY_BYTES (413, from Content-Length or while it streams).
 Other parts of the system add their routers to create_app() (image proxy, analytics pages); the
 dashboard's pages (/dashboard/) and JSON (/api/stores…, /api/health) are in dashboard*.py.
+
+The service's own front door and API docs are here too, with nothing loaded from another host: `/`
+redirects to the dashboard, /docs is Swagger UI and /redoc ReDoc over /openapi.json, their files
+served from the fastapi-offline package (install()).
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import get_project_settings
@@ -32,19 +40,9 @@ from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
-from cannaspider.web import (
-    dashboard,
-    dashboard_api,
-    dashboard_market,
-    docs,
-    errors,
-    events,
-    keyword_profile,
-    market_api,
-)
-from cannaspider.web.auth import WriteGuard, require_token
+from cannaspider.web import dashboard, dashboard_api, events, guards, keyword_profile, market_api
+from cannaspider.web.guards import BodyLimit, WriteGuard, require_token
 from cannaspider.web.images import image_router
-from cannaspider.web.limits import BodyLimit
 from cannaspider.web.models import (
     TARGET_NOT_FOUND,
     EnqueueOut,
@@ -91,7 +89,7 @@ def create_app(
         version="1",
         description="Task queue of the cannaspider crawlers. Reads are open; writes need a bearer token.",
         lifespan=lifespan,
-        docs_url=None,  # /docs and /redoc serve their own assets: web/docs.py
+        docs_url=None,  # /docs and /redoc serve their own assets: install() below
         redoc_url=None,
     )
     # the last added runs first: the token is checked before the size (an unauthenticated upload
@@ -110,10 +108,10 @@ def create_app(
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))
     app.include_router(market_api.router)  # canonical brands and products, GET /api/market
-    app.include_router(dashboard_market.router)  # /dashboard/market/{state}
-    docs.install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
+    app.include_router(dashboard.market_router)  # /dashboard/market/{state}
+    install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 
-    for error, handler in errors.HANDLERS.items():
+    for error, handler in guards.HANDLERS.items():
         app.add_exception_handler(error, handler)
 
     @app.exception_handler(psycopg.OperationalError)
@@ -181,3 +179,58 @@ def create_app(
         return task
 
     return app
+
+
+ASSETS = "/docs-assets"
+# ReDoc's bundle shows its "powered by" logo from Redocly's CDN (a headless browser caught the
+# request: tests/web/test_docs_browser.py): our copy names our own icon instead
+REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+def install(app: FastAPI) -> None:
+    """The redirect, the two docs pages and their files, on `app`."""
+    app.include_router(docs_router)
+    app.mount(ASSETS, StaticFiles(directory=str(resources.files("fastapi_offline") / "static")), name="docs-assets")
+
+
+docs_router = APIRouter(include_in_schema=False)
+
+
+@lru_cache(maxsize=1)
+def _redoc_js() -> bytes:
+    bundle = (resources.files("fastapi_offline") / "static" / "redoc.standalone.js").read_bytes()
+    return bundle.replace(REDOC_CDN_LOGO, f"{ASSETS}/favicon.png".encode())
+
+
+@docs_router.get(f"{ASSETS}/redoc.standalone.js")  # before the static files (install() includes this first)
+async def redoc_js() -> Response:
+    return Response(_redoc_js(), media_type="text/javascript", headers={"cache-control": "max-age=86400"})
+
+
+@docs_router.get("/")
+async def root() -> RedirectResponse:
+    return RedirectResponse("/dashboard/", status_code=307)
+
+
+@docs_router.get("/docs")
+async def swagger_ui() -> HTMLResponse:
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title="cannaspider API",
+        swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
+        swagger_css_url=f"{ASSETS}/swagger-ui.css",
+        swagger_favicon_url=f"{ASSETS}/favicon.png",
+        # no badge that sends the spec to swagger.io's validator
+        swagger_ui_parameters={"validatorUrl": None},
+    )
+
+
+@docs_router.get("/redoc")
+async def redoc() -> HTMLResponse:
+    return get_redoc_html(
+        openapi_url="/openapi.json",
+        title="cannaspider API",
+        redoc_js_url=f"{ASSETS}/redoc.standalone.js",
+        redoc_favicon_url=f"{ASSETS}/favicon.png",
+        with_google_fonts=False,
+    )

@@ -1,12 +1,14 @@
-"""The dashboard's pages, rendered on the server from templates/ (Jinja2): an overview, the stores,
-a store's products (filterable) and latest events, a product's history chart and events, and the
-crawl health. Every page is
-plain HTML with its CSS inline in base.html: no script, no asset fetched from anywhere, light on a
-phone. The JSON behind each page is the documented API in dashboard_api.py."""
+"""The dashboard's pages, rendered on the server from templates/ (Jinja2): an overview, the stores, a
+store's products (filterable) and latest events, a product's history chart and events, the crawl
+health, and the market pages (a state's morning page: its day's figures and events, price per gram
+by category over time, brand availability ranked with its 4-week change, the brand and price movers;
+the same figures as GET /api/market). Every page is plain HTML with its CSS inline in base.html: no
+script, no asset fetched from anywhere, light on a phone. The JSON behind each page is the
+documented API in dashboard_api.py."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi import Path as PathParam
@@ -17,7 +19,8 @@ from markupsafe import Markup
 
 from cannaspider.web import dashboard_api as api
 from cannaspider.web import dashboard_queries as q
-from cannaspider.web.chart import EVENT_LABELS, price_chart
+from cannaspider.web import market_queries as market_q
+from cannaspider.web.chart import EVENT_LABELS, line_chart, price_chart
 from cannaspider.web.events import product_timeline, store_events
 from cannaspider.web.models import NO_NUL
 
@@ -139,3 +142,40 @@ async def product_page(
 @router.get("/health", response_class=HTMLResponse)
 async def health_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "health.html", {"reports": api.crawl_reports(request), "nav": "health"})
+
+
+# The dashboard's market pages (docs/dashboard.md): the states with market analytics, and a
+# state's morning page: its day's figures and events, price per gram by category over time, brand
+# availability ranked with its 4-week change, the brand and price movers. The same figures as
+# GET /api/market (market_queries.market), rendered on the server like the other pages.
+
+market_router = APIRouter(prefix="/dashboard/market", include_in_schema=False)
+HISTORY_DAYS = 28  # the price-per-gram chart's span: the same four weeks as the availability change
+BRANDS_SHOWN = 50
+
+
+@market_router.get("", response_class=HTMLResponse)
+async def market_index(request: Request) -> HTMLResponse:
+    async with request.app.state.pool.connection() as conn:
+        states = await market_q.market_states(conn)
+    return templates.TemplateResponse(request, "market_index.html", {"states": states, "nav": "market"})
+
+
+@market_router.get("/{state}", response_class=HTMLResponse)
+async def market_page(
+    request: Request,
+    state: str = PathParam(pattern="^[A-Za-z]{2}$"),
+    day: date | None = Query(None, ge=date(2000, 1, 1), le=date(2999, 12, 31)),  # type: ignore[arg-type]
+) -> HTMLResponse:
+    async with request.app.state.pool.connection() as conn:
+        found = await market_q.market(
+            conn, state=state.upper(), day=day, compare_days=HISTORY_DAYS, city="", limit=BRANDS_SHOWN, movers=10
+        )
+        if found is None:
+            raise HTTPException(404, f"no market analytics for {state.upper()}: not crawled, or not refreshed yet")
+        history = await market_q.category_history(conn, state=state.upper(), day=found["day"], days=HISTORY_DAYS)
+    series: dict[str, list[tuple[date, float]]] = {}
+    for row in history:
+        series.setdefault(row["category"] or "(none)", []).append((row["day"], row["median"]))
+    context = {"m": found, "chart": line_chart(series), "nav": "market", "compare_days": HISTORY_DAYS}
+    return templates.TemplateResponse(request, "market.html", context)

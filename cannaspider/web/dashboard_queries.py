@@ -1,12 +1,20 @@
-"""The dashboard's reads, over dispensaries, store_products, crawl_runs, worker_tasks and the view
+"""The dashboard's reads: the database, over dispensaries, store_products, crawl_runs, worker_tasks and the view
 store_product_snapshots (migration 011: the old columns, read back from the partitioned
 product_snapshots). Each is one statement served by an existing index: a store's products by
 store_products_identity, a product's history by store_products_identity then
 product_snapshots_product_idx (on store_product_id), a store's last run by
-crawl_runs_dispensary_idx."""
+crawl_runs_dispensary_idx.
+
+The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py) are read here too: the
+newest per spider, and the blocks of the last 24 hours, from HEALTH_REPORT_DIR; a report that cannot
+be read is skipped (a crawl may be writing it right now).
+"""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Literal
 
 from psycopg import AsyncConnection
@@ -154,3 +162,45 @@ async def history(
     conn: AsyncConnection, dispensary_id: int, provider_product_id: str, *, limit: int = 2000
 ) -> list[dict[str, Any]]:
     return await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit))
+
+
+# The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py): the newest per
+# spider, and the blocks of the last 24 hours, read from HEALTH_REPORT_DIR. A report that cannot be
+# read is skipped (a crawl may be writing it right now).
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def latest(reports_dir: Path) -> list[dict[str, Any]]:
+    """The newest report of each spider, by spider name. File names start with a UTC timestamp."""
+    out: list[dict[str, Any]] = []
+    if not reports_dir.is_dir():
+        return out
+    for folder in sorted(p for p in reports_dir.iterdir() if p.is_dir()):
+        for path in sorted(folder.glob("*.json"), reverse=True):
+            report = _read(path)
+            if report is not None:
+                out.append(report)
+                break
+    return out
+
+
+def blocks_since(reports_dir: Path, hours: float = 24) -> int:
+    """Blocks counted by the crawls that finished in the last `hours`."""
+    if not reports_dir.is_dir():
+        return 0
+    cutoff = (datetime.now(UTC) - timedelta(hours=hours)).strftime("%Y%m%dT%H%M%S")
+    total = 0
+    for path in reports_dir.glob("*/*.json"):
+        if path.name[:15] < cutoff:
+            continue
+        report = _read(path)
+        if report is not None:
+            total += sum(v for v in (report.get("blocks_per_proxy") or {}).values() if isinstance(v, int))
+    return total

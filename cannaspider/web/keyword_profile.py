@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from cannaspider.firecrawl import store
+from cannaspider.firecrawl import persistence
 from cannaspider.firecrawl.keywords_file import LOCALE_PATTERN, normalize_locale
 from cannaspider.web.dashboard import templates
 from cannaspider.web.models import refused_with
@@ -98,13 +98,13 @@ async def load_profile(request: Request, keyword_id: int, locale: str) -> dict[s
         msg = f"locale must look like 'fr-FR', 'en-US' or 'fr', got {locale!r}"
         raise RequestValidationError([{"loc": ["query", "locale"], "msg": msg, "type": "value_error"}])
     async with request.app.state.pool.connection() as conn:
-        locales = await store.keyword_locales(conn, keyword_id)
+        locales = await persistence.keyword_locales(conn, keyword_id)
         if locales is None:
             raise HTTPException(404, f"keyword {keyword_id} does not exist")
         if wanted not in locales:
             known = ", ".join(locales) or "none"
             raise HTTPException(404, f"keyword {keyword_id} has no SERP in locale {wanted} (its locales: {known})")
-        found = await store.get_profile(conn, keyword_id, wanted)
+        found = await persistence.get_profile(conn, keyword_id, wanted)
     if found is None:
         raise HTTPException(
             404, f"keyword {keyword_id} has no semantic profile in {wanted} yet: crawl_onpage computes it"

@@ -26,7 +26,7 @@ from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
 from cannaspider.db.connection import with_dbname
 from cannaspider.db.errors import redact
-from cannaspider.images.filestore import images_store_uri
+from cannaspider.images.backends import images_store_uri
 from sandbox.catalog import CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
 from sandbox.server import Sandbox

@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from cannaspider.alerts import signing, subscriptions
-from tests.alerts.receiver import Receiver
+from cannaspider.webhooks import delivery, subscriptions
 from tests.helpers import ROOT
+from tests.webhooks.receiver import Receiver
 
 SECRET = "s3cret-for-schedule-tests-only"
 
@@ -98,10 +98,10 @@ def test_the_schedule_delivers_alerts_and_retries_a_500_with_backoff(db, sql, en
         finally:
             out, err = stopped(proc)
     first, second = receiver.received
-    assert first["headers"][signing.DELIVERY] == second["headers"][signing.DELIVERY]  # the same delivery, retried
+    assert first["headers"][delivery.DELIVERY] == second["headers"][delivery.DELIVERY]  # the same delivery, retried
     for request in (first, second):
         headers = request["headers"]
-        assert signing.verify(SECRET, int(headers[signing.TIMESTAMP]), request["body"], headers[signing.SIGNATURE])
+        assert delivery.verify(SECRET, int(headers[delivery.TIMESTAMP]), request["body"], headers[delivery.SIGNATURE])
     assert sql("SELECT attempts, last_status FROM alert_deliveries") == [(2, 200)]
     assert "alerts: 1 matched, 0 delivered, 1 to retry" in out
     assert "alerts: 0 matched, 1 delivered, 0 to retry" in out

@@ -18,7 +18,7 @@ from scrapy.http import TextResponse
 from scrapy.settings import Settings
 
 from cannaspider.db.connection import open_async_pool
-from cannaspider.firecrawl.client import FirecrawlClient
+from cannaspider.firecrawl.api import FirecrawlClient
 from cannaspider.firecrawl.job import OnpageConfig, OnpageJobError, OnpageJobs
 from tests.helpers import project_settings
 from tests.httpclient import http

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from cannaspider.firecrawl import classify, corpus, onpage, stopwords, terms
+from cannaspider.firecrawl import classify, corpus, onpage, terms
 from cannaspider.firecrawl.batch import PageOutcome
 from sandbox.websites import COMPETITOR_PAGES
 from tests.firecrawl.conftest import fixture, onpage_config
@@ -61,8 +61,8 @@ def test_french_and_english_pages_give_their_languages_terms():
     fr = corpus_of(COMPETITOR_PAGES["fr-guide.html"][1])
     en = corpus_of(COMPETITOR_PAGES["en-guide.html"][1])
     assert (fr.lang, en.lang) == ("fr", "en")  # <html lang="fr-FR">, <html lang="en">
-    fr_terms, _ = terms.count_terms(fr.text, stopwords.stop_words_for(fr.lang))
-    en_terms, _ = terms.count_terms(en.text, stopwords.stop_words_for(en.lang))
+    fr_terms, _ = terms.count_terms(fr.text, terms.stop_words_for(fr.lang))
+    en_terms, _ = terms.count_terms(en.text, terms.stop_words_for(en.lang))
     assert {"huile", "chanvre", "cannabidiol", "huile de cbd", "sommeil"} <= set(fr_terms)
     # the h1, two h2s, five sentences of the paragraphs and the source link's text (l'huile → l, huile)
     assert fr_terms["huile de cbd"] == 9
@@ -149,7 +149,7 @@ import socket
 def no_network(*args, **kwargs):
     raise AssertionError("network used")
 socket.socket.connect = socket.socket.connect_ex = socket.create_connection = socket.getaddrinfo = no_network
-from cannaspider.firecrawl import corpus, onpage, profile, stopwords  # trafilatura, stop-words imported here
+from cannaspider.firecrawl import corpus, onpage, profile, terms  # trafilatura, stop-words imported here
 from cannaspider.firecrawl.job import OnpageConfig
 from cannaspider.project_settings import project_settings
 from sandbox.websites import COMPETITOR_PAGES
@@ -161,7 +161,7 @@ page = profile.ProfilePage(c.url, c.lang, c.title, c.text, [h.text for h in c.he
 bounds = {"min_pages": cfg.profile_min_pages, "max_terms": cfg.profile_max_terms}
 p = profile.compute("fr-FR", [{"url": c.url, "crawlStatus": "ok"}], {c.url: page}, **bounds)
 assert c.lang == "fr" and "chanvre" in {t["term"] for t in p["terms"]}, p
-assert stopwords.stop_words_for("en") and stopwords.stop_words_for("fr")
+assert terms.stop_words_for("en") and terms.stop_words_for("fr")
 print("offline ok")
 """
 

@@ -1,13 +1,23 @@
 """The on-page parser, field by field, on pages rendered by Firecrawl (the captured JavaScript-
-rendered documents and the sandbox's JS-only page) and on a page that has every field."""
+rendered documents and the sandbox's JS-only page) and on a page that has every field.
+
+Hostile JSON-LD (issue 28, point 10): blocks nested a thousand levels deep, nested `@graph`s,
+`\\ud800` and `\\u0000` escapes, non-finite numbers. The page is read without the blocks it cannot
+hold, says so, and everything it keeps is storable; it used to raise RecursionError or
+UnicodeEncodeError and fail every page of its keyword.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 
+from cannaspider.firecrawl import classify, onpage
+from cannaspider.firecrawl.batch import PageOutcome
 from cannaspider.firecrawl.items import Heading, Hreflang, OnpageFields
 from cannaspider.firecrawl.onpage import parse
-from tests.firecrawl.conftest import fixture
+from tests.firecrawl.conftest import fixture, onpage_config
+from tests.firecrawl.hostile import DEEP_ARRAY, DEEP_GRAPH, NUL_AND_INFINITY, SURROGATES, page_with
 from tests.httpclient import http
 
 
@@ -122,3 +132,43 @@ def test_no_main_falls_back_to_the_body_without_its_frame():
     assert parse(html, "https://x.example/").word_count == 3
     assert parse("", "https://x.example/") == OnpageFields()
     assert parse("<html><body><main></main><div>only here</div></body></html>", "https://x.example/").word_count == 2
+
+
+CONFIG = onpage_config(None)
+
+
+def verdict_of(html: str) -> classify.Verdict:
+    doc = {"rawHtml": html, "metadata": {"statusCode": 200}}
+    return classify.classify(PageOutcome("https://h.example/", doc=doc), min_words=1, limits=CONFIG.corpus)
+
+
+def test_hostile_blocks_are_left_out_or_made_storable_and_the_page_is_ok():
+    v = verdict_of(page_with(DEEP_ARRAY, SURROGATES, DEEP_GRAPH, NUL_AND_INFINITY))
+    assert (v.status, v.error) == ("ok", None)
+    assert v.warning == "2 JSON-LD block(s) left out: nested deeper than 64 levels"
+    assert v.onpage.json_ld_types == ["Product", "Article"] and v.onpage.json_ld_invalid == 2
+    assert v.corpus.json_ld == [
+        {"@type": "Product", "name": "Hemp \ufffd oil", "\ufffd": "key"},
+        {"@type": "Article", "rating": None, "low": None},
+    ]
+    assert v.corpus.json_ld_invalid == 2 and v.corpus.text.startswith("Hemp oil")
+    # what the merge and the corpus row send to PostgreSQL: UTF-8, no NUL, no NaN
+    for value in (v.onpage.to_json(), v.corpus.to_json()):
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+        assert "\x00" not in text and "\\u0000" not in text
+
+
+def test_depth_bound_keeps_real_nesting():
+    at_bound = "[" * onpage.MAX_DEPTH + "]" * onpage.MAX_DEPTH
+    past_bound = "[" * (onpage.MAX_DEPTH + 1) + "]" * (onpage.MAX_DEPTH + 1)
+    graph = '{"@graph": [' * 30 + '{"@type": "Offer"}' + "]}" * 30  # 60 levels: a @graph in a @graph…
+    v = verdict_of(page_with(at_bound, past_bound, graph))
+    assert v.onpage.json_ld_types == ["Offer"] and v.onpage.json_ld_invalid == 1
+    assert v.warning == "1 JSON-LD block(s) left out: nested deeper than 64 levels"
+    assert len(v.corpus.json_ld) == 2
+
+
+def test_a_page_without_hostile_json_ld_has_no_warning():
+    v = verdict_of(page_with('{"@type": "Article"}', "{not json"))
+    assert v.warning is None and v.onpage.json_ld_invalid == 1 and v.onpage.json_ld_types == ["Article"]

@@ -1,7 +1,7 @@
 """ProxyRequiredMiddleware in process (middlewares/proxy_required.py): without an active proxy a
 Dutchie crawl of targets stops before its start() is read (the lifecycle's cannot_work); a
 contract check (CONTRACT_MODE) is let through without asking the database. The queue's refusal
-and the follow drainer's wait: tests/middlewares/test_stealth.py, tests/stealth/test_outage.py."""
+and the follow drainer's wait: tests/middlewares/test_stealth.py, tests/stealth/test_stopping.py."""
 
 from __future__ import annotations
 

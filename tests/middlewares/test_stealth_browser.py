@@ -103,7 +103,7 @@ def test_website_pages_rotate_past_a_wrong_password_and_a_403_to_the_good_proxy_
         assert PLATFORM_IN_UA[visit["sec-ch-ua-platform"]] in ua
         assert visit["accept-language"] == "en-US,en;q=0.9"
     # the spider's GraphQL lookups (a slug read from a page's iframe) keep their TLS impersonation
-    # beside the browser (stealth/browser_handler.py)
+    # beside the browser (stealth/browser_pages.py)
     lookups = counts.get("ConsumerDispensaries", 0)
     assert re.search(rf"'cannaspider/tls_impersonated': {lookups}\b", log), (lookups, counts)
     # a browser context per proxy, named by its row id: credentials appear nowhere in the log

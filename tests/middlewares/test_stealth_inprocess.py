@@ -16,11 +16,9 @@ from scrapy.utils.test import get_crawler
 
 from cannaspider import settings as project_settings
 from cannaspider.middlewares.stealth import StealthProxyMiddleware
-from cannaspider.stealth.browser import BrowserIdentityFactory
-from cannaspider.stealth.contexts import IDENTITY_META, VERSION_META
+from cannaspider.stealth.browser import IDENTITY_META, VERSION_META, BrowserIdentityFactory
 from cannaspider.stealth.identity import IdentityError, coherence_problems
-from cannaspider.stealth.proxies import ProxyRecord
-from cannaspider.stealth.proxy_health import FailureRule
+from cannaspider.stealth.proxies import FailureRule, ProxyRecord
 from cannaspider.stealth.routing import ProxyBlocked
 
 URL = "http://127.0.0.1:1/api-3/graphql?operationName=FilteredProducts"
@@ -235,7 +233,7 @@ def test_without_chromium_a_browser_page_fails_alone_and_nothing_stops(tmp_path,
     """No executable at CHROMIUM_PATH: the page fails with the reason before a proxy or an identity is
     drawn (drawing one reads the browser's version, whose failure would stop the crawl); the store's
     API requests and every other request go on."""
-    from cannaspider.stealth.browser_missing import ChromiumNotFound
+    from cannaspider.stealth.browser_pages import ChromiumNotFound
 
     mw = middleware(WITH_AUTH)
     mw.browser_path = str(tmp_path / "chromium")

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from tests.alerts.receiver import Receiver
 from tests.monitors.conftest import run_health
+from tests.webhooks.receiver import Receiver
 
 PROXY_PASSWORD = "pr0xy-pa55-9f8e"
 API_KEY = "fc-key-0a1b2c3d4e"

@@ -8,7 +8,8 @@ import asyncio
 import time
 
 from cannaspider.db.crawl_database import CrawlDatabase
-from cannaspider.stealth.pool import ProxyPool
+from cannaspider.stealth.pool import ProxyPool, ProxyPools
+from cannaspider.stealth.proxies import CRAWL_POOL
 from tests.helpers import project_crawler
 
 SETTINGS = {
@@ -232,3 +233,13 @@ def test_one_pool_per_crawler_and_nothing_set_on_the_crawler():
     assert ProxyPool.for_crawler(crawler) is pool
     assert ProxyPool.for_crawler(project_crawler()) is not pool
     assert set(vars(crawler)) == attributes  # the pool is kept beside the crawler (Scrapy's object)
+
+
+def test_the_pools_are_an_extension_declared_in_settings():
+    crawler = project_crawler()
+    pools = crawler.get_extension(ProxyPools)
+    assert pools is not None  # enabled in EXTENSIONS, built with the crawler's other extensions
+    crawl = ProxyPool.for_crawler(crawler)
+    images = ProxyPool.for_crawler(crawler, "images")
+    assert pools.pools == {CRAWL_POOL: crawl, "images": images} and crawl is not images
+    assert (crawl.name, images.name) == (CRAWL_POOL, "images")

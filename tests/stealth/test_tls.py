@@ -3,17 +3,24 @@ through the sandbox's forward proxy with credentials, the identity's headers in 
 claimed browser's ClientHello; timeouts, a refused proxy and errors as Scrapy's exceptions.
 
 The in-process tests drive CurlImpersonator with asyncio (no reactor); the crawls at the end run
-`scrapy crawl` through the whole stack."""
+`scrapy crawl` through the whole stack.
+
+The bytes received, as the crawl's stats count them: per platform, proxy id and kind, and equal to
+what a counting proxy relayed, headers and compressed body, less the chunked framing curl does not
+count.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 import pytest
 from curl_cffi import BrowserType
@@ -24,8 +31,11 @@ from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError
 from scrapy.settings import Settings
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
+from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES, products_variables
 from cannaspider.stealth.identity import Identity, IdentityFactory
-from cannaspider.stealth.tls import CurlImpersonator, impersonate_target, mask
+from cannaspider.stealth.routing import PROXY_META
+from cannaspider.stealth.tls import PREFIX, WIRE_BYTES_META, CurlImpersonator, impersonate_target, mask, stat_names
+from sandbox.counting_proxy import CountingProxy
 from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import (
     SANDBOX_PROXY_AUTH,
@@ -437,3 +447,66 @@ def test_a_truncated_or_corrupt_compressed_page_leaves_the_crawl_incomplete_and_
     # judged as a failed download (curl: bad content encoding) or an answer that is no API answer
     # (the JSON a truncated stream decodes to): retried through the proxy, then given up
     assert status == "incomplete" and error.startswith("page 0: request failed"), error
+
+
+# Bytes received, as the crawl's stats count them (cannaspider/stealth/tls.py and the curl
+# download in stealth/tls.py): per platform, proxy id and kind, and equal to what a counting proxy
+# relayed, headers and compressed body, less the chunked framing curl does not count.
+
+
+def test_the_stats_name_the_platform_the_proxy_id_and_the_kind_never_the_url():
+    page = Request("http://user:secret@proxy.example/graphql", meta={"graphql_operation": "F", PROXY_META: 7})
+    assert stat_names(page) == (
+        PREFIX,
+        f"{PREFIX}/platform/dutchie",
+        f"{PREFIX}/proxy/7",
+        f"{PREFIX}/kind/graphql",
+    )
+    image = Request("http://cdn.example/a.png", meta={"stealth": True, "stealth_slot": "images", PROXY_META: 3})
+    assert stat_names(image)[2:] == (f"{PREFIX}/proxy/3", f"{PREFIX}/kind/images")
+    direct = Request("http://example.com/", meta={"platform": "other"})
+    assert stat_names(direct)[1:] == (f"{PREFIX}/platform/other", f"{PREFIX}/proxy/direct", f"{PREFIX}/kind/other")
+    assert not any("secret" in name or "example" in name for name in stat_names(page) + stat_names(image))
+
+
+def graphql_url(sandbox) -> str:
+    store = sandbox.stores("AZ")[0]["id"]
+    params = {
+        "operationName": "FilteredProducts",
+        "variables": json.dumps(products_variables(store, 0, 100)),
+        "extensions": json.dumps(
+            {"persistedQuery": {"version": 1, "sha256Hash": DEFAULT_PERSISTED_HASHES["FilteredProducts"]}}
+        ),
+    }
+    return f"{sandbox.urls.graphql}?{urlencode(params)}"
+
+
+@pytest.mark.parametrize("compressed", [True, False], ids=["br-chunked", "uncompressed"])
+def test_the_bytes_curl_received_are_the_proxys_less_the_chunk_framing(sandbox, compressed):
+    sandbox.call("POST", "/_sandbox/compression", {"on": compressed})
+    who = IdentityFactory(random.Random(5)).draw()
+    curl = CurlImpersonator(Settings({**project_settings(), "DOWNLOAD_TIMEOUT": 60}))
+    with CountingProxy() as proxy:
+        requests = []
+        for url in (graphql_url(sandbox), sandbox.urls.base + "/images/products/abc.png"):
+            request = Request(url, meta={"proxy": proxy.url, "impersonate": impersonate_target(who)})
+            for name, value in who.apply([("apollo-require-preflight", "true")]):
+                request.headers[name] = value
+            requests.append(request)
+
+        async def run() -> list:
+            try:
+                return [await curl.download(r) for r in requests]
+            finally:
+                await curl.close()
+
+        page, image = asyncio.run(run())
+        exchanges = proxy.take()
+    assert json.loads(page.body)["data"]["filteredProducts"]["products"]  # decoded by curl
+    assert "Content-Encoding" not in page.headers  # so HttpCompressionMiddleware cannot decode it twice
+    answer, picture = exchanges
+    assert answer.encoding == ("br" if compressed else None)
+    assert page.meta[WIRE_BYTES_META] == answer.received - answer.framing
+    assert image.meta[WIRE_BYTES_META] == picture.received
+    if compressed:
+        assert page.meta[WIRE_BYTES_META] < len(page.body) / 4  # counted as it came, not decoded

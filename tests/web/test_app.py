@@ -1,9 +1,12 @@
-"""The HTTP service over a real PostgreSQL: roles, validation with reasons, auth, paging, OpenAPI."""
+"""The HTTP service over a real PostgreSQL: roles, validation with reasons, auth, paging, OpenAPI;
+`/` and the API docs: no page of the service needs a host other than itself."""
 
 from __future__ import annotations
 
 import re
 import socket
+from http.client import HTTPConnection
+from urllib.parse import urljoin, urlparse
 
 import pytest
 from scrapy.utils.project import get_project_settings
@@ -324,3 +327,34 @@ def test_a_refusal_of_the_body_has_the_documented_422_shape(api):
 def test_img_takes_ascii_digits_only(api, query):
     reply = http("GET", api.base + "/img/products/az/none.webp" + query)
     assert reply.status == 400 and "must be a whole number" in reply.json()["detail"], reply.text
+
+
+# `/` and the API docs: no page of the service needs a host other than itself.
+
+URL = re.compile(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)['"]|url\(([^)]+)\)""")
+
+
+def test_root_redirects_to_the_dashboard(api):
+    conn = HTTPConnection("127.0.0.1", api.port, timeout=10)
+    conn.request("GET", "/")
+    reply = conn.getresponse()
+    assert reply.status in (302, 303, 307) and reply.getheader("location") == "/dashboard/"
+    assert http("GET", api.base + "/").status == 200  # followed: the dashboard
+    assert "/" not in http("GET", api.base + "/openapi.json").json()["paths"]
+
+
+def test_the_docs_pages_load_everything_from_the_service_itself(api):
+    for page in ("/docs", "/redoc"):
+        reply = http("GET", api.base + page)
+        assert reply.status == 200, page
+        refs = [a or b for a, b in URL.findall(reply.text)]
+        assert refs, page
+        for ref in refs:
+            absolute = urljoin(api.base + page, ref.strip())
+            host = urlparse(absolute).hostname
+            assert host == "127.0.0.1", f"{page} references {ref}"
+            # every asset it names is served, non-empty
+            asset = http("GET", absolute)
+            assert asset.status == 200 and asset.body, absolute
+        assert "cdn" not in reply.text.lower() and "googleapis" not in reply.text
+    assert "validatorUrl" in http("GET", api.base + "/docs").text  # no badge calling swagger.io

@@ -274,11 +274,11 @@ def test_router_from_settings_reads_images_store(tmp_path):
     remote = image_router(
         Settings({**project_settings(), "IMAGES_STORE": "s3://bucket/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)})
     )
-    assert remote.image_proxy.unsupported_store is None and remote.image_proxy.root is None  # type: ignore[attr-defined]
+    assert remote.image_proxy.unsupported_backend is None and remote.image_proxy.root is None  # type: ignore[attr-defined]
     odd = image_router(
         Settings({**project_settings(), "IMAGES_STORE": "sftp://host/images/", "CANNASPIDER_DATA_DIR": str(tmp_path)})
     )
-    assert "reads a folder, s3://, gs:// or ftp://" in odd.image_proxy.unsupported_store  # type: ignore[attr-defined]
+    assert "reads a folder, s3://, gs:// or ftp://" in odd.image_proxy.unsupported_backend  # type: ignore[attr-defined]
 
 
 def test_router_from_the_project_settings(tmp_path, monkeypatch):
@@ -286,7 +286,7 @@ def test_router_from_the_project_settings(tmp_path, monkeypatch):
     project.setmodule("cannaspider.settings", priority="project")
     project.set("CANNASPIDER_DATA_DIR", str(tmp_path), priority="cmdline")
     proxy = image_router(project).image_proxy  # type: ignore[attr-defined]
-    assert proxy.root == (tmp_path / "images").resolve() and proxy.unsupported_store is None
+    assert proxy.root == (tmp_path / "images").resolve() and proxy.unsupported_backend is None
     assert proxy.pool._max_workers == (os.cpu_count() or 2)
     assert proxy.variants.max_bytes == 2 * 1024**3 and proxy.originals is None  # a local store is read in place
-    assert proxy.store_retry_s == 5.0 and proxy.store_pool._max_workers == 8
+    assert proxy.backend_retry_s == 5.0 and proxy.backend_pool._max_workers == 8

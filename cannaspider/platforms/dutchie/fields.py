@@ -224,6 +224,6 @@ def brand_description(losses: Losses, text: str) -> str | None:
 
 
 def brand_logo(losses: Losses, brand: object) -> str | None:
-    """brand.imageUrl when it is an http(s) URL (stored once per brand: pipelines/image_plan.py)."""
+    """brand.imageUrl when it is an http(s) URL (stored once per brand: pipelines/images.py)."""
     url = brand.get("imageUrl") if type(brand) is dict else None
     return url if type(url) is str and url and url.isascii() and fetchable(losses, url) else None
