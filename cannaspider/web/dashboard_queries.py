@@ -12,6 +12,8 @@ from typing import Any, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from cannaspider.history.reader import cold_history
+
 StockFilter = Literal["in_stock", "oos", "missing"]
 
 OVERVIEW = """
@@ -153,4 +155,9 @@ async def product(conn: AsyncConnection, dispensary_id: int, provider_product_id
 async def history(
     conn: AsyncConnection, dispensary_id: int, provider_product_id: str, *, limit: int = 2000
 ) -> list[dict[str, Any]]:
-    return await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit))
+    """A product's snapshots, oldest first: the archived months' (docs/history.md), then
+    PostgreSQL's, whose months are all newer."""
+    cold = await cold_history(conn, dispensary_id, provider_product_id, limit)
+    if len(cold) >= limit:
+        return cold
+    return cold + await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit - len(cold)))
