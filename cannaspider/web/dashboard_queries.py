@@ -155,9 +155,10 @@ async def product(conn: AsyncConnection, dispensary_id: int, provider_product_id
 async def history(
     conn: AsyncConnection, dispensary_id: int, provider_product_id: str, *, limit: int = 2000
 ) -> list[dict[str, Any]]:
-    """A product's snapshots, oldest first: the archived months' (docs/history.md), then
-    PostgreSQL's, whose months are all newer."""
+    """A product's snapshots, oldest first, from both tiers (docs/history.md): the archived
+    months' and PostgreSQL's, merged by time (a month restored may lie between archived ones)."""
+    hot = await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit))
     cold = await cold_history(conn, dispensary_id, provider_product_id, limit)
-    if len(cold) >= limit:
-        return cold
-    return cold + await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit - len(cold)))
+    if not cold:
+        return hot
+    return sorted(cold + hot, key=lambda row: row["captured_at"])[:limit]
