@@ -11,6 +11,7 @@ mtime). A month's export is a scan: DuckDB reads the whole file, joins the produ
 from __future__ import annotations
 
 import asyncio
+import bisect
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ PRODUCT_IDS = "SELECT id FROM store_products WHERE dispensary_id = %s AND provid
 
 @dataclass(frozen=True)
 class _Index:
-    """A file's footer and its row groups' store_product_id bounds."""
+    """A file's footer and its row groups' store_product_id bounds (empty: unusable)."""
 
     metadata: pq.FileMetaData
     lows: list[int]
@@ -61,15 +62,16 @@ def _index(path: Path) -> _Index:
         return found
     metadata = pq.read_metadata(path)
     column = metadata.schema.names.index("store_product_id")
-    lows, highs = [], []
+    lows: list[int] = []
+    highs: list[int] = []
     for i in range(metadata.num_row_groups):
         stats = metadata.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max:  # no bounds: the group is always read
-            lows.append(-(2**63))
-            highs.append(2**63 - 1)
-        else:
-            lows.append(int(stats.min))
-            highs.append(int(stats.max))
+        if stats is None or not stats.has_min_max:
+            break
+        lows.append(int(stats.min))
+        highs.append(int(stats.max))
+    if len(lows) < metadata.num_row_groups or lows != sorted(lows) or highs != sorted(highs):
+        lows, highs = [], []  # not a file of ours as written (sorted, with statistics): read it whole
     index = _Index(metadata, lows, highs)
     with _lock:
         _indexes[key] = index
@@ -81,9 +83,14 @@ def product_table(files: list[Path], ids: list[int], columns: tuple[str, ...] = 
     tables = []
     for path in files:
         index = _index(path)
-        groups = [
-            i for i, (lo, hi) in enumerate(zip(index.lows, index.highs, strict=True)) if any(lo <= p <= hi for p in ids)
-        ]
+        # the file is sorted by product: both bounds rise with the group, so bisection finds the
+        # groups whose range holds a product (a year of thousands of groups a month, in microseconds)
+        if index.lows:
+            groups = sorted(
+                {i for p in ids for i in range(bisect.bisect_left(index.highs, p), bisect.bisect_right(index.lows, p))}
+            )
+        else:
+            groups = list(range(index.metadata.num_row_groups))
         if not groups:
             continue
         table = pq.ParquetFile(path, metadata=index.metadata).read_row_groups(
