@@ -197,12 +197,17 @@ def _write_parquet(conn: psycopg.Connection[Any], table: str, path: Path) -> Non
             for block in stream:
                 out.write(block)
         types = ", ".join(f"'{n}': '{k}'" for n, _, k in ARCHIVE_COLUMNS)
+        rows = (
+            f"read_csv('{_quoted(scratch)}', columns = {{{types}}}, header = false, allow_quoted_nulls = false,"
+            " quote = '\"', escape = '\"', delim = ',')"
+            if scratch.stat().st_size
+            # an empty month (DuckDB reads no columns from an empty CSV): the file has its columns, no row
+            else "(SELECT " + ", ".join(f"CAST(NULL AS {k}) AS {n}" for n, _, k in ARCHIVE_COLUMNS) + " LIMIT 0)"
+        )
         with duck() as db:
             db.execute(
-                f"COPY (SELECT * FROM read_csv(?, columns = {{{types}}}, header = false, allow_quoted_nulls = false,"
-                f" quote = '\"', escape = '\"', delim = ',') ORDER BY {', '.join(SORT_KEY)})"
-                f" TO '{_quoted(partial)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})",
-                [str(scratch)],
+                f"COPY (SELECT * FROM {rows} ORDER BY {', '.join(SORT_KEY)})"
+                f" TO '{_quoted(partial)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
             )
         _fsync(partial)
         os.replace(partial, path)

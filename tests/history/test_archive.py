@@ -139,3 +139,15 @@ def test_months_due_and_the_store_setting(db, tmp_path):
         archive.store_folder("s3://bucket/history")
     with pytest.raises(archive.ArchiveError, match="not set"):
         archive.store_folder(None)
+
+
+def test_an_empty_month_is_archived_and_restored(db, store):
+    keys = seed_history(db)
+    empty = date(2026, 1, 1)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("SELECT ensure_snapshot_partitions(%s, 1)", (empty,))
+    moved = archive.archive_month(db, empty, store)  # nothing to roll: no analytics needed
+    assert moved is not None and moved.rows == 0 and empty not in partitions(db)
+    before = api_history(db, keys)
+    assert archive.restore_month(db, empty) == 0 and empty in partitions(db)
+    assert api_history(db, keys) == before
