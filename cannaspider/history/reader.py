@@ -14,6 +14,7 @@ import asyncio
 import bisect
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -52,6 +53,8 @@ class _Index:
 
 _indexes: dict[tuple[str, int, int], _Index] = {}
 _lock = threading.Lock()
+# a year's months read side by side: pyarrow decodes without the GIL
+_READERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cold-history")
 
 
 def _index(path: Path) -> _Index:
@@ -78,42 +81,52 @@ def _index(path: Path) -> _Index:
     return index
 
 
-def product_table(files: list[Path], ids: list[int], columns: tuple[str, ...] = PRODUCT_COLUMNS) -> pa.Table:
-    """The rows of products `ids` in `files`, ordered by time."""
-    tables = []
-    for path in files:
-        index = _index(path)
+def _product_rows(path: Path, ids: list[int], columns: tuple[str, ...]) -> pa.Table | None:
+    """The rows of products `ids` in one file (None: none of its row groups holds one)."""
+    index = _index(path)
+    if index.lows:
         # the file is sorted by product: both bounds rise with the group, so bisection finds the
         # groups whose range holds a product (a year of thousands of groups a month, in microseconds)
-        if index.lows:
-            groups = sorted(
-                {i for p in ids for i in range(bisect.bisect_left(index.highs, p), bisect.bisect_right(index.lows, p))}
-            )
-        else:
-            groups = list(range(index.metadata.num_row_groups))
-        if not groups:
-            continue
-        table = pq.ParquetFile(path, metadata=index.metadata).read_row_groups(
-            groups, columns=["store_product_id", *columns]
+        groups = sorted(
+            {i for p in ids for i in range(bisect.bisect_left(index.highs, p), bisect.bisect_right(index.lows, p))}
         )
-        mask = pc.is_in(table["store_product_id"], value_set=pa.array(ids, pa.int64()))
-        tables.append(table.filter(mask).select(list(columns)))
-    if not tables:
+    else:
+        groups = list(range(index.metadata.num_row_groups))
+    if not groups:
+        return None
+    # one group is a few hundred kilobytes decoded: pyarrow's own threads and read-ahead cost more
+    # than they save, the files are read side by side instead (_READERS)
+    table = pq.ParquetFile(path, metadata=index.metadata, pre_buffer=False).read_row_groups(
+        groups, columns=["store_product_id", *columns], use_threads=False
+    )
+    mask = pc.is_in(table["store_product_id"], value_set=pa.array(ids, pa.int64()))
+    return table.filter(mask).select(list(columns))
+
+
+def product_table(files: list[Path], ids: list[int], columns: tuple[str, ...] = PRODUCT_COLUMNS) -> pa.Table:
+    """The rows of products `ids` in `files`, ordered by time."""
+    found = [t for t in _READERS.map(lambda path: _product_rows(path, ids, columns), files) if t is not None]
+    if not found:
         return pa.table({c: pa.array([], pa.null()) for c in columns}).select(list(columns))
-    return pa.concat_tables(tables).sort_by("captured_at")
+    return pa.concat_tables(found).sort_by("captured_at")
 
 
 def history_rows(table: pa.Table) -> list[dict[str, Any]]:
     """The history API's rows (dashboard_queries.HISTORY: prices as float8, stock_status derived)."""
     if table.num_rows == 0:
         return []
-    out: list[dict[str, Any]] = table.to_pylist()
-    for row in out:
-        for name in ("price_rec", "price_rec_special", "price_med"):
-            if row[name] is not None:
-                row[name] = float(row[name])
-        row["stock_status"] = "in_stock" if row["is_in_stock"] else "oos"
-    return out
+    columns: dict[str, list[Any]] = {}
+    for name in table.column_names:
+        column = table[name]
+        if pa.types.is_decimal(column.type):
+            # through the decimal's text, as PostgreSQL's numeric::float8 (correctly rounded); a
+            # Decimal object per value costs ten times more
+            columns[name] = [None if v is None else float(v) for v in pc.cast(column, pa.string()).to_pylist()]
+        else:
+            columns[name] = column.to_pylist()
+    columns["stock_status"] = ["in_stock" if v else "oos" for v in columns["is_in_stock"]]
+    names = list(columns)
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 async def cold_history(

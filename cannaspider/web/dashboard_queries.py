@@ -7,6 +7,7 @@ crawl_runs_dispensary_idx."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from psycopg import AsyncConnection
@@ -157,8 +158,12 @@ async def history(
 ) -> list[dict[str, Any]]:
     """A product's snapshots, oldest first, from both tiers (docs/history.md): the archived
     months' and PostgreSQL's, merged by time (a month restored may lie between archived ones)."""
-    hot = await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit))
-    cold = await cold_history(conn, dispensary_id, provider_product_id, limit)
+    # both at once: the files are read in threads while PostgreSQL answers (psycopg queues the
+    # two tiers' queries on the one connection)
+    hot, cold = await asyncio.gather(
+        _all(conn, HISTORY, (dispensary_id, provider_product_id, limit)),
+        cold_history(conn, dispensary_id, provider_product_id, limit),
+    )
     if not cold:
         return hot
     return sorted(cold + hot, key=lambda row: row["captured_at"])[:limit]
