@@ -163,6 +163,11 @@ def main() -> None:
             f"archived {len(cold)} months, {cold_rows:,} snapshots in {took:.1f} s "
             f"({cold_rows / took:,.0f} snapshots/s, exported, verified and dropped)"
         )
+        steps: dict[str, float] = {}
+        for m in moved:
+            for step, s in (m.seconds if m else {}).items():
+                steps[step] = steps.get(step, 0.0) + s
+        print("  of which " + ", ".join(f"{step} {s:.1f} s" for step, s in steps.items()))
         print(
             f"bytes per snapshot: PostgreSQL {cold_pg_bytes / cold_rows:.1f} B, "
             f"cold tier {cold_bytes / cold_rows:.2f} B "

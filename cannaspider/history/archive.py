@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class Moved:
     bytes: int  # the Parquet file's
     pg_bytes: int  # the partition's, with its indexes
     path: Path
+    seconds: dict[str, float]  # wall time of each step: checksums in PostgreSQL, the file written, verified
 
 
 def store_folder(value: str | None) -> Path:
@@ -239,10 +241,24 @@ def archive_month(url: str, month: date, folder: Path, *, require_rolled: bool =
         if require_rolled:
             _check_rolled(conn, month)
         folder.mkdir(parents=True, exist_ok=True)
+        clock = time.perf_counter()
+        seconds: dict[str, float] = {}
+
+        def lap(step: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            seconds[step] = seconds.get(step, 0.0) + now - clock
+            clock = now
+
         expected = _pg_checksums(conn, table)
-        if not path.exists() or file_checksums(path) != expected:  # a rerun keeps a file that matches
+        lap("checksums")
+        kept = path.exists() and file_checksums(path) == expected  # a rerun keeps a file that matches
+        lap("verify")
+        if not kept:
             _write_parquet(conn, table, path)
+            lap("write")
             got = file_checksums(path)
+            lap("verify")
             if got != expected:
                 path.unlink(missing_ok=True)
                 bad = sorted(k for k in expected if got.get(k) != expected[k])
@@ -257,7 +273,8 @@ def archive_month(url: str, month: date, folder: Path, *, require_rolled: bool =
             "checksums": json.dumps({k: str(v) for k, v in expected.items()}),
         }
         pg_bytes = _drop(conn, table, listing)
-    return Moved(month, expected["rows"], int(listing["bytes"]), pg_bytes, path)
+        lap("drop")
+    return Moved(month, expected["rows"], int(listing["bytes"]), pg_bytes, path, seconds)
 
 
 def _check_rolled(conn: psycopg.Connection[Any], month: date) -> None:

@@ -151,18 +151,26 @@ def month_file(conn: Connection[Any], month: date) -> Path | None:
     return Path(row[0]) / row[1] if row else None
 
 
+def _products(conn: Connection[Any], chunk: int) -> pa.Table:
+    """store_products' ids with their store and provider id, fetched `chunk` rows at a time into
+    Arrow (a fleet's millions of products never sit in memory as Python tuples)."""
+    schema = pa.schema([("id", pa.int64()), ("dispensary_id", pa.int64()), ("provider_product_id", pa.string())])
+    batches = []
+    with conn.cursor(name="history_products") as cur:
+        cur.itersize = chunk
+        cur.execute("SELECT id, dispensary_id, provider_product_id FROM store_products")
+        while rows := cur.fetchmany(chunk):
+            columns = zip(*rows, strict=True)
+            arrays = [pa.array(c, t) for c, t in zip(columns, schema.types, strict=True)]
+            batches.append(pa.record_batch(arrays, schema=schema))
+    return pa.Table.from_batches(batches, schema=schema)
+
+
 def month_rows(conn: Connection[Any], path: Path, names: list[str], chunk: int) -> Iterator[list[tuple[Any, ...]]]:
     """An archived month's rows in the export's columns and order (cannaspider/commands/export.py:
     snapshot_history's columns, by time then product). A product deleted since (its store was
     deleted) is left out, as its snapshots in PostgreSQL were deleted with it."""
-    rows = conn.execute("SELECT id, dispensary_id, provider_product_id FROM store_products").fetchall()
-    products = pa.table(
-        {
-            "id": pa.array([r[0] for r in rows], pa.int64()),
-            "dispensary_id": pa.array([r[1] for r in rows], pa.int64()),
-            "provider_product_id": pa.array([r[2] for r in rows], pa.string()),
-        }
-    )
+    products = _products(conn, chunk)
     derived = {
         "dispensary_id": "p.dispensary_id",
         "provider_product_id": "p.provider_product_id",
