@@ -4,12 +4,16 @@ the same file as before it moved."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import psycopg
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import run_scrapy
+from tests.helpers import ROOT, run_scrapy
 from tests.history.conftest import api_history, raw_rows, seed_history
 
 
@@ -94,3 +98,39 @@ def test_bad_input_is_one_error_line(env, db):
     assert result.returncode == 2 and "HISTORY_ARCHIVE_STORE is not set" in result.stderr
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM history_archive").fetchone()[0] == 0
+
+
+def test_an_archive_killed_in_its_last_step_leaves_postgresql_whole_and_a_rerun_finishes(env, db, tmp_path):
+    keys = seed_history(db)
+    before_rows, before_api = raw_rows(db), api_history(db, keys)
+    holder = psycopg.connect(db)
+    holder.execute("LOCK TABLE product_snapshots IN ACCESS SHARE MODE")  # a reader the drop must wait for
+    command = [sys.executable, "-m", "scrapy", "history", "archive", "--month", "2026-07", "--unrolled"]
+    process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # the file is written and verified; the archive waits for the table's lock inside its transaction
+        deadline = time.monotonic() + 60
+        with psycopg.connect(db, autocommit=True) as watcher:
+            while not watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE%%'"
+            ).fetchone()[0]:
+                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+                time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+    finally:
+        holder.close()
+        if process.poll() is None:
+            process.kill()
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM history_archive").fetchone()[0] == 0
+    assert raw_rows(db) == before_rows
+    assert (tmp_path / "cold" / "product_snapshots_2026_07.parquet").exists()  # written, never listed
+
+    result = scrapy(env, "history", "archive", "--month", "2026-07", "--unrolled")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("2026-07: 21 snapshots archived")
+    assert api_history(db, keys) == before_api
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM history_archive").fetchone()[0] == 1
+        assert conn.execute("SELECT to_regclass('product_snapshots_2026_07')").fetchone()[0] is None
