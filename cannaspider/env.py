@@ -72,6 +72,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "ALERTS_WEBHOOK_SECRET",
         "HMAC-SHA256 key that signs event alerts' webhooks (secret).",
     ),
+    EnvVar(
+        "CANNASPIDER_HISTORY_ARCHIVE_STORE",
+        "HISTORY_ARCHIVE_STORE",
+        "Folder (or file:// URI) the history's cold months go to as Parquet.",
+    ),
+    EnvVar(
+        "CANNASPIDER_HISTORY_ARCHIVE_AFTER_MONTHS",
+        "HISTORY_ARCHIVE_AFTER_MONTHS",
+        "Full months of snapshots kept in PostgreSQL before `scrapy history archive` moves a month.",
+    ),
 )
 
 

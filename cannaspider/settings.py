@@ -362,6 +362,13 @@ ANALYTICS_REFRESH_WORK_MEM = "1GB"  # per refresh step: a day of snapshots at 2,
 # database server's cores; each part holds a connection and up to ANALYTICS_REFRESH_WORK_MEM. 1: one
 # statement in one transaction, as before.
 ANALYTICS_ROLL_PARTS = 2
+# --- The history's cold tier (cannaspider/history, docs/history.md) ----------------------------
+# `scrapy history archive` moves each month of snapshots older than AFTER_MONTHS full months
+# before this one to a Parquet file in STORE (a folder or a file:// URI; a bucket mounted as a
+# folder), verified row for row, and drops its partition; the history API and the exports read it
+# there. None: nothing is archived.
+HISTORY_ARCHIVE_STORE = None
+HISTORY_ARCHIVE_AFTER_MONTHS = 3
 API_HOST = "127.0.0.1"
 API_PORT = 8000
 CANNASPIDER_API_TOKEN = None  # required for writes (POST /api/tasks); None: writes are refused

@@ -52,6 +52,7 @@ TABLES = (
     "brands",
     "image_paths",  # image sources and the per-store paths mapped to them (migration 029)
     "image_sources",
+    "history_archive",  # the months in the cold tier (migration 032)
 )
 
 

@@ -53,6 +53,16 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
             )
         ],
     ),
+    (
+        "history-tiers",
+        [
+            (
+                "history_tiers.py",
+                ["--stores", "3", "--products", "10", "--crawls", "2", "--months", "3", "--hot", "1", "--samples", "5"],
+                r"cold \+ 1 hot .*p95 .*answers identical",
+            )
+        ],
+    ),
     ("ingest", [("ingest.py", ING, r"full pipeline")]),
     ("ingest-market-cost", [("ingest.py", [*ING, "--market-cost", "--database", "cannaspider_bench_mc"], "without")]),
     ("ingest-converters", [("ingest.py", [*ING, "--converters", "--database", "cannaspider_bench_cv"], "Pillow")]),

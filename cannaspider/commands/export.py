@@ -31,12 +31,13 @@ import pyarrow.parquet as pq
 from cannaspider.analytics import events as ev
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
+from cannaspider.history.columns import SNAPSHOT_COLUMNS, TIME
+from cannaspider.history.reader import month_file, month_rows
 from cannaspider.spreadsheet import text_cell
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 CHUNK = 10_000  # rows a fetch and a Parquet row group: a month of snapshots never sits in memory
 
-TIME = pa.timestamp("us", tz="UTC")
 EVENT_TYPES = {
     "id": pa.int64(),
     "occurred_at": TIME,
@@ -53,28 +54,6 @@ EVENT_TYPES = {
     **{name: pa.float64() for name, _ in ev.COLUMNS if name.startswith("price_")},
 }
 assert list(EVENT_TYPES) == [name for name, _ in ev.COLUMNS]
-# a month of snapshots as the view snapshot_history gives them (docs/analytics.md, "Snapshot storage")
-SNAPSHOT_COLUMNS = {
-    "store_product_id": ("store_product_id", pa.int64()),
-    "dispensary_id": ("dispensary_id", pa.int64()),
-    "provider_product_id": ("provider_product_id", pa.string()),
-    "crawl_run_id": ("crawl_run_id", pa.int64()),
-    "captured_at": ("captured_at", TIME),
-    "price_rec": ("price_rec::float8", pa.float64()),
-    "price_med": ("price_med::float8", pa.float64()),
-    "price_rec_special": ("price_rec_special::float8", pa.float64()),
-    "price_med_special": ("price_med_special::float8", pa.float64()),
-    "is_on_special": ("is_on_special", pa.bool_()),
-    "specials": ("specials::text", pa.string()),  # JSON text, as in CSV
-    "is_in_stock": ("is_in_stock", pa.bool_()),
-    "stock_status": ("stock_status", pa.string()),
-    "quantity_available": ("quantity_available", pa.int32()),
-    "thc_value": ("thc_value::float8", pa.float64()),
-    "thc_unit": ("thc_unit", pa.string()),
-    "cbd_value": ("cbd_value::float8", pa.float64()),
-    "cbd_unit": ("cbd_unit", pa.string()),
-    "status": ("status", pa.string()),  # Dutchie's Status of the product (migrations/028_seed_fields.sql)
-}
 SNAPSHOTS = f"""
 SELECT {", ".join(expr for expr, _ in SNAPSHOT_COLUMNS.values())}
   FROM snapshot_history
@@ -195,11 +174,18 @@ class Command(CannaspiderCommand):
             )
             query, params = ev.SELECT, ev.page_params(where, 0, None)
             names, types = list(EVENT_TYPES), list(EVENT_TYPES.values())
+            month = None
         else:
             start, end = parse_month(opts.month)
             query, params = SNAPSHOTS, {"start": start, "end": end}
             names, types = list(SNAPSHOT_COLUMNS), [t for _, t in SNAPSHOT_COLUMNS.values()]
+            month = start
         with connect(database_url(self.settings)) as conn:
+            cold = month_file(conn, month) if month is not None else None
+            if cold is not None:  # an archived month: the same rows, from its file (docs/history.md)
+                rows = write(path, names, types, month_rows(conn, cold, names, CHUNK))
+                print(f"{rows} {what} written to {path}")
+                return
             with conn.cursor(name="export") as cur:  # server-side: rows arrive CHUNK at a time
                 cur.itersize = CHUNK
                 cur.execute(query, params)

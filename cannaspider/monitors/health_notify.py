@@ -2,7 +2,7 @@
 per crawl under HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), always, which
 the dashboard's health page reads; and, when a monitor failed, an alert: one log line at ERROR and, with
 ALERT_WEBHOOK_URL set, a Slack-compatible POST `{"text": ...}`. (Not the webhooks on product
-events and market moves: those are cannaspider/alerts/.)
+events and market moves: those are cannaspider/webhooks/.)
 
 Nothing secret leaves: the report holds monitor messages and counters only, and every string
 in it goes through redact() (configured secrets and URL credentials replaced) before it is

@@ -12,6 +12,7 @@ be read is skipped (a crawl may be writing it right now).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any, Literal
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
+
+from cannaspider.history.reader import cold_history
 
 StockFilter = Literal["in_stock", "oos", "missing"]
 
@@ -161,7 +164,17 @@ async def product(conn: AsyncConnection, dispensary_id: int, provider_product_id
 async def history(
     conn: AsyncConnection, dispensary_id: int, provider_product_id: str, *, limit: int = 2000
 ) -> list[dict[str, Any]]:
-    return await _all(conn, HISTORY, (dispensary_id, provider_product_id, limit))
+    """A product's snapshots, oldest first, from both tiers (docs/history.md): the archived
+    months' and PostgreSQL's, merged by time (a month restored may lie between archived ones)."""
+    # both at once: the files are read in threads while PostgreSQL answers (psycopg queues the
+    # two tiers' queries on the one connection)
+    hot, cold = await asyncio.gather(
+        _all(conn, HISTORY, (dispensary_id, provider_product_id, limit)),
+        cold_history(conn, dispensary_id, provider_product_id, limit),
+    )
+    if not cold:
+        return hot
+    return sorted(cold + hot, key=lambda row: row["captured_at"])[:limit]
 
 
 # The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py): the newest per
