@@ -1,7 +1,8 @@
 """Shared fixtures: a real PostgreSQL database per test worker, the sandbox over loopback, and
 `scrapy` subprocesses aimed at both. Helpers that tests import live in tests/helpers.py.
 
-Every test is marked `unit` or `integration` at collection (tests/tiers.py): `./dev test -m unit`
+Every test is `unit` or `integration`: integration is declared on the test, checked at collection against
+tests/tiers.py; the rest is marked `unit` (`./dev test -m unit`)
 runs the in-process tier.
 
 The suite stops what it started: when no DATABASE_URL is given, the first test worker starts the
@@ -126,11 +127,24 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The tier is declared on the test (`pytestmark = pytest.mark.integration`, or the marker on the
+    # test or its class); a test without it is `unit`. tests/tiers.py reads the code to check the
+    # declarations: a test that spawns a process, a server or a browser must say so.
+    undeclared: list[str] = []
     for item in items:
-        if isinstance(item, pytest.Function):
-            qualname = item.originalname if item.cls is None else f"{item.cls.__name__}.{item.originalname}"
-            integration = tiers.is_integration(item.path, qualname, item.fixturenames)
-            item.add_marker(pytest.mark.integration if integration else pytest.mark.unit)
+        if not isinstance(item, pytest.Function):
+            continue
+        if item.get_closest_marker("integration") is not None:
+            continue
+        qualname = item.originalname if item.cls is None else f"{item.cls.__name__}.{item.originalname}"
+        if tiers.is_integration(item.path, qualname, item.fixturenames):
+            undeclared.append(item.nodeid)
+        item.add_marker(pytest.mark.unit)
+    if undeclared:
+        raise pytest.UsageError(
+            "these tests spawn a process, a server or a browser (tests/tiers.py) but are not marked "
+            "integration: " + ", ".join(undeclared[:20]) + (" …" if len(undeclared) > 20 else "")
+        )
 
 
 @pytest.fixture(scope="session")

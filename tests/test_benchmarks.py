@@ -118,6 +118,7 @@ def test_every_benchmark_script_has_a_smallest_configuration() -> None:
     assert scripts() == sorted(covered), "a benchmark without a run in CASES is never checked"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("runs", [runs for _, runs in CASES], ids=[name for name, _ in CASES])
 def test_benchmark_runs_at_its_smallest(runs: list[tuple[str, list[str], str]], admin_url: str, tmp_path: Path) -> None:
     env = {

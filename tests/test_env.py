@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from scrapy.settings import Settings
 
 from cannaspider import env
@@ -73,6 +74,7 @@ def test_readme_lists_exactly_the_variables_of_env_py_with_their_settings():
     assert documented == declared
 
 
+@pytest.mark.integration
 def test_readme_defaults_are_the_defaults_of_settings_py():
     defaults = _settings_py_defaults()
     checked = 0

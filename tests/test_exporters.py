@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import pytest
 from scrapy.exporters import JsonLinesItemExporter
 
 from cannaspider.exporters import FlatCsvItemExporter
@@ -18,6 +19,7 @@ from tests.helpers import add_store
 NESTED = ("options", "thc", "cbd", "cannabinoids", "specials", "effects", "images")
 
 
+@pytest.mark.integration
 def test_a_crawl_to_csv_reads_back_with_the_csv_module_and_json(crawl, db, sandbox, tmp_path):
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import psycopg
+import pytest
 from itemadapter import ItemAdapter
 from scrapy.exporters import JsonLinesItemExporter
 from scrapy.extension import ExtensionManager
@@ -67,6 +68,7 @@ def test_two_crawls_starting_in_the_same_second_write_two_files(tmp_path):
     assert job.endswith("/2026-11-30T11-00-00-abc123.jsonl")
 
 
+@pytest.mark.integration
 def test_dash_O_replaces_the_default_feed_and_no_remote_control_server_starts(crawl, db, sandbox, scrapy_env, tmp_path):
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)

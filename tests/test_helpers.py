@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from cannaspider.db.connection import configured_url
 from tests.helpers import ROOT, project_crawler
 
@@ -35,6 +37,7 @@ def test_a_project_crawler_has_the_environment_of_the_moment_as_a_process_starte
     assert configured_url(project_crawler().settings) is None  # the embedded server's
 
 
+@pytest.mark.integration
 def test_the_suite_passes_with_database_url_set(admin_url, tmp_path):
     env = {**os.environ, "DATABASE_URL": admin_url}
     result = subprocess.run(

@@ -12,6 +12,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import backports.zstd
+import pytest
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.http import HtmlResponse, Request
 from scrapy.utils.test import get_crawler
@@ -32,6 +33,7 @@ NOT_ON_A_NODE = (
 )
 
 
+@pytest.mark.integration
 def test_pip_check_reports_only_the_typing_declaration():
     # scrapy-rotating-proxies declares the PyPI `typing` backport, which the lock excludes on purpose
     result = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
@@ -63,6 +65,7 @@ def _node_environment(folder: Path) -> None:
         assert online.returncode == 0, online.stderr[-3000:]
 
 
+@pytest.mark.integration
 def test_a_node_environment_holds_no_dev_tool_and_crawls_the_sandbox(tmp_path, db, sandbox, scrapy_env):
     node = tmp_path / "node"
     _node_environment(node)
@@ -96,6 +99,7 @@ def test_a_node_environment_holds_no_dev_tool_and_crawls_the_sandbox(tmp_path, d
     assert runs_of(db, d)[0][0] == "complete"
 
 
+@pytest.mark.integration
 def test_the_egg_scrapyd_deploy_builds_holds_cannaspider_and_no_stand_in(tmp_path):
     # what scrapyd-deploy runs (scrapyd_client.deploy: `setup.py clean -a`, then `bdist_egg -d`)
     subprocess.run([sys.executable, "setup.py", "clean", "-a"], cwd=ROOT, capture_output=True, check=True)
@@ -113,6 +117,7 @@ def test_the_egg_scrapyd_deploy_builds_holds_cannaspider_and_no_stand_in(tmp_pat
     assert "[scrapy]\nsettings = cannaspider.settings" in entry_points
 
 
+@pytest.mark.integration
 def test_scrapy_starts_outside_the_checkout_with_the_sandbox_commands_installed(tmp_path):
     # Scrapy loads every `scrapy.commands` entry point on each start: the sandbox's import cannaspider.
     # A user's shell has no SCRAPY_* variables; this process may (get_project_settings() in an
@@ -125,6 +130,7 @@ def test_scrapy_starts_outside_the_checkout_with_the_sandbox_commands_installed(
     assert result.stdout.startswith("Scrapy 2.19")
 
 
+@pytest.mark.integration
 def test_the_lock_check_that_lint_runs_fails_when_a_declaration_changes(tmp_path):
     # `./dev lint` runs `uv lock --check`: the lock must follow pyproject.toml, or CI fails
     uv = next((ROOT / ".data" / "tools").glob("uv-*/bin/uv"))  # ./dev installed it

@@ -25,6 +25,8 @@ from cannaspider.analytics.refresh import VIEWS
 from cannaspider.tasks import queue
 from tests.helpers import ROOT, add_store, products_of, run_scrapy, runs_of
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 BIN = Path(sys.executable).parent
 
 

@@ -1,4 +1,7 @@
-"""The suite's two tiers, decided from the tests' code (tests/conftest.py marks every test):
+"""The check on the suite's two tiers. Each test declares its tier (`pytestmark =
+pytest.mark.integration`, or the marker on the test or its class; unmarked is `unit`); at
+collection tests/conftest.py refuses to run a suite in which a test this module finds spawning is
+not declared `integration`:
 
 - `integration`: the test spawns something — a `scrapy` subprocess, a server (the sandbox, the
   HTTP API, a forward proxy, a webhook receiver, any socket server), a browser — directly, through

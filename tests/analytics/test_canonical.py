@@ -10,6 +10,8 @@ from sandbox.catalog import Catalog, CatalogConfig
 from sandbox.matching import measure
 from tests.helpers import add_store, run_scrapy
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 def crawl_state(crawl, db, sandbox, state: str) -> list[int]:
     ids = [add_store(db, s) for s in sandbox.stores(state)]

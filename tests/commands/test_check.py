@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.helpers import run_scrapy
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def test_scrapy_check_starts_its_sandbox_and_passes_writing_no_proxy_health(db, sql, tmp_path):

@@ -14,6 +14,8 @@ import pytest
 from cannaspider.commands.crawl import EXIT_FEED, EXIT_INCOMPLETE
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, run_scrapy, runs_of
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 def _popen_crawl(env: dict, *args: str) -> subprocess.Popen:
     return subprocess.Popen(

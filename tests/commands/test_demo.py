@@ -7,8 +7,11 @@ import os
 import re
 
 import psycopg
+import pytest
 
 from tests.helpers import run_scrapy
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_database, admin_url, tmp_path):

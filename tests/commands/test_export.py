@@ -13,6 +13,8 @@ import pytest
 
 from tests.helpers import run_scrapy, seed_events
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 @pytest.fixture
 def env(db, tmp_path) -> dict:

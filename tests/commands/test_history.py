@@ -16,6 +16,8 @@ import pytest
 from tests.helpers import ROOT, run_scrapy
 from tests.history.conftest import api_history, raw_rows, seed_history
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 @pytest.fixture
 def env(db, tmp_path) -> dict:

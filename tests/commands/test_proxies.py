@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sandbox.forward_proxy import ForwardProxy
 from sandbox.socks_proxy import SocksProxy
 from tests.helpers import SANDBOX_PROXY_AUTH, run_scrapy
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def test_add_list_disable_enable_and_passwords_are_never_printed(scrapy_env, sql):

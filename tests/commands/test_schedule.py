@@ -20,6 +20,8 @@ from cannaspider.webhooks import delivery, subscriptions
 from tests.helpers import ROOT
 from tests.webhooks.receiver import Receiver
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 SECRET = "s3cret-for-schedule-tests-only"
 
 

@@ -8,9 +8,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.helpers import ROOT, run_scrapy
 from tests.httpclient import http
 from tests.tasks.conftest import add_store
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def env_for(db: str, **extra: str) -> dict:

@@ -10,6 +10,8 @@ import pytest
 
 from tests.helpers import run_scrapy
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 HOOK = "https://hooks.example.com/services/T0KEN/secret-part"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import psycopg
+import pytest
 
 from cannaspider.db import database_url
 from tests.helpers import run_scrapy
@@ -15,6 +16,7 @@ def test_database_url_from_environment_wins(monkeypatch, db_url):
     assert database_url() == db_url
 
 
+@pytest.mark.integration
 def test_scrapy_migrate_uses_database_url(empty_database, tmp_path):
     # a fresh database: `scrapy migrate` with DATABASE_URL must create the schema there and only there
     env = {**os.environ, "DATABASE_URL": empty_database, "CANNASPIDER_DATA_DIR": str(tmp_path / "unused")}
@@ -25,6 +27,7 @@ def test_scrapy_migrate_uses_database_url(empty_database, tmp_path):
     assert not (tmp_path / "unused" / "postgres").exists()  # no embedded server was started
 
 
+@pytest.mark.integration
 def test_unreachable_server_is_one_clear_line_without_the_password(tmp_path):
     env = {
         **os.environ,

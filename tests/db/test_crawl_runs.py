@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from cannaspider.db.crawl_database import CrawlDatabase
 from tests.helpers import project_crawler
 
@@ -40,6 +42,7 @@ def test_runs_without_a_heartbeat_are_marked_failed_when_the_next_crawl_opens(db
     assert "no heartbeat" in sql("SELECT error FROM crawl_runs WHERE id = %s", (silent,))[0][0]
 
 
+@pytest.mark.integration
 def test_runs_of_a_process_gone_on_this_host_are_marked_failed_at_once(db, sql):
     d = sql("INSERT INTO dispensaries (name) VALUES ('x') RETURNING id")[0][0]
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -17,6 +17,8 @@ import pytest
 from cannaspider.db import embedded
 from tests.helpers import ROOT, run_scrapy
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 @pytest.fixture
 def server_dir():

@@ -101,6 +101,7 @@ def test_failing_migration_rolls_back_and_stops(fresh_db, tmp_path):
     assert "900" not in versions and "001" in versions
 
 
+@pytest.mark.integration
 def test_failing_migration_via_command_exits_non_zero_with_one_line(fresh_db, tmp_path):
     folder = tmp_path / "migrations"
     folder.mkdir()

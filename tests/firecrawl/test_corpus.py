@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 from cannaspider.firecrawl import classify, corpus, onpage, terms
 from cannaspider.firecrawl.batch import PageOutcome
 from sandbox.websites import COMPETITOR_PAGES
@@ -166,6 +168,7 @@ print("offline ok")
 """
 
 
+@pytest.mark.integration
 def test_extraction_and_profile_need_no_network(tmp_path):
     """trafilatura and the stop-word lists run on what their packages ship: with every socket
     refused (from before their import), a page still gives its corpus and profile."""

@@ -20,6 +20,7 @@ def statuses(serp: dict, locale: str) -> dict:
     }
 
 
+@pytest.mark.integration
 def test_mixed_batch_gets_every_status_and_the_totals(db, firecrawl):
     firecrawl.slow(3)
     names = [
@@ -60,6 +61,7 @@ def test_mixed_batch_gets_every_status_and_the_totals(db, firecrawl):
     assert by_name["page-a.html"].position == 1 and by_name["page-a.html"].keyword == "widgets"
 
 
+@pytest.mark.integration
 def test_merge_keeps_competitor_fields_and_other_locales(db, firecrawl):
     fr = competitors(firecrawl.page("page-a.html"), firecrawl.page("blocked.html"))
     fr["competitors"][0]["snippet"] = "kept as is"
@@ -82,6 +84,7 @@ def test_merge_keeps_competitor_fields_and_other_locales(db, firecrawl):
     assert results[k] == {"crawled": 1, "blocked": 1, "failed": 0}
 
 
+@pytest.mark.integration
 def test_recrawl_replaces_crawl_fields_as_a_group(db, firecrawl, sql):
     url = firecrawl.page("page-a.html")
     k = add_keyword(db, "widgets", {"en-US": competitors(url)})
@@ -97,6 +100,7 @@ def test_recrawl_replaces_crawl_fields_as_a_group(db, firecrawl, sql):
     assert comp["crawlStatus"] == "blocked" and "onpage" not in comp and comp["title"] == "result 1"
 
 
+@pytest.mark.integration
 def test_completion_order_and_shrinking_total_match_by_url(db, firecrawl):
     firecrawl.slow(1.0)
     urls = [firecrawl.page(n) for n in ("slow.html", "empty.html", "page-b.html", "page-a.html")]
@@ -109,6 +113,7 @@ def test_completion_order_and_shrinking_total_match_by_url(db, firecrawl):
     assert comps[0]["onpage"]["headings"] == [{"level": 1, "text": "Slow"}]
 
 
+@pytest.mark.integration
 def test_budget_ends_the_batch_keeps_what_arrived_and_cancels(db, firecrawl):
     firecrawl.slow(5)
     k = add_keyword(db, "budget", {"en-US": competitors(firecrawl.page("page-a.html"), firecrawl.page("slow.html"))})
@@ -118,6 +123,7 @@ def test_budget_ends_the_batch_keeps_what_arrived_and_cancels(db, firecrawl):
     assert [i.error for i in items if i.status == "timeout"] == ["no result within the batch budget"]
 
 
+@pytest.mark.integration
 def test_firecrawl_down_fails_the_job_and_writes_nothing(db, firecrawl):
     serp = {"en-US": competitors(firecrawl.page("page-a.html"))}
     k = add_keyword(db, "down", serp)
@@ -128,6 +134,7 @@ def test_firecrawl_down_fails_the_job_and_writes_nothing(db, firecrawl):
     assert serp_of(db, k) == serp and items == [] and stats["cannaspider/onpage/keywords_failed"] == 1
 
 
+@pytest.mark.integration
 def test_redis_down_500_is_a_retryable_failure_with_firecrawls_message(db, firecrawl):
     k = add_keyword(db, "500", {"en-US": competitors(firecrawl.page("page-a.html"))})
     firecrawl.state(down=True)
@@ -138,6 +145,7 @@ def test_redis_down_500_is_a_retryable_failure_with_firecrawls_message(db, firec
     )
 
 
+@pytest.mark.integration
 def test_a_400_is_a_clear_failure_not_retried(db, firecrawl, monkeypatch):
     # a Firecrawl whose strict schema no longer knows one of our options
     monkeypatch.setitem(api.BATCH_OPTIONS, "waitForTimeout", 5)
@@ -147,6 +155,7 @@ def test_a_400_is_a_clear_failure_not_retried(db, firecrawl, monkeypatch):
     assert "HTTP 400" in str(err) and "Unrecognized key in body" in str(err) and "waitForTimeout" in str(err)
 
 
+@pytest.mark.integration
 def test_bad_key_is_a_401_failure_and_the_key_is_never_logged(db, firecrawl, caplog):
     firecrawl.state(api_key="right-key")
     k = add_keyword(db, "auth", {"en-US": competitors(firecrawl.page("page-a.html"))})
@@ -165,6 +174,7 @@ def test_missing_url_fails_with_one_line(db):
     assert str(err).startswith("FIRECRAWL_API_URL is not set") and "\n" not in str(err)
 
 
+@pytest.mark.integration
 def test_unknown_keyword_and_keyword_without_competitors(db, firecrawl):
     k = add_keyword(db, "nothing", {"en-US": {"competitors": []}})
     results = run_jobs(db, firecrawl.url, [k, 999999])[0]
@@ -172,6 +182,7 @@ def test_unknown_keyword_and_keyword_without_competitors(db, firecrawl):
     assert isinstance(results[999999], OnpageJobError) and str(results[999999]) == "keyword 999999 does not exist"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("stalls, ok", [(1, True), (2, False)])
 def test_one_retry_on_a_network_timeout_only(db, firecrawl, stalls, ok):
     k = add_keyword(db, "stall", {"en-US": competitors(firecrawl.page("page-a.html"))})
@@ -185,6 +196,7 @@ def test_one_retry_on_a_network_timeout_only(db, firecrawl, stalls, ok):
         ) and "did not answer POST /v2/batch/scrape within 0.5 s (twice)" in str(result)
 
 
+@pytest.mark.integration
 def test_locales_are_batches_of_their_own(db, firecrawl):
     k = add_keyword(
         db,
@@ -200,6 +212,7 @@ def test_locales_are_batches_of_their_own(db, firecrawl):
     assert sorted((i.locale, i.status) for i in items) == [("en-US", "ok"), ("fr-FR", "blocked"), ("fr-FR", "ok")]
 
 
+@pytest.mark.integration
 def test_a_database_failure_fails_the_job_with_one_line(firecrawl):
     from cannaspider.db.errors import DatabaseSetupError
     from cannaspider.firecrawl.job import OnpageJobs
@@ -228,6 +241,7 @@ def _json_ld_of(name: str) -> list:
     return [json.loads(m) for m in re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)]
 
 
+@pytest.mark.integration
 def test_ok_pages_get_a_corpus_row_the_snapshot_points_to_and_a_profile(db, firecrawl, sql):
     en = competitors(
         firecrawl.page("en-guide.html"),
@@ -275,6 +289,7 @@ def test_ok_pages_get_a_corpus_row_the_snapshot_points_to_and_a_profile(db, fire
     assert fr_profile["language"] == "fr" and "de" not in {t["term"] for t in fr_profile["terms"]}
 
 
+@pytest.mark.integration
 def test_a_page_no_longer_ok_loses_its_corpus_and_other_locales_keep_theirs(db, firecrawl, sql):
     k = add_keyword(
         db,
@@ -314,6 +329,7 @@ def test_a_page_no_longer_ok_loses_its_corpus_and_other_locales_keep_theirs(db, 
     assert after["x"] == before["x"]
 
 
+@pytest.mark.integration
 def test_a_keyword_deleted_during_the_crawl_ends_its_job_quietly(db, firecrawl, sql, caplog):
     """Its corpora used to hit the foreign key and fail the keyword's job."""
     import psycopg
@@ -339,6 +355,7 @@ def test_a_keyword_deleted_during_the_crawl_ends_its_job_quietly(db, firecrawl, 
 
 
 # -- hostile pages (issue 28, points 10 and 15): that page alone is degraded, with its reason -----------------------
+@pytest.mark.integration
 def test_a_page_with_hostile_json_ld_is_ok_without_it_and_its_keyword_completes(db, firecrawl, sql):
     """Nested 1000 deep, a nested @graph, \\ud800 and \\u0000: RecursionError / UnicodeEncodeError
     used to fail all four pages of the keyword (no status, corpus or profile)."""
@@ -367,6 +384,7 @@ def test_a_page_with_hostile_json_ld_is_ok_without_it_and_its_keyword_completes(
     assert {i.url: i.warning for i in items}[hostile] == bad["crawlWarning"]
 
 
+@pytest.mark.integration
 def test_a_page_past_the_parse_deadline_is_empty_and_the_others_keep_corpus_and_profile(db, firecrawl, sql):
     """The page of 40,000 headings blocked the loop 68 s: now its reading stops at the deadline."""
     from dataclasses import replace

@@ -133,6 +133,7 @@ def test_import_is_idempotent_and_keeps_crawl_fields_of_urls_that_stay(db, sql):
     assert sql("SELECT count(*) FROM keywords")[0][0] == 2
 
 
+@pytest.mark.integration
 def test_command(scrapy_env, db, tmp_path):
     ok = run_scrapy("keywords", "import", str(write(tmp_path, GOOD)), env=scrapy_env)
     assert ok.returncode == 0, ok.stderr

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from cannaspider.firecrawl import classify, onpage
 from cannaspider.firecrawl.batch import PageOutcome
 from cannaspider.firecrawl.items import Heading, Hreflang, OnpageFields
@@ -60,6 +62,7 @@ def test_captured_page_a():
     assert (fields.internal_links, fields.external_links) == (1, 0)  # <a href="/">Home</a>
 
 
+@pytest.mark.integration
 def test_sandbox_js_only_page_once_rendered(firecrawl):
     reply = http(
         "POST",

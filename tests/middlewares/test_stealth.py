@@ -17,6 +17,8 @@ from cannaspider.tasks import queue
 from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, runs_of
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 BAD_AUTH = ("other", "s3cret/pw")
 
 

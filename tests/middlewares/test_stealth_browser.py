@@ -22,9 +22,12 @@ from sandbox.socks_proxy import SocksProxy
 from sandbox.websites import VISITS
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, register_proxy, scrapy_environment
 
-pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM_PATH) is None, reason=f"no Chromium at {CHROMIUM_PATH} (./dev setup installs it)"
-)
+pytestmark = [
+    pytest.mark.integration,  # spawns (tests/tiers.py)
+    pytest.mark.skipif(
+        shutil.which(CHROMIUM_PATH) is None, reason=f"no Chromium at {CHROMIUM_PATH} (./dev setup installs it)"
+    ),
+]
 
 WRONG_AUTH = (SANDBOX_PROXY_AUTH[0], "not-the-password")
 BLOCKED_AUTH = ("other", "s3cret/pw")

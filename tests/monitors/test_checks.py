@@ -118,6 +118,7 @@ def test_thresholds_are_settings(tmp_path, db, stats, settings):
     assert run_health(stats, tmp_path, db, **settings)["ok"]
 
 
+@pytest.mark.integration
 def test_the_operators_stop_is_healthy_and_posts_nothing(tmp_path, db, webhook, caplog):
     """SIGTERM/SIGINT or Scrapyd's cancel.json ends a crawl with Scrapy's `shutdown`: asked for, not an alert."""
     with caplog.at_level(logging.ERROR):
@@ -287,6 +288,7 @@ def test_the_minimum_is_a_setting(tmp_path, db):
     assert list(failed(report)) == ["test_image_failures"]
 
 
+@pytest.mark.integration
 def test_one_image_slower_than_its_timeout_leaves_a_healthy_crawl(crawl, db, sandbox, scrapy_env):
     """It fired a crawl-health alert: Scrapy's retry middleware logged its give-up at ERROR, and
     the Errors check allows none."""

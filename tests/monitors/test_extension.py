@@ -147,6 +147,7 @@ def test_an_unsupported_setting_is_refused_with_or_without_the_suite(enabled):
     assert "SPIDERMON_PERIODIC_MONITORS → HEALTH_CHECK_PERIOD_S" in str(raised.value)
 
 
+@pytest.mark.integration
 def test_a_crawl_given_one_does_not_start(db, tmp_path):
     env = scrapy_environment(db, _no_sandbox(), tmp_path)
     result = run_scrapy(

@@ -15,6 +15,7 @@ PROXY_PASSWORD = "pr0xy-pa55-9f8e"
 API_KEY = "fc-key-0a1b2c3d4e"
 
 
+@pytest.mark.integration
 def test_a_failed_check_posts_to_the_webhook(tmp_path, db, webhook):
     report = run_health({"cannaspider/stale_hash_fallbacks": 2}, tmp_path, db, ALERT_WEBHOOK_URL=webhook.url)
     assert not report["ok"]
@@ -24,6 +25,7 @@ def test_a_failed_check_posts_to_the_webhook(tmp_path, db, webhook):
     assert "2 requests fell back to the full query" in text
 
 
+@pytest.mark.integration
 def test_a_healthy_crawl_posts_nothing(tmp_path, db, webhook):
     assert run_health({}, tmp_path, db, ALERT_WEBHOOK_URL=webhook.url)["ok"]
     assert webhook.bodies == []
@@ -42,6 +44,7 @@ def warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("status", [302, 307, 308])
 def test_a_redirect_is_never_followed(tmp_path, db, caplog, status):
     with Receiver() as elsewhere, Receiver(statuses=[status], location=elsewhere.url) as receiver:
@@ -52,6 +55,7 @@ def test_a_redirect_is_never_followed(tmp_path, db, caplog, status):
     ]
 
 
+@pytest.mark.integration
 def test_a_long_answer_is_not_read(tmp_path, db, caplog):
     with Receiver(stream=32 << 20) as receiver:
         run_health({"log_count/ERROR": 1}, tmp_path, db, ALERT_WEBHOOK_URL=receiver.url)
@@ -59,6 +63,7 @@ def test_a_long_answer_is_not_read(tmp_path, db, caplog):
     assert len(receiver.received) == 1 and warnings(caplog) == []
 
 
+@pytest.mark.integration
 def test_a_private_webhook_is_refused_without_the_setting(tmp_path, db, caplog):
     with Receiver() as receiver:
         for n, url in enumerate((receiver.url, receiver.url.replace("127.0.0.1", "localhost"))):
@@ -71,6 +76,7 @@ def test_a_private_webhook_is_refused_without_the_setting(tmp_path, db, caplog):
     ]
 
 
+@pytest.mark.integration
 def test_no_secret_in_the_report_log_or_webhook(tmp_path, db, webhook, caplog):
     proxy = f"http://crawler:{PROXY_PASSWORD}@127.0.0.1:3128"
     stats = {

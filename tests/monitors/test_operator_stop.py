@@ -19,6 +19,8 @@ from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from tests.helpers import ROOT, add_store
 from tests.spiders.test_queue_drain import enqueue
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 def start_drainer(scrapy_env: dict, webhook_url: str) -> subprocess.Popen[str]:
     settings = {

@@ -26,6 +26,8 @@ from tests.httpclient import http
 from tests.pipelines.test_images import Harness, image_requests, local_paths, product
 from tests.web.conftest import Service
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

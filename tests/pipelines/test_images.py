@@ -278,6 +278,7 @@ def image_requests(sandbox) -> dict[str, int]:
     return {k.removeprefix("image:"): v for k, v in sandbox.requests().items() if k.startswith("image:")}
 
 
+@pytest.mark.integration
 def test_first_crawl_stores_webp_and_records_the_path(db, sandbox, store, tmp_path):
     d, base = store["id"], store["base"]
     items = [product(d, f"{i:024x}", f"{base}/images/products/p{i}.png") for i in range(5)]
@@ -296,6 +297,7 @@ def test_first_crawl_stores_webp_and_records_the_path(db, sandbox, store, tmp_pa
     assert not list((tmp_path / "images").rglob("*.tmp"))
 
 
+@pytest.mark.integration
 def test_never_downloaded_twice_in_one_crawl_nor_across_crawls(db, sandbox, store, tmp_path):
     d, base = store["id"], store["base"]
     url = f"{base}/images/products/once.png"
@@ -310,6 +312,7 @@ def test_never_downloaded_twice_in_one_crawl_nor_across_crawls(db, sandbox, stor
     assert image_requests(sandbox) == {"products/once": 1}
 
 
+@pytest.mark.integration
 def test_a_stores_query_is_sent_when_its_page_is_scheduled_so_its_products_are_planned_at_once(
     db, sandbox, store, tmp_path
 ):
@@ -337,6 +340,7 @@ def test_a_stores_query_is_sent_when_its_page_is_scheduled_so_its_products_are_p
     assert second.engine.urls == []
 
 
+@pytest.mark.integration
 def test_a_store_query_still_out_at_the_close_with_no_product_waiting_reports_nothing_left(
     db, sandbox, store, tmp_path, caplog
 ):
@@ -378,6 +382,7 @@ class IdleEngine(SandboxEngine):
         self.closed.append(reason)
 
 
+@pytest.mark.integration
 def test_a_crawl_held_open_for_images_ends_once_they_settle_not_on_the_next_heartbeat(db, sandbox, store, tmp_path):
     """The pipeline holds an idle crawl open while an image is out (DontCloseSpider); the engine
     would look again only on its next heartbeat (5 s), so the pipeline runs the idle check itself
@@ -405,6 +410,7 @@ def test_a_crawl_held_open_for_images_ends_once_they_settle_not_on_the_next_hear
     assert engine.closed == ["finished"] and harness.stat("images_stored") == 1
 
 
+@pytest.mark.integration
 def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_again(db, sandbox, store, tmp_path, sql):
     d, base = store["id"], store["base"]
     url = f"{base}/images/products/backfill.png"
@@ -425,6 +431,7 @@ def test_backfill_when_local_image_path_is_null_and_the_file_is_not_fetched_agai
     assert third.engine.urls == [url] and (tmp_path / "images" / path).exists()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("fault", "stat", "message"),
     [
@@ -452,6 +459,7 @@ def test_unusable_images_are_skipped_and_the_product_saved(db, sandbox, store, t
     assert [p.name for p in (tmp_path / "images").rglob("*.webp")] == [Path(paths["a" * 24]).name]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "url",
     ["file://{local}", "file:///etc/passwd", "ftp://127.0.0.1:1/x.png", "s3://node-bucket/x.png", "data:,x"],
@@ -473,6 +481,7 @@ def test_an_image_url_that_is_not_http_is_never_fetched_nor_stored(db, sandbox, 
     assert harness.stat("images_failed/scheme") == 2 and not caplog.records
 
 
+@pytest.mark.integration
 def test_a_raw_product_with_local_file_images_gets_none_fetched_and_the_refusal_counted(db, sandbox, store, tmp_path):
     d = store["id"]
     local = tmp_path / "local.png"
@@ -487,6 +496,7 @@ def test_a_raw_product_with_local_file_images_gets_none_fetched_and_the_refusal_
     assert harness.stat("image_urls_refused") == 4 and harness.stat("images_failed/scheme") == 0
 
 
+@pytest.mark.integration
 def test_a_download_that_fails_is_skipped(db, sandbox, store, tmp_path, caplog):
     d = store["id"]
     harness = Harness(db, tmp_path / "images")
@@ -501,6 +511,7 @@ def test_a_download_that_fails_is_skipped(db, sandbox, store, tmp_path, caplog):
     assert "download failed" in caplog.text and harness.stat("images_failed/connectionrefusederror") == 1
 
 
+@pytest.mark.integration
 def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox, store, tmp_path):
     d, base = store["id"], store["base"]
     harness = Harness(db, tmp_path / "images")
@@ -529,6 +540,7 @@ def test_an_image_download_never_holds_the_item_nor_its_stores_rows(db, sandbox,
     assert local_paths(db, d)[PID] is not None
 
 
+@pytest.mark.integration
 def test_a_shutdown_downloads_no_more_queued_images_and_leaves_them_to_the_next_crawl(
     db, sandbox, store, tmp_path, caplog
 ):
@@ -575,6 +587,7 @@ def test_a_shutdown_downloads_no_more_queued_images_and_leaves_them_to_the_next_
     assert left == ["images: 4 images not downloaded (the crawl closed first): the next crawl gets them"]
 
 
+@pytest.mark.integration
 def test_an_image_is_asked_for_with_its_own_timeout_size_cap_and_no_retry(db, sandbox, store, tmp_path):
     """A slow 200 MB image held a finished crawl open for 4 × DOWNLOAD_TIMEOUT (issue 16): the
     pipeline's requests carry IMAGES_DOWNLOAD_TIMEOUT_S, IMAGES_MAX_BYTES (the downloader cancels
@@ -598,6 +611,7 @@ def test_an_image_is_asked_for_with_its_own_timeout_size_cap_and_no_retry(db, sa
 # --- end to end: `scrapy crawl` against the sandbox ----------------------------------------
 
 
+@pytest.mark.integration
 def test_an_image_queued_as_the_last_worker_finishes_still_gets_downloaded(db, sandbox, store, tmp_path):
     """The worker that just found the queue empty is done but still in the pipeline's set until
     its done-callback runs: an image queued in that moment must get a worker of its own, or the
@@ -626,6 +640,7 @@ def test_an_image_queued_as_the_last_worker_finishes_still_gets_downloaded(db, s
     assert h.stat("images_stored") == 1 and local_paths(db, d)["a" * 24]
 
 
+@pytest.mark.integration
 def test_a_crawl_stores_every_image_once_and_the_next_crawl_downloads_none(db, sandbox, crawl, scrapy_env, sql):
     s = sandbox.stores("AZ")[0]
     d = add_store(db, s)
@@ -656,6 +671,7 @@ def test_a_crawl_stores_every_image_once_and_the_next_crawl_downloads_none(db, s
     assert "images_skipped_has_image" in second.stderr
 
 
+@pytest.mark.integration
 def test_a_brand_logo_that_failed_is_asked_for_again_by_the_brands_next_product(db, sandbox, store, tmp_path):
     """A brand's logo path is made once per crawl (every product of the brand carries the logo),
     but a logo whose download failed is released: the brand's next product asks for it again,

@@ -7,6 +7,8 @@ import json
 import socket
 from urllib.parse import urlencode
 
+import pytest
+
 from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES, products_variables
 from sandbox.counting_proxy import CountingProxy, graphql_of
 
@@ -26,6 +28,7 @@ def request_bytes(url: str, close: bool) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode()
 
 
+@pytest.mark.integration
 def test_each_exchange_on_a_kept_connection_is_counted_to_the_byte(sandbox):
     store = sandbox.stores("AZ")[0]["id"]
     params = {

@@ -20,6 +20,8 @@ from cannaspider.platforms.dutchie.operations import (
 )
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 HEADERS = {"apollo-require-preflight": "true", "x-apollo-operation-name": "x"}
 
 

@@ -38,6 +38,7 @@ def test_the_edge_prefers_brotli_then_gzip_and_honours_a_refusal():
     assert negotiate(BROWSER, ("gzip",)) == "gzip"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("accept, encoding", [(BROWSER, "br"), ("gzip, deflate", "gzip")])
 def test_a_compressed_answer_is_chunked_and_decodes_to_the_uncompressed_one(sandbox, accept, encoding):
     plain = products(sandbox, None)
@@ -51,6 +52,7 @@ def test_a_compressed_answer_is_chunked_and_decodes_to_the_uncompressed_one(sand
     assert sandbox.call("GET", "/_sandbox/state")["compressed"] == {encoding: 1}
 
 
+@pytest.mark.integration
 def test_compression_switched_off_or_limited_to_gzip(sandbox):
     sandbox.call("POST", "/_sandbox/compression", {"on": False})
     assert "Content-Encoding" not in products(sandbox, BROWSER).headers
@@ -60,6 +62,7 @@ def test_compression_switched_off_or_limited_to_gzip(sandbox):
     assert products(sandbox, BROWSER).headers["Content-Encoding"] == "br"
 
 
+@pytest.mark.integration
 def test_images_and_the_control_api_are_never_compressed(sandbox):
     image = http("GET", sandbox.urls.base + "/images/products/abc.png", headers={"Accept-Encoding": BROWSER})
     assert image.status == 200 and "Content-Encoding" not in image.headers
@@ -67,6 +70,7 @@ def test_images_and_the_control_api_are_never_compressed(sandbox):
     assert "Content-Encoding" not in state.headers
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("encoding", ["br", "gzip"])
 @pytest.mark.parametrize("kind", ["truncated_compressed", "corrupt_compressed"])
 def test_the_compression_faults_break_the_stream_not_the_http_message(sandbox, kind, encoding):

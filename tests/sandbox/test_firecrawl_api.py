@@ -12,6 +12,8 @@ import pytest
 from tests.helpers import holds_for
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "firecrawl-v2"
 
 

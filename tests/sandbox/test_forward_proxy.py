@@ -13,6 +13,8 @@ from cannaspider.platforms.dutchie.operations import QUERIES, products_variables
 from sandbox.forward_proxy import ForwardProxy
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 @pytest.fixture(scope="module")
 def proxy():

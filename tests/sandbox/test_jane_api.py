@@ -3,9 +3,13 @@ and refusals, stores in the Dutchie sandbox's cities, the same brands on both pl
 
 from __future__ import annotations
 
+import pytest
+
 from sandbox.catalog import BRANDS
 from sandbox.jane_api import API_KEY, APP_ID
 from tests.httpclient import http
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 KEYS = {"x-algolia-application-id": APP_ID, "x-algolia-api-key": API_KEY}
 

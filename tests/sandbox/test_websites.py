@@ -8,6 +8,8 @@ import pytest
 from sandbox.websites import VISITS
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36"
 )

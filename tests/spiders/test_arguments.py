@@ -81,6 +81,7 @@ def test_spider_contracts_need_no_target(monkeypatch):
         ProductSpider(dispensary_id="1", state="AZ")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("argument", "message"),
     [

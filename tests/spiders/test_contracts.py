@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import run_scrapy
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def test_scrapy_check_passes_against_the_sandbox(scrapy_env):

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.firecrawl.job import MISSING_URL
 from tests.firecrawl.conftest import Firecrawl, add_keyword, competitors, serp_of
 from tests.helpers import run_scrapy
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def onpage_env(scrapy_env: dict, sandbox, **extra) -> dict:

@@ -21,10 +21,13 @@ import sys
 import time
 
 import psycopg
+import pytest
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.db import embedded, migrations
 from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, TEST_DATA_DIR, add_store, products_of, register_proxy, runs_of
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def wait_for_page(sandbox, page: int, crawl: subprocess.Popen) -> None:

@@ -17,6 +17,8 @@ from cannaspider.settings import CHROMIUM_PATH
 from cannaspider.spiders.entry_point_discovery import EntryPointDiscoverySpider
 from tests.helpers import add_store, fetch, follow, make_spider, outputs, response_for, start_outputs
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 needs_chromium = pytest.mark.skipif(
     shutil.which(CHROMIUM_PATH) is None, reason=f"no Chromium at {CHROMIUM_PATH} (./dev setup installs it)"
 )

@@ -249,6 +249,7 @@ def store(sandbox):
     return sandbox.stores("AZ")[0]
 
 
+@pytest.mark.integration
 def test_complete_crawl_stores_every_product_and_a_snapshot_each(crawl, db, sandbox, store, sql):
     d = add_store(db, store)
     result = crawl("product_discovery", dispensary_id=d)
@@ -268,6 +269,7 @@ def test_complete_crawl_stores_every_product_and_a_snapshot_each(crawl, db, sand
     assert row[0] and row[1] > 0 and isinstance(row[2], list) and row[2][0]["option"]
 
 
+@pytest.mark.integration
 def test_three_misses_over_four_crawls_then_back_in_stock(crawl, db, sandbox, store):
     d = add_store(db, store)
     vanishing = set(sandbox.menu(store["id"], 0)) - set(sandbox.menu(store["id"], 3))  # gone at epochs 1..3
@@ -294,6 +296,7 @@ def test_three_misses_over_four_crawls_then_back_in_stock(crawl, db, sandbox, st
     assert new and new <= set(history[2])  # new products were picked up
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "fault, reason",
     [
@@ -335,6 +338,7 @@ def test_faults_leave_the_crawl_incomplete_and_mark_nothing_missing(in_process, 
     assert sql("SELECT last_crawl_at FROM dispensaries WHERE id = %s", (d,))[0][0] == last_crawl
 
 
+@pytest.mark.integration
 def test_an_empty_menu_crawled_three_times_marks_nothing_and_a_returning_menu_ends_it(
     in_process, db, sandbox, store, sql
 ):
@@ -377,6 +381,7 @@ def test_an_empty_menu_crawled_three_times_marks_nothing_and_a_returning_menu_en
     assert sql("SELECT count(*) FROM product_events WHERE dispensary_id = %s AND type = 'out_of_stock'", (d,)) == [(0,)]
 
 
+@pytest.mark.integration
 def test_a_server_error_after_retries_leaves_the_crawl_incomplete_end_to_end(crawl, db, sandbox, store):
     d = add_store(db, store)
     assert crawl("product_resync", dispensary_id=d).returncode == 0
@@ -392,6 +397,7 @@ def test_a_server_error_after_retries_leaves_the_crawl_incomplete_end_to_end(cra
     assert runs_of(db, d)[-1][0] == "incomplete"
 
 
+@pytest.mark.integration
 def test_products_from_pages_before_a_failure_are_still_stored(crawl, db, sandbox, store):
     d = add_store(db, store)
     sandbox.faults({"kind": "block403", "store": store["id"], "pages": [1]})
@@ -401,6 +407,7 @@ def test_products_from_pages_before_a_failure_are_still_stored(crawl, db, sandbo
     assert runs_of(db, d)[0][0] == "incomplete"
 
 
+@pytest.mark.integration
 def test_stale_persisted_hash_falls_back_to_full_query_with_a_warning(crawl, db, sandbox, store):
     d = add_store(db, store)
     sandbox.call("POST", "/_sandbox/hashes", {"FilteredProducts": "1" * 64})
@@ -411,6 +418,7 @@ def test_stale_persisted_hash_falls_back_to_full_query_with_a_warning(crawl, db,
     assert set(products_of(db, d)) == set(sandbox.menu(store["id"], 0))
 
 
+@pytest.mark.integration
 def test_rate_limited_pages_are_waited_out_and_the_crawl_completes(crawl, db, sandbox, store):
     d = add_store(db, store)
     sandbox.faults({"kind": "rate_limited", "store": store["id"], "pages": [1], "times": 2, "retry_after": "1"})
@@ -420,6 +428,7 @@ def test_rate_limited_pages_are_waited_out_and_the_crawl_completes(crawl, db, sa
     assert set(products_of(db, d)) == set(sandbox.menu(store["id"], 0))
 
 
+@pytest.mark.integration
 def test_rate_limiting_past_the_bound_leaves_the_crawl_incomplete(crawl, db, sandbox, store):
     d = add_store(db, store)
     assert crawl("product_resync", dispensary_id=d).returncode == 0
@@ -433,6 +442,7 @@ def test_rate_limiting_past_the_bound_leaves_the_crawl_incomplete(crawl, db, san
     assert {v[0] for v in products_of(db, d).values()} == {0}  # nothing marked missing
 
 
+@pytest.mark.integration
 def test_per_page_above_the_sandbox_cap_still_completes(crawl, db, sandbox, store):
     d = add_store(db, store)
     on_menu = sandbox.menu(store["id"], 0)
@@ -468,6 +478,7 @@ def test_bad_products_are_skipped_with_a_warning_and_the_page_goes_on(in_process
     assert status == "incomplete" and "2 product(s) had no usable id" in error
 
 
+@pytest.mark.integration
 def test_the_crawl_ends_once_its_last_store_closed_not_on_the_engines_next_heartbeat(crawl, db, sandbox, store):
     # the lifecycle holds the engine open while the store's close is pending; the engine itself only
     # looks at an idle crawl again every 5 s (its heartbeat). A store crawled again (nothing new to
@@ -488,6 +499,7 @@ def test_the_crawl_ends_once_its_last_store_closed_not_on_the_engines_next_heart
         assert "'cannaspider/ended_when_idle': 1" in result.stderr, result.stderr[-3000:]
 
 
+@pytest.mark.integration
 def test_a_crawl_without_the_product_writer_closes_its_stores_incomplete_at_once_and_marks_nothing(
     crawl, db, sandbox, store, sql
 ):
@@ -504,6 +516,7 @@ def test_a_crawl_without_the_product_writer_closes_its_stores_incomplete_at_once
     ]
 
 
+@pytest.mark.integration
 def test_store_without_platform_id_is_a_clear_error(crawl, db, sandbox, store):
     d = add_store(db, store, resolved=False)
     result = crawl("product_resync", dispensary_id=d)
@@ -511,6 +524,7 @@ def test_store_without_platform_id_is_a_clear_error(crawl, db, sandbox, store):
     assert runs_of(db, d) == []
 
 
+@pytest.mark.integration
 def test_no_target_drains_the_queue_and_an_empty_queue_ends_at_once(scrapy_env, sql):
     from tests.helpers import run_scrapy
 
@@ -519,6 +533,7 @@ def test_no_target_drains_the_queue_and_an_empty_queue_ends_at_once(scrapy_env, 
     assert "0 task(s) claimed" in result.stderr and sql("SELECT count(*) FROM crawl_runs") == [(0,)]
 
 
+@pytest.mark.integration
 def test_output_feed_with_dash_O(crawl, db, sandbox, store, tmp_path):
     d = add_store(db, store)
     out = tmp_path / "products.json"
@@ -529,6 +544,7 @@ def test_output_feed_with_dash_O(crawl, db, sandbox, store, tmp_path):
     assert not any("seen_product_ids" in i or "raw" in i for i in items)
 
 
+@pytest.mark.integration
 def test_default_feed_is_json_lines_under_a_dated_path(crawl, db, sandbox, store, scrapy_env):
     from pathlib import Path
 
@@ -542,6 +558,7 @@ def test_default_feed_is_json_lines_under_a_dated_path(crawl, db, sandbox, store
     assert json.loads(lines[0])["provider_product_id"]
 
 
+@pytest.mark.integration
 def test_crawling_a_whole_state_does_every_resolved_store(crawl, db, sandbox, sql):
     stores = sandbox.stores("NV")
     ids = [add_store(db, s) for s in stores]

@@ -19,6 +19,8 @@ from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.tasks import queue
 from tests.helpers import ROOT, add_store, products_of, run_scrapy
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 def enqueue(db, role, **target):
     import asyncio

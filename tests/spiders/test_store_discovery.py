@@ -13,6 +13,8 @@ from cannaspider.items import DispensaryRecord
 from cannaspider.spiders.store_discovery import StoreDiscoverySpider
 from tests.helpers import ROOT, fetch, make_spider, outputs, response_for, start_outputs
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 RECORDED = json.loads((ROOT / "tests" / "fixtures" / "dutchie" / "consumer-dispensaries.real.json").read_text())
 
 

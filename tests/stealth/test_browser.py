@@ -121,6 +121,7 @@ def test_no_version_no_identity():
         asyncio.run(chromium_version("/nonexistent/chromium"))
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which(CHROMIUM_PATH) is None, reason=f"no Chromium at {CHROMIUM_PATH}")
 def test_the_version_is_read_from_the_real_browser():
     out = subprocess.run([CHROMIUM_PATH, "--version"], capture_output=True, text=True, timeout=30).stdout

@@ -9,7 +9,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def chromium_setup_lines() -> str:

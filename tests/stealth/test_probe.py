@@ -10,6 +10,8 @@ from sandbox.forward_proxy import ForwardProxy
 from sandbox.socks_proxy import SocksProxy
 from tests.helpers import SANDBOX_PROXY_AUTH, register_proxy, run_scrapy
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 BAD_AUTH = ("other", "s3cret/pw")
 DEACTIVATED = (
     "UPDATE proxies SET is_active = false, failure_count = 5, recent_attempts = 'SFFFFF', "

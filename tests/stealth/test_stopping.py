@@ -14,9 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from cannaspider.tasks import queue
 from tests.helpers import ROOT, add_store, holds_for, run_scrapy
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 OUTAGE_SETTINGS = {
     "STEALTH_PROXY_MAX_FAILURES": "2",  # deactivated by the first page's blocks

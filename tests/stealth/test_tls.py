@@ -219,6 +219,7 @@ def identities() -> dict[str, Identity]:
 
 
 # -- through the authenticated proxy ---------------------------------------------------------
+@pytest.mark.integration
 @pytest.mark.parametrize("browser", ["chrome", "safari", "firefox", "edge"])
 def test_through_the_authenticated_proxy_the_identitys_headers_go_in_its_order(proxy, identities, browser):
     who = identities[browser]
@@ -242,6 +243,7 @@ def test_through_the_authenticated_proxy_the_identitys_headers_go_in_its_order(p
         assert not any(n.startswith("sec-ch-ua") for n in wire)
 
 
+@pytest.mark.integration
 def test_a_session_is_kept_per_identity_and_the_least_recently_used_one_closes(proxy, identities):
     server = Recorder(http_request_complete, lambda _: JSON_OK)
     curl = CurlImpersonator(Settings({**project_settings(), "TLS_IMPERSONATE_MAX_SESSIONS": 2}))
@@ -265,6 +267,7 @@ def test_a_session_is_kept_per_identity_and_the_least_recently_used_one_closes(p
     assert curl.sessions == {}
 
 
+@pytest.mark.integration
 def test_a_clienthello_through_the_proxy_is_the_claimed_browsers_not_scrapys(proxy, identities, tmp_path):
     server = Recorder(tls_record_complete, lambda _: b"")  # record the ClientHello, then hang up
     try:
@@ -292,6 +295,7 @@ def test_a_clienthello_through_the_proxy_is_the_claimed_browsers_not_scrapys(pro
 
 
 # -- failures are Scrapy's, and bounded ----------------------------------------------------------
+@pytest.mark.integration
 def test_a_stalled_server_times_out_at_download_timeout_not_curls_30_seconds(proxy, identities):
     server = Recorder(http_request_complete, lambda _: None)
     request = proxied(f"http://127.0.0.1:{server.port}/api-3/graphql", proxy, identities["chrome"], download_timeout=1)
@@ -304,6 +308,7 @@ def test_a_stalled_server_times_out_at_download_timeout_not_curls_30_seconds(pro
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.integration
 def test_a_body_past_the_requests_download_maxsize_is_cancelled_at_once(proxy, identities):
     """An image's own cap (meta download_maxsize, pipelines/image_fetch.py), as Scrapy's handlers read
     it: a 200 MB image that trickles in is cancelled from its Content-Length, not waited for."""
@@ -321,6 +326,7 @@ def test_a_body_past_the_requests_download_maxsize_is_cancelled_at_once(proxy, i
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.integration
 def test_a_wrong_proxy_password_on_connect_is_a_tunnel_error_without_the_password(proxy, identities):
     server = Recorder(tls_record_complete, lambda _: b"")
     wrong = (SANDBOX_PROXY_AUTH[0], "wr0ng@pw")
@@ -346,6 +352,7 @@ def stat(stderr: str, name: str) -> int:
     return int(stderr.split(marker, 1)[1].split(",", 1)[0].split("}", 1)[0]) if marker in stderr else 0
 
 
+@pytest.mark.integration
 def test_a_product_crawl_goes_through_the_authenticated_proxy_impersonated(crawl, db, sandbox):
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
@@ -361,6 +368,7 @@ def test_a_product_crawl_goes_through_the_authenticated_proxy_impersonated(crawl
     assert SANDBOX_PROXY_AUTH[1] not in result.stderr and "pa55%40w0rd" not in result.stderr
 
 
+@pytest.mark.integration
 def test_a_stalled_page_hits_download_timeout_and_is_retried(crawl, db, sandbox):
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
@@ -375,6 +383,7 @@ def test_a_stalled_page_hits_download_timeout_and_is_retried(crawl, db, sandbox)
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.integration
 def test_a_wrong_proxy_password_is_a_recorded_proxy_failure_not_a_hang(crawl, db, sandbox, sql):
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
@@ -400,6 +409,7 @@ def stored_rows(sql, dispensary_id: int) -> dict[str, dict]:
     return {pid: {k: v for k, v in row.items() if k not in SKIP_COLUMNS} for pid, row in rows}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("encoding", ["br", "gzip"])
 def test_a_compressed_chunked_answer_is_stored_as_the_uncompressed_one_and_counted_as_it_came(
     crawl, db, sandbox, sql, sandbox_proxy, encoding
@@ -427,6 +437,7 @@ def test_a_compressed_chunked_answer_is_stored_as_the_uncompressed_one_and_count
     assert "127.0.0.1" not in "".join(k for k in packed.stderr.split("'") if k.startswith("cannaspider/bytes_received"))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("encoding", ["br", "gzip"])
 @pytest.mark.parametrize("kind", ["truncated_compressed", "corrupt_compressed"])
 def test_a_truncated_or_corrupt_compressed_page_leaves_the_crawl_incomplete_and_marks_nothing_missing(
@@ -481,6 +492,7 @@ def graphql_url(sandbox) -> str:
     return f"{sandbox.urls.graphql}?{urlencode(params)}"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("compressed", [True, False], ids=["br-chunked", "uncompressed"])
 def test_the_bytes_curl_received_are_the_proxys_less_the_chunk_framing(sandbox, compressed):
     sandbox.call("POST", "/_sandbox/compression", {"on": compressed})

@@ -11,6 +11,7 @@ import sys
 import time
 
 import psycopg
+import pytest
 
 from cannaspider import settings as defaults
 from cannaspider.tasks import queue
@@ -194,6 +195,7 @@ def _start_worker(db, lease_s):
     return proc
 
 
+@pytest.mark.integration
 def test_sigterm_releases_the_tasks_a_worker_holds(db, q, sql):
     enqueue_stores(q, sql, 4)
     proc = _start_worker(db, 600)
@@ -203,6 +205,7 @@ def test_sigterm_releases_the_tasks_a_worker_holds(db, q, sql):
     assert sql("SELECT status, attempts, count(*) FROM worker_tasks GROUP BY 1, 2") == [("pending", 0, 4)]
 
 
+@pytest.mark.integration
 def test_kill_9_leaves_the_task_to_expire_then_it_runs_again_with_the_attempt_counted(db, q, sql):
     stores = enqueue_stores(q, sql, 3)
     proc = _start_worker(db, 1)

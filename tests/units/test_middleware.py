@@ -7,10 +7,13 @@ its attempts are used up), the process goes on with the other units and exits 3.
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.tasks import queue
 from tests.helpers import add_store, products_of, run_scrapy, runs_of
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def enqueue(db: str, role: str, max_attempts: int = 5, **target) -> int:

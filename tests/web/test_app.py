@@ -16,6 +16,8 @@ from tests.httpclient import http
 from tests.tasks.conftest import add_store, add_stores
 from tests.web.conftest import TOKEN, Service
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 API_MAX_BODY = get_project_settings().getint("API_MAX_BODY_BYTES")
 

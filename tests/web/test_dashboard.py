@@ -19,6 +19,8 @@ from tests.httpclient import http
 from tests.monitors.conftest import run_health
 from tests.web.conftest import Service
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 playwright_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 SNAPSHOTS = 5  # crawls of the seeded history

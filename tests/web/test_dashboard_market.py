@@ -13,6 +13,8 @@ from tests.analytics.test_market import MARKET_TABLES, ROLLED_TABLES, refresh, s
 from tests.httpclient import http
 from tests.web.test_dashboard import browser, recording_page, shot  # noqa: F401 - fixtures
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 1}
 
 

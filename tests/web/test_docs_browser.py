@@ -9,6 +9,8 @@ pytest.importorskip("playwright.sync_api")
 
 from tests.web.test_dashboard import browser, recording_page, shot  # noqa: F401 - the browser fixture
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 @pytest.fixture
 def docs_page(browser, tmp_path):  # noqa: F811 - the imported browser fixture, as pytest passes it

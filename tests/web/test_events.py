@@ -12,6 +12,8 @@ import pytest
 from tests.helpers import seed_events
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 PID = "a" * 24
 
 

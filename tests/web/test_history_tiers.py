@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import pytest
+
 from cannaspider.history import archive
 from tests.history.conftest import MONTHS, seed_history
 from tests.httpclient import http
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def test_the_history_api_answers_the_same_across_both_tiers(api, db, tmp_path):

@@ -75,6 +75,7 @@ def image(reply) -> Image.Image:
     return Image.open(io.BytesIO(reply.body))
 
 
+@pytest.mark.integration
 def test_the_original_when_nothing_is_asked(site):
     reply = get(site)
     assert reply.headers["content-type"] == "image/webp"
@@ -82,6 +83,7 @@ def test_the_original_when_nothing_is_asked(site):
     assert reply.headers["cache-control"] == "public, max-age=3600, immutable"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("query", "size"),
     [
@@ -101,6 +103,7 @@ def test_sizes_and_fits(site, query, size):
     assert image(get(site, query)).size == size
 
 
+@pytest.mark.integration
 def test_cover_crops_and_contain_letterboxes(site):
     cover = image(get(site, "?w=100&h=100&fit=cover")).convert("RGBA")
     assert cover.getpixel((50, 50))[3] == 255  # the centre of the image, no transparent band kept
@@ -110,6 +113,7 @@ def test_cover_crops_and_contain_letterboxes(site):
     assert fill.getpixel((10, 50))[3] == 0  # stretched: the band still a quarter of the width
 
 
+@pytest.mark.integration
 def test_quality_blur_gray(site):
     low, high = get(site, "?w=200&q=5"), get(site, "?w=200&q=100")
     assert len(low.body) < len(high.body)
@@ -122,12 +126,14 @@ def test_quality_blur_gray(site):
     assert sharp.getpixel((52, 50))[3] >= 250 and blurred.getpixel((52, 50))[3] < 230
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("fmt", "pil", "media"), [("jpeg", "JPEG", "image/jpeg"), ("png", "PNG", "image/png")])
 def test_formats(site, fmt, pil, media):
     reply = get(site, f"?w=100&format={fmt}")
     assert reply.headers["content-type"] == media and image(reply).format == pil
 
 
+@pytest.mark.integration
 def test_avif(site):
     reply = get(site, "?w=100&format=avif")
     if not features.check("avif"):
@@ -136,10 +142,12 @@ def test_avif(site):
         assert reply.headers["content-type"] == "image/avif" and image(reply).format == "AVIF"
 
 
+@pytest.mark.integration
 def test_icc_profile_survives_a_resize(site):
     assert image(get(site, "?w=100")).info.get("icc_profile")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("query", "says"),
     [
@@ -166,6 +174,7 @@ def test_bad_parameters_are_400_with_the_reason(site, query, says):
     assert reply.status == 400 and says in reply.json()["detail"], reply.text
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "raw_path",
     [
@@ -196,6 +205,7 @@ def test_paths_outside_the_store_or_unknown_are_404(site, raw_path):
     assert b"RIFF" not in body
 
 
+@pytest.mark.integration
 def test_a_corrupt_stored_file_is_502_with_the_reason_and_the_worker_serves_on(site):
     truncated = (site["store"] / REL).read_bytes()[:60]
     (site["store"] / "products" / "az" / "truncated.webp").write_bytes(truncated)
@@ -207,6 +217,7 @@ def test_a_corrupt_stored_file_is_502_with_the_reason_and_the_worker_serves_on(s
     assert image(get(site, "?w=11")).size == (11, 6)  # the same workers render the next one
 
 
+@pytest.mark.integration
 def test_a_stored_webp_declaring_too_many_pixels_is_refused_from_its_header(site):
     folder = site["store"] / "products" / "az"
     (folder / "bomb-16383.webp").write_bytes(webp_declaring(16383))
@@ -222,6 +233,7 @@ def test_a_stored_webp_declaring_too_many_pixels_is_refused_from_its_header(site
     assert huge.status == 502 and "not a readable webp" in huge.json()["detail"], huge.text
 
 
+@pytest.mark.integration
 def test_a_file_stored_meanwhile_is_served_at_once_and_a_replaced_one_within_the_ttl(site):
     late = site["store"] / "products" / "az" / "late.webp"
     assert get(site, "?w=10", path="products/az/late.webp").status == 404
@@ -233,6 +245,7 @@ def test_a_file_stored_meanwhile_is_served_at_once_and_a_replaced_one_within_the
     assert image(get(site, "?w=10", path="products/az/late.webp")).size == (10, 10)
 
 
+@pytest.mark.integration
 def test_etag_and_304(site):
     first = get(site, "?w=120")
     etag = first.headers["etag"]
@@ -244,6 +257,7 @@ def test_etag_and_304(site):
     assert get(site, "?w=120", headers={"If-None-Match": '"stale"'}).status == 200
 
 
+@pytest.mark.integration
 def test_one_variant_asked_for_at_once_is_rendered_once_and_cached_on_disk(site):
     proxy: ImageProxy = site["proxy"]
     before = proxy.renders

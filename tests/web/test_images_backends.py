@@ -31,7 +31,10 @@ from tests.pipelines.test_images import PID, Harness, local_paths, product
 from tests.web.test_images import serve
 
 # pyftpdlib 2.2 still runs on asyncore/asynchat on Python 3.11 (only its import warns)
-pytestmark = pytest.mark.filterwarnings("ignore:The asyn(core|chat) module is deprecated:DeprecationWarning")
+pytestmark = [
+    pytest.mark.integration,  # spawns (tests/tiers.py)
+    pytest.mark.filterwarnings("ignore:The asyn(core|chat) module is deprecated:DeprecationWarning"),
+]
 
 FTP_USER, FTP_PASSWORD = "img-writer", "ftp-s3cret-pw"
 AWS_KEY, AWS_SECRET = "AKIATESTIMAGES", "aws-s3cret-key-for-tests"

@@ -22,6 +22,8 @@ from cannaspider.web.images import ImageProxy, image_router
 from tests.httpclient import Reply, http
 from tests.web.test_images import REL, serve
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 def until(check: Callable[[], Any], timeout: float = 30) -> Any:
     deadline = time.monotonic() + timeout

@@ -12,6 +12,8 @@ from cannaspider import settings
 from cannaspider.firecrawl.profile import ProfilePage, compute
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 PAGES = [
     ProfilePage("https://a.example/", "fr", "Huile de CBD", "huile de cbd bio. chanvre", ["Huile de CBD"]),
     ProfilePage("https://b.example/", "fr", "Chanvre", "le chanvre et l'huile de cbd", []),

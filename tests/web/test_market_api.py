@@ -18,6 +18,8 @@ from tests.analytics.test_refresh import refresh
 from tests.helpers import project_crawler
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 CATALOG = Catalog(CatalogConfig())
 STORES = [s for s in CATALOG.stores if s.state == "AZ"][:3] + [s for s in CATALOG.stores if s.state == "NV"][:2]
 

@@ -9,6 +9,8 @@ import pytest
 from tests.analytics.test_market import MARKET_TABLES, ROLLED_TABLES, event, refresh, script
 from tests.httpclient import http
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 @pytest.fixture
 def rolled(db):

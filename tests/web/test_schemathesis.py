@@ -19,6 +19,8 @@ from tests.conftest import TABLES
 from tests.httpclient import http
 from tests.web.conftest import TOKEN, Service
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 EXAMPLES = 12  # per operation, mode (valid and invalid input) and token
 
 # the schema the service describes, loaded from the app itself to list its operations at collection;

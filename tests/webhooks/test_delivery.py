@@ -81,6 +81,7 @@ def subscribe(db: str, url: str, types: list[str], allow_private: bool = True, *
         return subscriptions.add(conn, url, types, allow_private=allow_private, **filters)
 
 
+@pytest.mark.integration
 def test_matching_events_are_posted_signed_once_each(db, sql, events):
     with Receiver() as receiver:
         drops = subscribe(db, receiver.url, ["price_changed"], min_drop_pct=15, brand="stiiizy ")
@@ -122,6 +123,7 @@ def test_matching_events_are_posted_signed_once_each(db, sql, events):
     assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NOT NULL AND attempts = 1") == [(2,)]
 
 
+@pytest.mark.integration
 def test_an_implausible_price_move_fires_no_price_alert(db, sql, events):
     """Issue #28, 16: $30 → $0.01 and $20 → $20,000 are wrong prices, not a 99.97 % drop or a rise
     (cannaspider/analytics/plausible.py): no subscription to price changes hears of them, with
@@ -144,6 +146,7 @@ def test_an_implausible_price_move_fires_no_price_alert(db, sql, events):
     assert got == sorted([(drops, 35.0, 28.0), (every, 35.0, 28.0), (every, 20.0, 19.0)])
 
 
+@pytest.mark.integration
 def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, sql, events, caplog):
     caplog.set_level(logging.DEBUG)
     with Receiver(statuses=[500]) as receiver:
@@ -184,6 +187,7 @@ def test_a_500_or_a_receiver_down_loses_nothing_and_is_retried_with_backoff(db, 
     assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NULL") == [(1,)]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("status", [302, 307, 308])
 def test_a_redirect_is_a_failed_delivery_never_followed(db, sql, events, status):
     with Receiver() as elsewhere, Receiver(statuses=[status], location=elsewhere.url) as receiver:
@@ -196,6 +200,7 @@ def test_a_redirect_is_a_failed_delivery_never_followed(db, sql, events, status)
     ]
 
 
+@pytest.mark.integration
 def test_a_long_answer_is_read_no_further_than_a_few_kb(db, sql, events):
     """A receiver that streams 32 MB back: the status is read, the answer closed unread."""
     with Receiver(stream=32 << 20) as receiver:
@@ -205,6 +210,7 @@ def test_a_long_answer_is_read_no_further_than_a_few_kb(db, sql, events):
     assert sql("SELECT last_status, last_error FROM alert_deliveries") == [(200, None)]
 
 
+@pytest.mark.integration
 def test_a_private_webhook_is_refused_unless_allowed(db, sql, events):
     with Receiver() as receiver:
         by_name = receiver.url.replace("127.0.0.1", "localhost")
@@ -224,6 +230,7 @@ def test_a_private_webhook_is_refused_unless_allowed(db, sql, events):
     assert len(receiver.received) == 2
 
 
+@pytest.mark.integration
 def test_without_a_secret_nothing_is_sent_and_deliveries_wait(db, sql, events, caplog):
     with Receiver() as receiver:
         subscribe(db, receiver.url, ["out_of_stock"])
@@ -236,6 +243,7 @@ def test_without_a_secret_nothing_is_sent_and_deliveries_wait(db, sql, events, c
     assert caplog.text.count("ALERTS_WEBHOOK_SECRET is not set") == 1
 
 
+@pytest.mark.integration
 def test_a_brands_availability_change_over_the_threshold(db, sql, events):
     today = datetime.now(UTC).date()
     then = today - timedelta(days=28)
@@ -259,6 +267,7 @@ def test_a_brands_availability_change_over_the_threshold(db, sql, events):
     )
 
 
+@pytest.mark.integration
 def test_a_brand_that_no_store_carries_any_more_is_an_availability_change(db, sql, events):
     today = datetime.now(UTC).date()
     then = today - timedelta(days=28)
@@ -278,6 +287,7 @@ def test_a_brand_that_no_store_carries_any_more_is_an_availability_change(db, sq
     assert doc["key"] == f"a:AZ:{today.isoformat()}:{events['brand']}"
 
 
+@pytest.mark.integration
 def test_the_events_of_a_crawl_that_closes_hours_after_its_start_are_matched(db, sql, events):
     """Matched by when the close wrote them, not by their crawl's start (ALERTS_MATCH_LOOKBACK_S before)."""
     started = datetime.now(UTC) - timedelta(hours=8)

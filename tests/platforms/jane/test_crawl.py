@@ -10,6 +10,8 @@ import pytest
 
 from tests.helpers import SandboxClient, products_of, runs_of
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 def jane(sandbox: SandboxClient, method: str, path: str, body: object | None = None):
     return sandbox.call(method, f"/_sandbox/jane/{path}", body)

@@ -51,6 +51,7 @@ def test_store_discovery_takes_a_platform_only_with_a_state_and_only_a_registere
         SpiderParams.parse("store_discovery", frozenset({"state", "platform"}), {"state": "AZ", "platform": "weedmaps"})
 
 
+@pytest.mark.integration
 def test_one_resync_queue_drains_the_stores_of_both_platforms(crawl, db, sandbox, sql):
     dutchie_store = sandbox.stores("AZ")[0]
     jane_doc = jane(sandbox, "GET", "stores?state=AZ")[0]
