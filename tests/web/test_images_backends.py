@@ -12,7 +12,6 @@ import http.client as httplib
 import io
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -293,7 +292,6 @@ def test_store_down_is_503_without_credentials_and_what_is_cached_is_still_serve
         # a new variant while the store is down: its original is in the local cache folder
         assert http("GET", f"{base}/img/{path}?w=81").status == 200
     # a process with an empty cache, the store down
-    start = time.monotonic()
     cold = proxy_for(tmp_path / "b", remote.uri, **remote.settings)
     with served(cold) as (base, _):
         reply = http("GET", f"{base}/img/{path}?w=80")
@@ -304,7 +302,6 @@ def test_store_down_is_503_without_credentials_and_what_is_cached_is_still_serve
         assert reply.headers["retry-after"]
         assert http("GET", f"{base}/img/{path}?w=80").status == 503  # still down: at once, no crash
     assert cold.renders == 0
-    assert time.monotonic() - start < 30
 
 
 # --- ftp:// ----------------------------------------------------------------------------------------
