@@ -52,6 +52,24 @@ def holds_for(seconds: float, check: Callable[[], bool], what: str) -> None:
         time.sleep(0.1)
 
 
+def leases_lapsed(db_url: str) -> bool:
+    """Every running task's lease has run out by the database's clock (the one claims judge by)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE lease_expires_at >= now()) FROM worker_tasks WHERE status = 'running'"
+        ).fetchone()
+    return row is not None and row[0] == 0
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    """Wait until `check` holds (looked at ten times a second); fail naming `what` past `timeout`,
+    a bound against a hang, far above any wait it stands for."""
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, f"still not true after {timeout:g} s: {what}"
+        time.sleep(0.1)
+
+
 def run_scrapy(*args: str, env: dict, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "scrapy", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout

@@ -15,6 +15,7 @@ from cannaspider.items import RawProduct
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.units.crawl_close import CLOSE_COMPLETE, StoreOutcome
+from tests.helpers import leases_lapsed
 from tests.units.test_crawl_close import Pipelines, product
 
 Menu = dict[int, dict]  # product index → overrides of its raw fields
@@ -163,7 +164,8 @@ def test_a_crawl_whose_lease_was_lost_writes_no_event_and_the_next_reports_the_c
     changed = {**plain(3), 1: priced(4.0)}
 
     async def lose_the_lease():
-        await asyncio.sleep(1.3)  # the lease (1 s) expires: another worker takes the task
+        while not leases_lapsed(db):  # the lease (1 s) expires: another worker takes the task
+            await asyncio.sleep(0.1)
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
             assert len(await queue.claim(conn, "product_resync", "other-worker", 1, lease_s=defaults.TASK_LEASE_S)) == 1
 

@@ -17,7 +17,7 @@ from cannaspider import settings as defaults
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import DrainConfig, TaskDrain
 from cannaspider.tasks.queue import TaskResult
-from tests.helpers import ROOT, month_without_partitions
+from tests.helpers import ROOT, leases_lapsed, month_without_partitions, wait_for
 from tests.tasks.conftest import add_stores
 
 
@@ -216,7 +216,7 @@ def test_kill_9_leaves_the_task_to_expire_then_it_runs_again_with_the_attempt_co
     )[0][0]
     proc.kill()
     proc.wait(10)
-    time.sleep(1.2)  # the lease runs out
+    wait_for(lambda: leases_lapsed(db), "the killed worker's leases run out")
     again = q(queue.claim, "product_resync", "survivor", 10, lease_s=defaults.TASK_LEASE_S)
     assert sorted(t.dispensary_id for t in again) == stores and {t.attempts for t in again} == {2}
     assert sql("SELECT status FROM crawl_runs WHERE id = %s", (run,))[0][0] == "failed"

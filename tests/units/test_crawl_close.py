@@ -21,7 +21,7 @@ from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.units.crawl_close import CrawlClose, StoreOutcome
 from sandbox.catalog import _product
-from tests.helpers import project_crawler
+from tests.helpers import leases_lapsed, project_crawler
 
 BASE = "http://127.0.0.1:1"
 
@@ -370,7 +370,8 @@ def test_a_held_task_completes_with_the_crawl_and_its_figures(db, dispensary, sq
 
 def test_a_lost_lease_rolls_back_the_close_and_marks_nothing(db, dispensary, sql):
     async def lose_the_lease():
-        await asyncio.sleep(1.3)  # the lease (1 s) expires: another worker takes the task
+        while not leases_lapsed(db):  # the lease (1 s) expires: another worker takes the task
+            await asyncio.sleep(0.1)
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as conn:
             [taken] = await queue.claim(conn, "product_resync", "other-worker", 1, lease_s=defaults.TASK_LEASE_S)
             assert taken.attempts == 2
