@@ -113,7 +113,9 @@ def plan(source: Path | bytes, v: Variant, max_pixels: int, source_max_pixels: i
         header = (
             pyvips.Image.webpload_buffer(source, access="sequential")
             if isinstance(source, bytes)
-            else pyvips.Image.webpload(str(source), access="sequential")
+            # revalidate: libvips keeps a file's load by its name, so a file replaced in place
+            # would be sized from its old header (its ETag, from size and mtime, already new)
+            else pyvips.Image.webpload(str(source), access="sequential", revalidate=True)
         )
     except pyvips.Error as exc:
         raise StoredImageError(f"not a readable webp ({reason(exc)})") from None
@@ -164,7 +166,7 @@ def _resize(source: Path | bytes, source_size: tuple[int, int], size: tuple[int,
         return (
             pyvips.Image.webpload_buffer(source, fail_on="error")
             if isinstance(source, bytes)
-            else pyvips.Image.webpload(str(source), fail_on="error")
+            else pyvips.Image.webpload(str(source), fail_on="error", revalidate=True)
         )
     # exactly the size target_size() says (fill stretches; the others keep the aspect ratio, to the pixel)
     return _thumbnail(source, size[0], size[1], size="force")
