@@ -235,7 +235,7 @@ def ordered_crawl(env: dict, *argv: str) -> subprocess.CompletedProcess:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=480,  # a bound against a hang: 18 stores and their images take minutes on a loaded 2-core machine
     )
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
     return result

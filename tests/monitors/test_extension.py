@@ -172,4 +172,4 @@ def test_a_crawl_given_one_does_not_start(db, tmp_path):
 def _no_sandbox():
     from types import SimpleNamespace
 
-    return SimpleNamespace(graphql="http://127.0.0.1:9/graphql")
+    return SimpleNamespace(graphql="http://127.0.0.1:9/graphql", jane="http://127.0.0.1:9/jane")
