@@ -71,7 +71,7 @@ class Command(TaskCommand):
             if self.nodes:
                 self._print_dispatch(await scrapyd.dispatch(conn, self.nodes, self.spiders, self.slots))
             try:
-                probes = await schedule.reprobe_proxies(conn, self.prober)
+                probes = await self.prober.reprobe_due(conn)
             except psycopg.Error as exc:  # the tick itself is done: say so, probe again next tick
                 print(f"schedule: proxy re-probe failed: {first_line(exc)}", flush=True)
             else:

@@ -32,15 +32,15 @@ from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.firecrawl.api import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
+from cannaspider.tasks import roles
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.arguments import SpiderParams
 from cannaspider.units.lifecycle import Outcome, Unit, UnitLifecycle, describe
-from cannaspider.units.role import KeywordTarget, Role
 
 
 class CrawlOnpageSpider(scrapy.Spider):
     name = "crawl_onpage"
-    role = Role(name, "On-page Crawl", "Crawl a keyword's SERP competitor pages through Firecrawl", KeywordTarget)
+    role = roles.get(name)  # its target: cannaspider/tasks/roles.py
     jobs: OnpageJobs
 
     @classmethod

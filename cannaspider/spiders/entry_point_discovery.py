@@ -31,19 +31,9 @@ from cannaspider.items import EntryPointResolution
 from cannaspider.platforms.interface import Lookup
 from cannaspider.spiders.base import PlatformSpider
 from cannaspider.stealth.browser_pages import ChromiumNotFound
-from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK, TaskResult
+from cannaspider.tasks import roles
+from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
-from cannaspider.units.role import Chain, Role, StoreTarget
-
-# a completed resolution's chain: a product_discovery task for its store, once the store is resolved
-# (has its platform id) and enabled
-PRODUCT_TASK_PER_RESOLVED_STORE = f"""
-INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT %(child)s, t.platform, t.dispensary_id, %(priority)s, t.id
-  FROM worker_tasks t JOIN dispensaries d ON d.id = t.dispensary_id
- WHERE t.id = ANY(%(ids)s) AND d.platform_dispensary_id IS NOT NULL AND d.crawl_enabled
-{SKIP_DUPLICATE_TASK}
-"""
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -58,13 +48,7 @@ BROWSER_ARGS = [
 
 class EntryPointDiscoverySpider(PlatformSpider):
     name = "entry_point_discovery"
-    role = Role(
-        name,
-        "Entry Point Discovery",
-        "Resolve a store's platform id from its menu URL",
-        StoreTarget,
-        chain=Chain("product_discovery", PRODUCT_TASK_PER_RESOLVED_STORE),
-    )
+    role = roles.get(name)  # its target and chain: cannaspider/tasks/roles.py
 
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
@@ -233,5 +217,5 @@ class EntryPointDiscoverySpider(PlatformSpider):
         extra = {"resolved": resolved, "method": item.method if item else None}
         if item is not None and not resolved:
             extra["reason"] = item.error
-        # chaining (PRODUCT_TASK_PER_RESOLVED_STORE, above): a resolved store gets its product_discovery
+        # chaining (tasks/roles.py, PRODUCT_TASK_PER_RESOLVED_STORE): a resolved store gets its product_discovery
         return TaskResult(extra=extra), False

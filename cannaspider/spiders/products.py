@@ -28,10 +28,10 @@ from cannaspider.db.errors import first_line
 from cannaspider.items import RawProduct
 from cannaspider.platforms.interface import MenuState, Platform, PlatformFailure
 from cannaspider.spiders.base import PlatformSpider
+from cannaspider.tasks import roles
 from cannaspider.tasks.queue import Task
 from cannaspider.units.crawl_close import CrawlClose, StoreOutcome
 from cannaspider.units.lifecycle import Closing, Unit, UnitLifecycle
-from cannaspider.units.role import Role, Schedule, StoreTarget
 
 
 @dataclass
@@ -53,13 +53,7 @@ class StoreCrawl:
 
 class ProductSpider(PlatformSpider):
     name = "product_resync"
-    role = Role(
-        name,
-        "Product Resync",
-        "Re-crawl a store's products for price and stock changes",
-        StoreTarget,
-        schedule=Schedule("every 4 hours", "SCHEDULE_RESYNC_EVERY_S", "stores"),
-    )
+    role = roles.get(name)  # its target and schedule: cannaspider/tasks/roles.py
     pipelines_setting = "PRODUCT_PIPELINES"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -283,6 +277,4 @@ class ProductSpider(PlatformSpider):
 
 class ProductDiscoverySpider(ProductSpider):
     name = "product_discovery"
-    role = Role(
-        name, "Product Discovery", "First product crawl of a new store (it then joins the resync schedule)", StoreTarget
-    )
+    role = roles.get(name)  # its target, the first run of product_resync: tasks/roles.py

@@ -22,34 +22,14 @@ from twisted.python.failure import Failure
 from cannaspider.items import DispensaryRecord
 from cannaspider.platforms.interface import PlatformFailure
 from cannaspider.spiders.base import PlatformSpider, SpiderArgumentError, SpiderParams
-from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK, TaskResult
+from cannaspider.tasks import roles
+from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
-from cannaspider.units.role import Chain, Role, Schedule, StateTarget
-
-# a completed discovery's chain: an entry_point_discovery task for each *new* store (those its
-# result lists, or, for a task that recorded none, the state's stores created since it was queued)
-ENTRY_POINT_TASK_PER_NEW_STORE = f"""
-INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT DISTINCT ON (d.id) %(child)s, t.platform, d.id, %(priority)s, t.id
-  FROM worker_tasks t
-  JOIN dispensaries d ON CASE WHEN t.result ? 'new_dispensary_ids'
-                              THEN d.id IN (SELECT jsonb_array_elements_text(t.result -> 'new_dispensary_ids')::bigint)
-                              ELSE d.state = t.payload ->> 'state' AND d.created_at >= t.created_at END
- WHERE t.id = ANY(%(ids)s) AND d.crawl_enabled
-{SKIP_DUPLICATE_TASK}
-"""
 
 
 class StoreDiscoverySpider(PlatformSpider):
     name = "store_discovery"
-    role = Role(
-        name,
-        "Store Discovery",
-        "Discover new dispensary locations in a state",
-        StateTarget,
-        schedule=Schedule("daily", "SCHEDULE_DISCOVERY_EVERY_S", "states"),
-        chain=Chain("entry_point_discovery", ENTRY_POINT_TASK_PER_NEW_STORE),
-    )
+    role = roles.get(name)  # its target, schedule and chain: cannaspider/tasks/roles.py
 
     arguments = frozenset({"state", "city", "platform"})
 
