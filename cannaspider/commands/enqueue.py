@@ -1,5 +1,5 @@
 """`scrapy enqueue ROLE [--dispensary-id N | --state XX | --keyword-id N] [--priority P] [--platform dutchie]`:
-an on-demand task. The target options are the fields of the roles' targets (units/role.py), which
+an on-demand task. The target options are the fields of the roles' targets (tasks/roles.py), which
 validate them."""
 
 from __future__ import annotations

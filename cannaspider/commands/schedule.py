@@ -18,13 +18,12 @@ import time
 from collections.abc import Awaitable, Callable
 
 import psycopg
-from scrapy.spiderloader import get_spider_loader
 
 from cannaspider import env
 from cannaspider.db import database_url
 from cannaspider.db.errors import first_line
 from cannaspider.stealth.probe import Prober
-from cannaspider.tasks import schedule, scrapyd
+from cannaspider.tasks import roles, schedule, scrapyd
 from cannaspider.tasks.cli import TaskCommand, with_connection
 from cannaspider.webhooks import delivery
 
@@ -51,7 +50,8 @@ class Command(TaskCommand):
         assert settings is not None  # set by Scrapy before run()
         config = schedule.ScheduleConfig.from_settings(settings)
         self.nodes = scrapyd.parse_nodes(opts.scrapyd, *env.scrapyd_credentials()) if opts.scrapyd else []
-        self.spiders = get_spider_loader(settings).list() if self.nodes else []
+        # a role's spider has its name (tests/tasks/test_roles.py): the table, not a SpiderLoader, says which
+        self.spiders = list(roles.names()) if self.nodes else []
         self.slots = settings.getint("TASK_SLOTS")
         self.prober = Prober(settings)  # deactivated proxies re-probed after each tick (stealth/probe.py)
         self.alerts = settings.getbool("SCHEDULE_ALERTS")
@@ -71,7 +71,7 @@ class Command(TaskCommand):
             if self.nodes:
                 self._print_dispatch(await scrapyd.dispatch(conn, self.nodes, self.spiders, self.slots))
             try:
-                probes = await schedule.reprobe_proxies(conn, self.prober)
+                probes = await self.prober.reprobe_due(conn)
             except psycopg.Error as exc:  # the tick itself is done: say so, probe again next tick
                 print(f"schedule: proxy re-probe failed: {first_line(exc)}", flush=True)
             else:

@@ -28,10 +28,9 @@ from scrapy.exceptions import CloseSpider
 from cannaspider.crawl_outcome import record_fatal_error
 from cannaspider.db import migrations, partitions
 from cannaspider.db.connection import database_url, open_async_pool
-from cannaspider.db.crawl_runs import CrawlRuns
+from cannaspider.db.crawl_runs import CrawlRuns, TaskLease
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.shutdown import on_reactor_shutdown
-from cannaspider.tasks.queue.model import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +148,7 @@ class CrawlDatabase:
             raise DatabaseSetupError(f"the database lacks migration(s) {names}: run `scrapy migrate`")
 
     # -- crawl runs ----------------------------------------------------------------------
-    async def start_run(self, dispensary_id: int, role: str, lease: Lease | None = None) -> int:
+    async def start_run(self, dispensary_id: int, role: str, lease: TaskLease | None = None) -> int:
         """A store's crawl run; `lease`: the task's it crawls for, which fences its rows' writes."""
         return await self.runs.start(await self.open(), dispensary_id, role, lease)
 

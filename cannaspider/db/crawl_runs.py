@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -26,9 +27,21 @@ from scrapy.crawler import Crawler
 
 from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
 from cannaspider.db.errors import first_line
-from cannaspider.tasks.queue.model import Lease
 
 logger = logging.getLogger(__name__)
+
+
+class TaskLease(Protocol):
+    """The lease a run of a queue task is opened under (the queue's `Lease`, tasks/queue/model.py),
+    as this ledger reads it: the database layer sits beneath the queue and imports nothing of it."""
+
+    @property
+    def task_id(self) -> int: ...
+    @property
+    def worker(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+
 
 FAIL_DEAD_RUNS = """
 UPDATE crawl_runs
@@ -68,7 +81,7 @@ class CrawlRuns:
         self.settings = crawler.settings
         self.open_ids: set[int] = set()  # crawl_runs this process opened and may still be open
         # the task lease each queued run was opened under, until its store's close (forget)
-        self.leases: dict[int, Lease] = {}
+        self.leases: dict[int, TaskLease] = {}
         # set once spider_closed has closed the runs still open (units/lifecycle.py releases the
         # queue's tasks only then: a stopped store's run is 'incomplete', never 'released')
         self.closed = asyncio.Event()
@@ -76,7 +89,7 @@ class CrawlRuns:
         self.pid = os.getpid()
         self._heartbeat: asyncio.Task[None] | None = None
 
-    async def start(self, pool: AsyncConnectionPool, dispensary_id: int, role: str, lease: Lease | None) -> int:
+    async def start(self, pool: AsyncConnectionPool, dispensary_id: int, role: str, lease: TaskLease | None) -> int:
         task_id = lease.task_id if lease is not None else None
         async with pool.connection() as conn:
             row = await (

@@ -29,23 +29,17 @@ import scrapy
 from cannaspider.analytics.refresh import RefreshResult, refresh_all
 from cannaspider.db.connection import database_url
 from cannaspider.db.errors import first_line
+from cannaspider.tasks import roles
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
 from cannaspider.units.lifecycle import Outcome, Unit, UnitLifecycle, describe
-from cannaspider.units.role import NoTarget, Role, Schedule
 
 ROLE = "analytics_refresh"
 
 
 class AnalyticsRefreshSpider(scrapy.Spider):
     name = ROLE
-    role = Role(
-        name,
-        "Analytics Refresh",
-        "Refresh the analytics materialized views",
-        NoTarget,
-        schedule=Schedule("daily", "SCHEDULE_ANALYTICS_EVERY_S", "once"),
-    )
+    role = roles.get(name)  # its schedule: cannaspider/tasks/roles.py
     custom_settings = {"ITEM_PIPELINES": {}}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

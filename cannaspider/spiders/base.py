@@ -18,8 +18,8 @@ from twisted.python.failure import Failure
 from cannaspider import platforms
 from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.platforms.interface import Platform, PlatformFailure
+from cannaspider.tasks.roles import Role
 from cannaspider.units.arguments import SpiderArgumentError, SpiderParams
-from cannaspider.units.role import Role
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ __all__ = ["UNUSED_SCHEMES", "PlatformSpider", "SpiderArgumentError", "SpiderPar
 
 
 class PlatformSpider(scrapy.Spider):
-    role: ClassVar[Role]  # the role this spider's units are (units/role.py); its name is the spider's
+    role: ClassVar[Role]  # the role this spider's units are: `roles.get(name)` (tasks/roles.py)
     pipelines_setting = "DISCOVERY_PIPELINES"  # which group of pipelines this spider's items need
     # the `-a` arguments this spider takes (SpiderParams); require_target(): which it needs
     arguments: ClassVar[frozenset[str]] = frozenset({"dispensary_id", "state"})

@@ -32,15 +32,15 @@ from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.firecrawl.api import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
 from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
+from cannaspider.tasks import roles
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.arguments import SpiderParams
 from cannaspider.units.lifecycle import Outcome, Unit, UnitLifecycle, describe
-from cannaspider.units.role import KeywordTarget, Role
 
 
 class CrawlOnpageSpider(scrapy.Spider):
     name = "crawl_onpage"
-    role = Role(name, "On-page Crawl", "Crawl a keyword's SERP competitor pages through Firecrawl", KeywordTarget)
+    role = roles.get(name)  # its target: cannaspider/tasks/roles.py
     jobs: OnpageJobs
 
     @classmethod
@@ -110,19 +110,18 @@ class CrawlOnpageSpider(scrapy.Spider):
             )
         self._items = asyncio.Queue()
         # a keyword per unit (units/lifecycle.py): the -a targets, or else the queue's tasks
-        targets = [Unit(data={"keyword_id": k}) for k in self.keyword_ids] if self.keyword_ids else None
+        targets = [Unit(target={"keyword_id": k}) for k in self.keyword_ids] if self.keyword_ids else None
         running = asyncio.ensure_future(units.run(self.name, self.follow, self._unit_outcome, targets=targets))
         async for item in _drain(self._items, {running}):
             yield item
-        failed = sorted(unit.data["keyword_id"] for unit in running.result()) if targets else []
+        failed = sorted(unit.target["keyword_id"] for unit in running.result()) if targets else []
         if failed:  # each counted incomplete by the lifecycle (the crawl command's exit)
             self.logger.error("on-page crawl failed for keyword(s) %s", ", ".join(map(str, failed)))
             raise CloseSpider("onpage_failed")
 
     async def _unit_outcome(self, unit: Unit) -> Outcome:
         """A keyword's unit: its job's totals, or why it failed (for good: Firecrawl refused it)."""
-        keyword_id: int | None = unit.task.keyword_id if unit.task is not None else unit.data["keyword_id"]
-        assert keyword_id is not None  # a task's target (KeywordTarget)
+        keyword_id: int = unit.target["keyword_id"]  # the role's target (KeywordTarget), a task's or an -a one
         result = await self.run_keyword(keyword_id)
         if "error" in result:
             return result["error"], not result.get("retryable", True)

@@ -14,6 +14,11 @@ recorded reason (dispensaries.resolution_error), not a crash.
 The rendered pages go through the proxy pool like the GraphQL requests, in a browser context per
 proxy and identity (middlewares/stealth.py, docs/stealth.md): the browser sends its own headers
 (those of the identity's Chrome), not Scrapy's.
+
+Each store is one unit of units/lifecycle.py, a queued task's or an `-a` target's, by the same start
+path: a store its platform answered for completes (resolved or with its recorded reason); one whose
+request failed (no browser on this node, the lookup refused) fails, its task retried, and an `-a`
+crawl with such a store exits 3 ("a unit did not complete").
 """
 
 from __future__ import annotations
@@ -31,19 +36,9 @@ from cannaspider.items import EntryPointResolution
 from cannaspider.platforms.interface import Lookup
 from cannaspider.spiders.base import PlatformSpider
 from cannaspider.stealth.browser_pages import ChromiumNotFound
-from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK, TaskResult
+from cannaspider.tasks import roles
+from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
-from cannaspider.units.role import Chain, Role, StoreTarget
-
-# a completed resolution's chain: a product_discovery task for its store, once the store is resolved
-# (has its platform id) and enabled
-PRODUCT_TASK_PER_RESOLVED_STORE = f"""
-INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT %(child)s, t.platform, t.dispensary_id, %(priority)s, t.id
-  FROM worker_tasks t JOIN dispensaries d ON d.id = t.dispensary_id
- WHERE t.id = ANY(%(ids)s) AND d.platform_dispensary_id IS NOT NULL AND d.crawl_enabled
-{SKIP_DUPLICATE_TASK}
-"""
 
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -58,13 +53,7 @@ BROWSER_ARGS = [
 
 class EntryPointDiscoverySpider(PlatformSpider):
     name = "entry_point_discovery"
-    role = Role(
-        name,
-        "Entry Point Discovery",
-        "Resolve a store's platform id from its menu URL",
-        StoreTarget,
-        chain=Chain("product_discovery", PRODUCT_TASK_PER_RESOLVED_STORE),
-    )
+    role = roles.get(name)  # its target and chain: cannaspider/tasks/roles.py
 
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
@@ -87,29 +76,26 @@ class EntryPointDiscoverySpider(PlatformSpider):
         )
 
     async def start(self) -> AsyncIterator[Any]:
-        if self.draining:
-            units = UnitLifecycle.of(self.crawler)
-            async for task in units.tasks(self.name, self.params.follow):
-                unit = Unit(task)
-                output: Any = ()
-                try:
-                    row = await self._dispensary(task.dispensary_id)
-                except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
-                    unit.errors.append(f"reading the dispensary failed: {first_line(exc)}")
+        units = UnitLifecycle.of(self.crawler)
+        targets = None
+        if not self.draining:  # the stores the arguments name (CloseSpider on an unknown id)
+            targets = [Unit(target={"dispensary_id": row[0]}) for row in await self.select_dispensaries("id")]
+        async for unit in units.units(self.name, self.params.follow, targets):
+            dispensary_id: int = unit.target["dispensary_id"]  # the role's target (StoreTarget)
+            output: Any = ()
+            try:
+                row = await self._dispensary(dispensary_id)
+            except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
+                unit.errors.append(f"reading the dispensary failed: {first_line(exc)}")
+            else:
+                if row is None:
+                    unit.data["final"] = f"dispensary {dispensary_id} no longer exists"
                 else:
-                    if row is None:
-                        unit.data["final"] = f"dispensary {task.dispensary_id} no longer exists"
-                    else:
-                        output = self._resolve(*row)
-                async for out in units.start(unit, output):
-                    yield out
-            return
-        rows = await self.select_dispensaries("id, menu_url, platform")
-        for dispensary_id, menu_url, platform in rows:
-            for out in self._resolve(dispensary_id, menu_url, platform):
+                    output = self._resolve(*row)
+            async for out in units.start(unit, output):
                 yield out
 
-    async def _dispensary(self, dispensary_id: int | None) -> tuple[Any, ...] | None:
+    async def _dispensary(self, dispensary_id: int) -> tuple[Any, ...] | None:
         pool = await self.store.open()
         async with pool.connection() as conn:
             cur = await conn.execute("SELECT id, menu_url, platform FROM dispensaries WHERE id = %s", (dispensary_id,))
@@ -233,5 +219,5 @@ class EntryPointDiscoverySpider(PlatformSpider):
         extra = {"resolved": resolved, "method": item.method if item else None}
         if item is not None and not resolved:
             extra["reason"] = item.error
-        # chaining (PRODUCT_TASK_PER_RESOLVED_STORE, above): a resolved store gets its product_discovery
+        # chaining (tasks/roles.py, PRODUCT_TASK_PER_RESOLVED_STORE): a resolved store gets its product_discovery
         return TaskResult(extra=extra), False

@@ -28,10 +28,10 @@ from cannaspider.db.errors import first_line
 from cannaspider.items import RawProduct
 from cannaspider.platforms.interface import MenuState, Platform, PlatformFailure
 from cannaspider.spiders.base import PlatformSpider
+from cannaspider.tasks import roles
 from cannaspider.tasks.queue import Task
 from cannaspider.units.crawl_close import CrawlClose, StoreOutcome
 from cannaspider.units.lifecycle import Closing, Unit, UnitLifecycle
-from cannaspider.units.role import Role, Schedule, StoreTarget
 
 
 @dataclass
@@ -53,13 +53,7 @@ class StoreCrawl:
 
 class ProductSpider(PlatformSpider):
     name = "product_resync"
-    role = Role(
-        name,
-        "Product Resync",
-        "Re-crawl a store's products for price and stock changes",
-        StoreTarget,
-        schedule=Schedule("every 4 hours", "SCHEDULE_RESYNC_EVERY_S", "stores"),
-    )
+    role = roles.get(name)  # its target and schedule: cannaspider/tasks/roles.py
     pipelines_setting = "PRODUCT_PIPELINES"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -68,73 +62,72 @@ class ProductSpider(PlatformSpider):
 
     async def start(self) -> AsyncIterator[Any]:
         CrawlClose.for_crawler(self.crawler)  # its settings checked before any store is crawled
-        if self.draining:
-            async for request in self._drain_queue():
-                yield request
-            return
         units = UnitLifecycle.of(self.crawler)
+        targets = None if self.draining else await self._targets()
+        if self.draining:
+            drain = await units.open_drain(self.name, self.params.follow)
+            drain.on_lost = self._task_lost
+        async for unit in units.units(self.name, self.params.follow, targets):
+            dispensary_id: int = unit.target["dispensary_id"]  # a product role's target (StoreTarget)
+            task = unit.task
+            try:
+                row = await self._store(dispensary_id)
+                if isinstance(row, str):
+                    await units.close(unit, (row, True))
+                    continue
+                name, platform_id, platform_name = row
+                platform = self.platform(platform_name)
+                run_id = await self.store.start_run(dispensary_id, self.name, task.lease if task else None)
+            except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
+                await units.close(unit, (f"starting the crawl failed: {first_line(exc)}", False))
+                continue
+            crawl = StoreCrawl(
+                dispensary_id, platform_id, run_id, platform.menu_state(), platform, log_name=name, task=task
+            )
+            if task is not None:
+                self._task_crawls[task.id] = crawl
+            unit.data["crawl"] = crawl
+            async for out in units.start(unit, [self._page_request(crawl, 0)]):
+                yield out
+
+    async def _targets(self) -> list[Unit]:
+        """The `-a` targets' units: the stores named that can be crawled (the others are skipped,
+        each with the reason, as the arguments' choice rather than a unit that failed)."""
         rows = await self.select_dispensaries(
-            "id, name, platform_dispensary_id, crawl_enabled, platform", state_filter="AND crawl_enabled"
+            "id, name, platform_dispensary_id, crawl_enabled", state_filter="AND crawl_enabled"
         )
-        for dispensary_id, name, platform_id, enabled, platform_name in rows:
+        targets = []
+        for dispensary_id, name, platform_id, enabled in rows:
             if not enabled:
                 self.logger.warning("dispensary %s (%s) has crawl_enabled = false: skipped", dispensary_id, name)
-                continue
-            if not platform_id:
+            elif not platform_id:
                 self.logger.error(
                     "dispensary %s (%s) has no platform_dispensary_id: run entry_point_discovery first",
                     dispensary_id,
                     name,
                 )
-                continue
-            platform = self.platform(platform_name)
-            run_id = await self.store.start_run(dispensary_id, self.name)
-            crawl = StoreCrawl(dispensary_id, platform_id, run_id, platform.menu_state(), platform, log_name=name)
-            async for out in units.start(Unit(data={"crawl": crawl}), [self._page_request(crawl, 0)]):
-                yield out
+            else:
+                targets.append(Unit(target={"dispensary_id": dispensary_id}))
+        return targets
 
-    async def _drain_queue(self) -> AsyncIterator[Any]:
-        units = UnitLifecycle.of(self.crawler)
-        drain = await units.open_drain(self.name, self.params.follow)
-        drain.on_lost = self._task_lost
-        async for task in units.tasks(self.name, self.params.follow):
-            try:
-                row = await self._task_store(task)
-                if isinstance(row, str):
-                    await units.finish(task, row, final=True)
-                    continue
-                name, platform_id, platform_name = row
-                platform = self.platform(platform_name)
-                assert task.dispensary_id is not None  # a product role's target (tasks/roles.py)
-                run_id = await self.store.start_run(task.dispensary_id, self.name, task.lease)
-            except Exception as exc:  # noqa: BLE001 - the database: this attempt failed, the queue retries
-                await units.finish(task, f"starting the crawl failed: {first_line(exc)}")
-                continue
-            crawl = StoreCrawl(
-                task.dispensary_id, platform_id, run_id, platform.menu_state(), platform, log_name=name, task=task
-            )
-            self._task_crawls[task.id] = crawl
-            async for out in units.start(Unit(task, data={"crawl": crawl}), [self._page_request(crawl, 0)]):
-                yield out
-
-    async def _task_store(self, task: Task) -> tuple[str, str, str] | str:
-        """(name, platform id, platform) of the task's store, or why it cannot be crawled (retrying
+    async def _store(self, dispensary_id: int) -> tuple[str, str, str] | str:
+        """(name, platform id, platform) of a unit's store, or why it cannot be crawled (retrying
         cannot help)."""
         pool = await self.store.open()
         async with pool.connection() as conn:
             row = await (
                 await conn.execute(
                     "SELECT name, platform_dispensary_id, crawl_enabled, platform FROM dispensaries WHERE id = %s",
-                    (task.dispensary_id,),
+                    (dispensary_id,),
                 )
             ).fetchone()
         if row is None:
-            return f"dispensary {task.dispensary_id} does not exist"
+            return f"dispensary {dispensary_id} does not exist"
         name, platform_id, enabled, platform_name = row
         if not enabled:
-            return f"dispensary {task.dispensary_id} ({name}) has crawl_enabled = false"
+            return f"dispensary {dispensary_id} ({name}) has crawl_enabled = false"
         if not platform_id:
-            return f"dispensary {task.dispensary_id} ({name}) has no platform_dispensary_id: run entry_point_discovery"
+            return f"dispensary {dispensary_id} ({name}) has no platform_dispensary_id: run entry_point_discovery"
         return name, platform_id, platform_name
 
     def _task_lost(self, task: Task) -> None:
@@ -283,6 +276,4 @@ class ProductSpider(PlatformSpider):
 
 class ProductDiscoverySpider(ProductSpider):
     name = "product_discovery"
-    role = Role(
-        name, "Product Discovery", "First product crawl of a new store (it then joins the resync schedule)", StoreTarget
-    )
+    role = roles.get(name)  # its target, the first run of product_resync: tasks/roles.py

@@ -8,6 +8,10 @@ the default platform.
 
 Writes dutchie_discovery_locations and creates or updates dispensaries (keyed by the platform
 id, so rediscovery updates and never duplicates).
+
+A state's discovery is one unit of units/lifecycle.py, a queued task's or the `-a` target's, by the
+same start path: one whose search points failed fails (its task retried; an `-a` target's crawl
+exits 3, "a unit did not complete").
 """
 
 from __future__ import annotations
@@ -22,41 +26,21 @@ from twisted.python.failure import Failure
 from cannaspider.items import DispensaryRecord
 from cannaspider.platforms.interface import PlatformFailure
 from cannaspider.spiders.base import PlatformSpider, SpiderArgumentError, SpiderParams
-from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK, TaskResult
+from cannaspider.tasks import roles
+from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.lifecycle import UNIT_META, Outcome, Unit, UnitLifecycle
-from cannaspider.units.role import Chain, Role, Schedule, StateTarget
-
-# a completed discovery's chain: an entry_point_discovery task for each *new* store (those its
-# result lists, or, for a task that recorded none, the state's stores created since it was queued)
-ENTRY_POINT_TASK_PER_NEW_STORE = f"""
-INSERT INTO worker_tasks (role, platform, dispensary_id, priority, parent_task_id)
-SELECT DISTINCT ON (d.id) %(child)s, t.platform, d.id, %(priority)s, t.id
-  FROM worker_tasks t
-  JOIN dispensaries d ON CASE WHEN t.result ? 'new_dispensary_ids'
-                              THEN d.id IN (SELECT jsonb_array_elements_text(t.result -> 'new_dispensary_ids')::bigint)
-                              ELSE d.state = t.payload ->> 'state' AND d.created_at >= t.created_at END
- WHERE t.id = ANY(%(ids)s) AND d.crawl_enabled
-{SKIP_DUPLICATE_TASK}
-"""
 
 
 class StoreDiscoverySpider(PlatformSpider):
     name = "store_discovery"
-    role = Role(
-        name,
-        "Store Discovery",
-        "Discover new dispensary locations in a state",
-        StateTarget,
-        schedule=Schedule("daily", "SCHEDULE_DISCOVERY_EVERY_S", "states"),
-        chain=Chain("entry_point_discovery", ENTRY_POINT_TASK_PER_NEW_STORE),
-    )
+    role = roles.get(name)  # its target, schedule and chain: cannaspider/tasks/roles.py
 
     arguments = frozenset({"state", "city", "platform"})
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.seen: set[str] = set()
-        self.failed_points = 0
+        self.seen: set[str] = set()  # a search's stores outside any unit (`scrapy check`'s contracts)
+        self.targets: list[Unit] = []  # the `-a` target's unit (none: draining)
 
     def require_target(self, params: SpiderParams) -> None:
         if params.city and not params.state:
@@ -73,35 +57,32 @@ class StoreDiscoverySpider(PlatformSpider):
         return self.params.city
 
     async def start(self) -> AsyncIterator[Any]:
-        if self.draining:
-            units = UnitLifecycle.of(self.crawler)
-            async for task in units.tasks(self.name, self.params.follow):
-                unit = Unit(task, data={"seen": set(), "ids": [], "failed_points": 0, "points": 0})
-                assert task.state is not None  # the role's target (StateTarget)
-                async for out in units.start(unit, self._searches(task.platform, task.state, None, unit)):
-                    yield out
-            return
-        assert self.state is not None  # require_target
-        for request in self._searches(self.params.platform, self.state, self.city, None):
-            yield request
+        units = UnitLifecycle.of(self.crawler)
+        if not self.draining:
+            assert self.state is not None  # require_target
+            target = {"state": self.state, "city": self.city, "platform": self.params.platform}
+            self.targets = [Unit(target=target)]
+        async for unit in units.units(self.name, self.params.follow, None if self.draining else self.targets):
+            unit.data.update({"seen": set(), "ids": [], "failed_points": 0, "points": 0})
+            async for out in units.start(unit, self._searches(unit)):
+                yield out
 
-    def _searches(self, platform: str | None, state: str, city: str | None, unit: Unit | None) -> Iterator[Request]:
-        chosen = self.platform(platform)
+    def _searches(self, unit: Unit) -> Iterator[Request]:
+        state: str = unit.target["state"]  # the role's target (StateTarget)
+        city: str | None = unit.target.get("city")
+        chosen = self.platform(unit.target.get("platform"))
         meta = {"state": state, "platform": chosen.name}
         requests = chosen.area_requests(state, city, callback=self.parse_search, errback=self.on_error, meta=meta)
         self.logger.info(
             "store discovery in %s%s: %d search points", state, f" ({city})" if city else "", len(requests)
         )
-        if unit is not None:
-            unit.data["points"] = len(requests)
+        unit.data["points"] = len(requests)
         yield from requests
 
     def _point_failed(self, meta: dict[str, Any]) -> None:
         unit: Unit | None = meta.get(UNIT_META)
         if unit is not None:
             unit.data["failed_points"] += 1
-        else:
-            self.failed_points += 1
 
     def parse_search(self, response: Response) -> Iterator[DispensaryRecord]:
         """Dispensaries near one point of the state.
@@ -125,10 +106,11 @@ class StoreDiscoverySpider(PlatformSpider):
         seen: set[str] = unit.data["seen"] if unit is not None else self.seen
         # under `scrapy check` there is no -a state: the contract's search names the state
         state = response.meta.get("state") or self.state
+        city: str | None = unit.target.get("city") if unit is not None else self.city
         for record in found.records:
             if state and record.state and record.state.upper() != state:
                 continue
-            if self.city and (record.city or "").lower() != self.city.lower():
+            if city and (record.city or "").lower() != city.lower():
                 continue
             if record.platform_dispensary_id in seen:
                 continue
@@ -148,12 +130,15 @@ class StoreDiscoverySpider(PlatformSpider):
 
     async def unit_outcome(self, unit: Unit) -> Outcome:
         data = unit.data
-        assert unit.task is not None  # its units are the queue's tasks (explicit targets run without)
         if data["failed_points"]:
             # what was found is stored; the retry finds the same stores and chains the new ones
             return f"{data['failed_points']} of {data['points']} search points failed", False
         if unit.errors:
             return unit.errors[0], False
+        if unit.task is None:  # an `-a` target: nothing chains from it (closed() logs its figures)
+            return TaskResult(
+                pages=data["points"], products=len(data["ids"]), extra={"stores": len(data["ids"])}
+            ), False
         # new: created since the task was first queued (an earlier failed attempt may have made them)
         pool = await self.store.open()
         async with pool.connection() as conn:
@@ -183,11 +168,10 @@ class StoreDiscoverySpider(PlatformSpider):
         )
 
     def closed(self, reason: str) -> None:
-        if self.draining:
-            return  # each task logged its own figures
-        self.logger.info(
-            "store discovery in %s: %d dispensaries found, %d search points failed",
-            self.state,
-            len(self.seen),
-            self.failed_points,
-        )
+        for unit in self.targets:  # each drained task logged its own figures
+            self.logger.info(
+                "store discovery in %s: %d dispensaries found, %d search points failed",
+                unit.target["state"],
+                len(unit.data.get("seen", ())),
+                unit.data.get("failed_points", 0),
+            )

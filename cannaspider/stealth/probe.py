@@ -1,5 +1,5 @@
 """Re-probing the proxies that their own failures deactivated, from `scrapy schedule`'s loop
-(cannaspider/tasks/schedule.py, `reprobe_proxies`), so that a pool heals by itself
+(commands/schedule.py, after each tick: `Prober.reprobe_due`), so that a pool heals by itself
 (docs/stealth.md, "Re-probing").
 
 A proxy deactivated by STEALTH_PROXY_MAX_FAILURES failure events has `deactivated_at` and a
@@ -23,6 +23,7 @@ sees the API's answer (stealth/policy.py) and the answer has GraphQL data. Reaso
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -106,6 +107,22 @@ class Prober:
         self.config = ProbeConfig.from_settings(settings)
         self.policy = BlockPolicy()
         self._identities: IdentityFactory | None = None  # browserforge loads in a moment: only once a probe is due
+
+    async def reprobe_due(self, conn: psycopg.AsyncConnection) -> list[ProbeResult]:
+        """Probe the deactivated proxies that are due, at once; record each outcome (active again, or
+        the next probe later). Outside the schedule's tick transaction: a probe takes network time,
+        up to PROXY_PROBE_TIMEOUT_S."""
+        if not self.config.enabled:
+            return []
+        due = await self.take_due(conn)
+        if not due:
+            return []
+        downloader = CurlImpersonator(self.settings)
+        try:
+            results = await asyncio.gather(*(self.probe(record, downloader) for record in due))
+        finally:
+            await downloader.close()
+        return [await self.record(conn, result) for result in results]
 
     async def take_due(self, conn: psycopg.AsyncConnection) -> list[ProxyRecord]:
         hold_s = self.config.timeout_s * 2 + 60

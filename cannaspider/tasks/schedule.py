@@ -1,5 +1,5 @@
 """The periodic schedule (seed "Scheduling"): what `scrapy schedule` enqueues on each tick, from
-the `schedule` each role declares on its spider (units/role.py Schedule). Today:
+the `schedule` of each role in the role table (tasks/roles.py Schedule). Today:
 
     product_resync      every SCHEDULE_RESYNC_EVERY_S (4 h) for each enabled, resolved store whose
                         last complete crawl (dispensaries.last_crawl_at) is older than that (`stores`)
@@ -19,14 +19,12 @@ one (for a store: after its last failed or cancelled product task, since a compl
 last_crawl_at), so a store whose resync keeps failing is tried once per period, not on every tick.
 Scheduled tasks run at priority 0: on-demand and chained work goes first.
 
-After each tick, `reprobe_proxies` re-probes the proxies that their failures deactivated and whose
-probe is due (cannaspider/stealth/probe.py), outside the tick's transaction: a probe takes network
-time, up to PROXY_PROBE_TIMEOUT_S.
+The queue's schedule only: `scrapy schedule` (commands/schedule.py) re-probes the deactivated
+proxies after each tick itself (stealth/probe.py), so the queue imports nothing of stealth/.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 import psycopg
@@ -36,11 +34,9 @@ from scrapy.settings import BaseSettings
 from cannaspider import platforms
 from cannaspider.db import partitions
 from cannaspider.project_settings import project_settings
-from cannaspider.stealth.probe import Prober, ProbeResult
-from cannaspider.stealth.tls import CurlImpersonator
 from cannaspider.tasks import roles
 from cannaspider.tasks.queue import SKIP_DUPLICATE_TASK
-from cannaspider.units.role import Role
+from cannaspider.tasks.roles import Role
 
 LOCK = (1952543596, 0)  # pg_advisory_xact_lock key of the scheduler (claim_task's is 1952543595)
 
@@ -50,7 +46,7 @@ SELECT %(role)s, d.platform, d.id, %(priority)s
   FROM dispensaries d
  WHERE d.crawl_enabled AND d.platform_dispensary_id IS NOT NULL
    AND (d.last_crawl_at IS NULL OR d.last_crawl_at < now() - %(every)s::interval)
-   -- same_work: the role and the roles of its kind (roles.same_work: product_discovery)
+   -- same_work: the role and the roles that are its first run (roles.same_work: product_discovery)
    AND NOT EXISTS (  -- product work queued or running (index worker_tasks_active_identity)
         SELECT 1 FROM worker_tasks t
          WHERE t.role = ANY (%(same_work)s::text[]) AND t.platform = d.platform
@@ -178,19 +174,3 @@ async def tick(conn: psycopg.AsyncConnection, config: ScheduleConfig) -> TickRep
         pruned = cur.rowcount
         made = await partitions.ensure_ahead(conn)
     return TickReport(created, int(requeued), pruned, made)
-
-
-async def reprobe_proxies(conn: psycopg.AsyncConnection, prober: Prober) -> list[ProbeResult]:
-    """Probe the deactivated proxies that are due, at once; record each outcome (active again, or
-    the next probe later)."""
-    if not prober.config.enabled:
-        return []
-    due = await prober.take_due(conn)
-    if not due:
-        return []
-    downloader = CurlImpersonator(prober.settings)
-    try:
-        results = await asyncio.gather(*(prober.probe(record, downloader) for record in due))
-    finally:
-        await downloader.close()
-    return [await prober.record(conn, result) for result in results]

@@ -1,5 +1,5 @@
 """A spider's `-a` arguments, parsed and validated once, by the field types of the role targets
-(units/role.py): `-a dispensary_id=3,1,2` names three stores as POST /api/tasks would name one.
+(tasks/roles.py): `-a dispensary_id=3,1,2` names three stores as POST /api/tasks would name one.
 
     dispensary_id=N[,N…]   stores                       keyword_id=N[,N…]   keywords
     state=XX               a state (its stores, or the state store discovery searches)
@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from cannaspider import platforms
-from cannaspider.units.role import DispensaryId, KeywordId, UsState, first_error
+from cannaspider.tasks.roles import DispensaryId, KeywordId, UsState, first_error
 
 FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 FLAG_WORDS[""] = False

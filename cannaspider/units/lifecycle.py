@@ -6,8 +6,12 @@ crawl, a refresh): a task of the role's queue, or a target named by `-a` (a Unit
 `UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`), is the component spiders speak to;
 it hands out units, tracks and closes them, all in this module:
 
-- hands out units: `tasks(role, follow)` claims them from the queue through TaskDrain (leases,
-  heartbeats, slots, release on stop), `refuse(role, reason)` fails a batch a node cannot work;
+- hands out units, by one start path for every role: `units(role, follow, targets)` yields the
+  `-a` targets (Units without a task) or, without targets, a `Unit.of(task)` for each task it claims
+  from the queue through TaskDrain (leases, heartbeats, slots, release on stop); either way the
+  spider reads what the unit works on from `unit.target` and closes it the same way, so a unit that
+  fails is a failed task or, for a target, the crawl's exit 3 ("a unit did not complete").
+  `refuse(role, reason)` fails a batch a node cannot work;
 - tracks what each unit has outstanding: `start(Unit(task), output)` counts the requests and items
   the spider's start() yields for it; the spider middleware (units/middleware.py) counts what each of
   its responses' callbacks yield, and an errback wrapper what its failures' errbacks yield; the
@@ -76,6 +80,9 @@ class Unit:
     """One unit's work in this crawl: what it has outstanding, and what the spider learned."""
 
     task: Task | None = None  # None: a target named by -a (nothing to complete in the queue)
+    # what it works on, in the words of the role's target (dispensary_id, state, keyword_id) and
+    # `platform`: a task's read from its row (Unit.of), a target's given by the spider's `-a`
+    target: dict[str, Any] = field(default_factory=dict)
     requests: int = 0  # scheduled, not yet through their callback or errback
     items: int = 0  # yielded, not yet through the item pipelines
     started: bool = False  # everything start() had for it is out
@@ -83,6 +90,14 @@ class Unit:
     data: dict[str, Any] = field(default_factory=dict)
     closed: bool = False
     failed: bool = False  # closed with an error
+
+    @classmethod
+    def of(cls, task: Task) -> Unit:
+        """A task's unit: its target from the task's row (the store column, the payload, the platform)."""
+        target: dict[str, Any] = {**task.payload, "platform": task.platform}
+        if task.dispensary_id is not None:
+            target["dispensary_id"] = task.dispensary_id
+        return cls(task, target=target)
 
 
 @dataclass(frozen=True)
@@ -265,7 +280,7 @@ class UnitLifecycle:
                 outcome = describe(exc), False
             await self.close(unit, outcome)
 
-        async for unit in self._units(role, follow, targets):
+        async for unit in self.units(role, follow, targets):
             if one_at_a_time:
                 await one(unit)
                 continue
@@ -275,13 +290,16 @@ class UnitLifecycle:
         await asyncio.gather(*jobs, return_exceptions=True)
         return [unit for unit in targets or () if unit.failed]
 
-    async def _units(self, role: str, follow: bool, targets: Sequence[Unit] | None) -> AsyncIterator[Unit]:
+    async def units(self, role: str, follow: bool, targets: Sequence[Unit] | None) -> AsyncIterator[Unit]:
+        """The crawl's units, by one path for every role: the `-a` targets (Units without a task,
+        `targets`; an empty list: none to work) or, when `targets` is None (no target given), a
+        Unit.of(task) for each task the role's queue hands out until the drain ends."""
         if targets is not None:
             for unit in targets:
                 yield unit
             return
         async for task in self.tasks(role, follow):
-            yield Unit(task)
+            yield Unit.of(task)
 
     # -- tracking what each unit has outstanding -------------------------------------------------
     # The requests and items start() yields for it, what its responses' callbacks yield (the spider

@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from cannaspider.tasks import roles
 from cannaspider.tasks.queue import DEFAULT_MAX_ATTEMPTS, Task
-from cannaspider.units.role import WholeNumber
+from cannaspider.tasks.roles import WholeNumber
 
 # Text parameters (query and path) take no NUL: PostgreSQL's text refuses it, so it is a 422 here,
 # and the schema says so (/openapi.json)

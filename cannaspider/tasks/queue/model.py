@@ -109,7 +109,7 @@ class TaskResult:
     oos: int = 0
     crawl_run_id: int | None = None
     # store_discovery: the stores it created. None: every store of the task's state created since
-    # the task was created counts as new (spiders/store_discovery.py, ENTRY_POINT_TASK_PER_NEW_STORE).
+    # the task was created counts as new (tasks/roles.py, ENTRY_POINT_TASK_PER_NEW_STORE).
     new_dispensary_ids: list[int] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

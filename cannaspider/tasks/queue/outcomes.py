@@ -1,7 +1,8 @@
 """How a claimed task ends: complete (with its chained follow-ups) or fail (with a backoff).
 
 The follow-ups are each role's `Chain` (seed "Task Chaining"; docs/architecture.md, "Task queue"):
-its child role and the statement that queues the children, declared on its role (units/role.py).
+its child role and the statement that queues the children, declared in the role table (tasks/roles.py); the
+queue ends each with its duplicate-task rule (model.py SKIP_DUPLICATE_TASK).
 product_discovery chains to nothing (the store's last_crawl_at puts it in the resync schedule).
 `complete_many` runs `chain` in the transaction that completes the tasks, so a task is never
 completed without its children, nor its children queued for a task that did not complete.
@@ -25,7 +26,7 @@ from cannaspider.project_settings import project_settings
 from cannaspider.tasks import roles
 from cannaspider.tasks.queue.admin import get
 from cannaspider.tasks.queue.leases import HELD, LEASE_COLUMNS, leases_param
-from cannaspider.tasks.queue.model import Lease, LeaseLost, Task, TaskResult
+from cannaspider.tasks.queue.model import SKIP_DUPLICATE_TASK, Lease, LeaseLost, Task, TaskResult
 
 COMPLETE = f"""
 WITH l AS (SELECT * FROM jsonb_to_recordset(%(leases)s::jsonb) AS l({LEASE_COLUMNS}, result jsonb, run bigint)),
@@ -166,7 +167,7 @@ async def chain(conn: psycopg.AsyncConnection[Any], completed: Iterable[tuple[in
     for task_id, role in completed:
         by_role.setdefault(role, []).append(task_id)
     for role, ids in by_role.items():
-        follow_up = roles.get(role).chain  # declared on the role's spider (units/role.py, Chain)
+        follow_up = roles.get(role).chain  # declared in the role table (tasks/roles.py, Chain)
         if follow_up is not None:
             params = {"ids": ids, "priority": roles.CHAINED_PRIORITY, "child": follow_up.to}
-            await conn.execute(follow_up.sql, params)
+            await conn.execute(f"{follow_up.sql}{SKIP_DUPLICATE_TASK}", params)
