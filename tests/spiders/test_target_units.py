@@ -12,6 +12,8 @@ import pytest
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from tests.helpers import add_store
 
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
+
 
 def test_store_discovery_a_state_whose_search_points_failed_exits_3(crawl, db, sandbox, sql):
     sandbox.faults({"kind": "error500", "operation": "DispensarySearch", "times": 1})

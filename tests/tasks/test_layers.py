@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
 from tests.platforms.test_boundary import imported, package_of
 
@@ -101,6 +103,7 @@ def test_the_scan_catches_an_arrow_up():
     ]
 
 
+@pytest.mark.integration
 def test_importing_the_queue_side_loads_no_spider():
     # a fresh interpreter: the queue, its commands and the web service imported, the role table and
     # the OpenAPI schema read; no module of the spiders (nor of the units above the queue) is loaded
