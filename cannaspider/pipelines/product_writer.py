@@ -105,7 +105,8 @@ SNAPSHOT = {
 # differs, its rows locked in id order: two batches wait for each other, never deadlock).
 LINK = """
 keyed AS MATERIALIZED (
-    SELECT b.*, CASE WHEN b.brand_id IS NOT NULL THEN 'd:' || b.brand_id
+    SELECT b.*, CASE WHEN b.brand_id IS NOT NULL
+                     THEN CASE WHEN b.provider = 'dutchie' THEN 'd:' ELSE b.provider || ':' END || b.brand_id
                      WHEN b.brand_name_key IS NOT NULL THEN 'n:' || b.brand_name_key END AS brand_key
       FROM batch b),
 brand_keys AS (
