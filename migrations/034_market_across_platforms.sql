@@ -48,3 +48,10 @@ ALTER TABLE market_brand_daily ADD COLUMN stores_by_platform jsonb NOT NULL DEFA
 ALTER TABLE market_category_daily ADD COLUMN stores_by_platform jsonb NOT NULL DEFAULT '{}';
 -- the rolled days are rebuilt at the next refresh, so every figure carries its platforms
 DELETE FROM market_roll_state;
+
+-- 4. A product is found by its enterprise id, else by its canonical brand, category, name key and
+--    size key, whatever its key (cannaspider/pipelines/product_writer.py): Jane sends no
+--    enterprise id, so a product Dutchie keyed 'e:<id>' is found by what both platforms send.
+CREATE INDEX canonical_products_enterprise_idx ON canonical_products (enterprise_product_id)
+    WHERE enterprise_product_id IS NOT NULL;
+CREATE INDEX canonical_products_attrs_idx ON canonical_products (canonical_brand_id, name_key, size_key);
