@@ -50,6 +50,7 @@ CORPORATE_PREFIX = re.compile(rf"^(?:{CORPORATE} )+")
 # a size at a normalized name's end (product_name_key): '3 5g', '3 5 grams', '1 8 oz', 'eighth'
 OUNCE_GRAMS = 28.0  # the trade's ounce, as the platforms size it (an eighth is 3.5 g)
 WORD_GRAMS = {"eighth": 3.5, "quarter": 7.0, "half": 14.0, "ounce": 28.0}
+LEADING_POINT = re.compile(r"(^|[^0-9])\.(?=[0-9])")
 SIZE_SUFFIX = re.compile(
     r" (?:(\d{1,4})(?: (\d{1,3}))? ?(g|gr|gram|grams|oz|ounce|ounces)"
     r"|(eighth|quarter|half|ounce)(?: (oz|ounce|g|gram))?)$"
@@ -112,6 +113,8 @@ def product_name_key(name: str, brand_norm: str | None, grams: tuple[float, ...]
     either: the sizes are in the product's key already. A size that is none of its options' stays
     (it tells products apart). Cached: a chain's stores carry the same products, and a crawl takes
     a chain's stores together."""
+    if "." in name:  # '.5g' is '0.5g' (else the point, made a space, would leave '5g')
+        name = LEADING_POINT.sub(r"\g<1>0.", name)
     key = normalize_name(name)
     if key and brand_norm and key.startswith(brand_norm) and len(key) > len(brand_norm):
         if key[len(brand_norm)] == " ":
