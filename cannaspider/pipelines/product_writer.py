@@ -159,8 +159,14 @@ product_attrs AS MATERIALIZED (
            END AS attr_key
       FROM keyed k LEFT JOIN brands_all ba ON ba.key = k.brand_key),
 product_keyed AS MATERIALIZED (
-    SELECT a.*, coalesce(a.attr_key, 'e:' || a.enterprise_product_id,
-                         's:' || a.dispensary_id || ':' || a.provider || ':' || a.provider_product_id) AS product_key,
+    -- a new product's key: the batch's first row of its enterprise id names it (the chain's other
+    -- spellings of it in the batch join it), else its own brand, category, name and sizes
+    SELECT a.*, CASE WHEN a.enterprise_product_id IS NOT NULL
+                     THEN first_value(coalesce(a.attr_key, 'e:' || a.enterprise_product_id))
+                              OVER (PARTITION BY a.enterprise_product_id ORDER BY a.seq)
+                     ELSE coalesce(a.attr_key,
+                                   's:' || a.dispensary_id || ':' || a.provider || ':' || a.provider_product_id)
+                END AS product_key,
            coalesce(
                (SELECT cp.id FROM canonical_products cp
                  WHERE a.enterprise_product_id IS NOT NULL AND cp.enterprise_product_id = a.enterprise_product_id
