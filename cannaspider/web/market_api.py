@@ -40,6 +40,7 @@ class BrandSummaryOut(BaseModel):
 class BrandStateOut(BaseModel):
     state: str
     stores: int
+    stores_by_platform: dict[str, int] = Field(description=BY_PLATFORM)
     products: int
     store_products: int
     median_price: float | None
@@ -59,7 +60,9 @@ class BrandOut(BaseModel):
     id: int
     name: str | None
     spellings: list[str] = Field(description="every name its menus sent")
-    provider_brand_ids: list[str] = Field(description="Dutchie brandIds resolved to it")
+    provider_brand_ids: list[str] = Field(
+        description="the platforms' brand ids resolved to it (Dutchie's brandId, Jane's product_brand_id)"
+    )
     aliases: list[str] = Field(description="operator aliases (`scrapy brands alias`), normalized")
     states: list[BrandStateOut]
     categories: list[BrandCategoryOut]
@@ -70,6 +73,7 @@ class ProductStoreOut(BaseModel):
     store: str
     city: str | None
     state: str | None
+    platform: str = Field(description="the store's menu platform ('dutchie', 'jane')")
     provider_product_id: str
     name: str
     price_rec: float | None

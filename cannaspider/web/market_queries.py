@@ -49,12 +49,18 @@ SELECT b.id, b.name,
 
 BRAND_STATES = """
 SELECT coalesce(d.state, '') AS state, count(DISTINCT sp.dispensary_id) AS stores,
+       (SELECT jsonb_object_agg(p.platform, p.stores) FROM (
+            SELECT d2.platform, count(DISTINCT s2.dispensary_id) AS stores
+              FROM store_products s2 JOIN dispensaries d2 ON d2.id = s2.dispensary_id
+             WHERE s2.canonical_brand_id = %(b)s AND s2.stock_status = 'in_stock' AND d2.menu_empty_since IS NULL
+               AND coalesce(d2.state, '') = coalesce(d.state, '')
+             GROUP BY 1) p) AS stores_by_platform,
        count(DISTINCT sp.canonical_product_id) AS products, count(*) AS store_products,
        (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_rec))::float8 AS median_price,
        (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.unit_price) FILTER (WHERE sp.unit_price_basis = 'g'))::float8
            AS median_price_per_g
   FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
- WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
+ WHERE sp.canonical_brand_id = %(b)s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
  GROUP BY 1 ORDER BY 1
 """
 
@@ -77,7 +83,7 @@ SELECT cp.id, cp.name, cp.category, cp.size_key, cp.enterprise_product_id, cp.ca
 """
 
 PRODUCT_STORES = """
-SELECT sp.dispensary_id, d.name AS store, d.city, d.state, sp.provider_product_id,
+SELECT sp.dispensary_id, d.name AS store, d.city, d.state, d.platform, sp.provider_product_id,
        coalesce(sp.name, sp.name_raw) AS name,
        sp.price_rec::float8 AS price_rec, sp.price_rec_special::float8 AS price_rec_special, sp.is_on_special,
        sp.unit_price::float8 AS unit_price, sp.unit_price_basis, sp.stock_status, sp.quantity_available,
@@ -103,7 +109,7 @@ async def brand(conn: AsyncConnection, brand_id: int) -> dict[str, Any] | None:
         return None
     return {
         **rows[0],
-        "states": await _all(conn, BRAND_STATES, (brand_id,)),
+        "states": await _all(conn, BRAND_STATES, {"b": brand_id}),
         "categories": await _all(conn, BRAND_CATEGORIES, (brand_id,)),
     }
 

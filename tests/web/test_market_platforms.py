@@ -32,3 +32,19 @@ def test_the_market_counts_the_stores_of_both_platforms_per_platform(both_platfo
     assert row == [(shared[0]["stores"], shared[0]["stores_by_platform"])]
     page = http("GET", f"{api.base}/dashboard/market/AZ")
     assert page.status == 200 and "<bdi>dutchie</bdi> 2 · <bdi>jane</bdi> 2" in page.text
+
+
+def test_a_canonical_product_lists_its_stores_of_both_platforms(both_platforms, api, sql):  # noqa: F811
+    product = sql(
+        "SELECT sp.canonical_product_id FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id "
+        "GROUP BY 1 HAVING count(DISTINCT d.platform) = 2 ORDER BY 1 LIMIT 1"
+    )[0][0]
+    body = http("GET", f"{api.base}/api/products/{product}").json()
+    stores = {(s["dispensary_id"], s["platform"]) for s in body["stores"]}
+    assert {platform for _, platform in stores} == {"dutchie", "jane"}
+    assert {d for d, _ in stores} <= set(both_platforms["dutchie"] + both_platforms["jane"])
+    # its brand's stores per platform, live: they add up to its stores in the state
+    brand = http("GET", f"{api.base}/api/brands/{body['brand_id']}").json()
+    (az,) = [s for s in brand["states"] if s["state"] == "AZ"]
+    assert set(az["stores_by_platform"]) == {"dutchie", "jane"}
+    assert sum(az["stores_by_platform"].values()) == az["stores"]
