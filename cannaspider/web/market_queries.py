@@ -48,20 +48,22 @@ SELECT b.id, b.name,
 """
 
 BRAND_STATES = """
-SELECT coalesce(d.state, '') AS state, count(DISTINCT sp.dispensary_id) AS stores,
-       (SELECT jsonb_object_agg(p.platform, p.stores) FROM (
-            SELECT d2.platform, count(DISTINCT s2.dispensary_id) AS stores
-              FROM store_products s2 JOIN dispensaries d2 ON d2.id = s2.dispensary_id
-             WHERE s2.canonical_brand_id = %(b)s AND s2.stock_status = 'in_stock' AND d2.menu_empty_since IS NULL
-               AND coalesce(d2.state, '') = coalesce(d.state, '')
-             GROUP BY 1) p) AS stores_by_platform,
-       count(DISTINCT sp.canonical_product_id) AS products, count(*) AS store_products,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_rec))::float8 AS median_price,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.unit_price) FILTER (WHERE sp.unit_price_basis = 'g'))::float8
+WITH carried AS (
+    SELECT coalesce(d.state, '') AS state, d.platform, sp.dispensary_id, sp.canonical_product_id, sp.price_rec,
+           sp.unit_price, sp.unit_price_basis
+      FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
+     WHERE sp.canonical_brand_id = %(b)s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL),
+by_platform AS (
+    SELECT state, jsonb_object_agg(platform, stores) AS stores_by_platform
+      FROM (SELECT state, platform, count(DISTINCT dispensary_id) AS stores FROM carried GROUP BY 1, 2) p
+     GROUP BY 1)
+SELECT c.state, count(DISTINCT c.dispensary_id) AS stores, b.stores_by_platform,
+       count(DISTINCT c.canonical_product_id) AS products, count(*) AS store_products,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.price_rec))::float8 AS median_price,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.unit_price) FILTER (WHERE c.unit_price_basis = 'g'))::float8
            AS median_price_per_g
-  FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
- WHERE sp.canonical_brand_id = %(b)s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
- GROUP BY 1 ORDER BY 1
+  FROM carried c JOIN by_platform b ON b.state = c.state
+ GROUP BY c.state, b.stores_by_platform ORDER BY c.state
 """
 
 BRAND_CATEGORIES = """
