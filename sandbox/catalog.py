@@ -143,7 +143,7 @@ MENU_URL_STYLES = ("dispensary", "embedded-menu", "stores", "website", "website-
 # otherwise by a store, and sometimes sent as a name without brandId; two spellings below are
 # beyond what normalization resolves (an operator's alias does).
 LIBRARY_SIZE = 400
-ALIAS_SPELLINGS = {"Item 9 Labs": "Item Nine Labs", "Mohave Cannabis Co.": "Mohave Cannabis Company"}
+ALIAS_SPELLINGS = {"Item 9 Labs": "Item Nine Labs", "Mohave Cannabis Co.": "Mohave"}
 # rawOptions: the option's weight in grams (docs/dutchie.md, "Products"); a store that prices by tier
 # sends tier names as Options ("Tier 1") and the weights only there
 RAW_GRAMS = {"1/8oz": "3.5g", "1/4oz": "7g", "1/2oz": "14g", "1oz": "28g", "1gC": "1g"}

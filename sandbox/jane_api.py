@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from aiohttp import web
 
-from sandbox.catalog import Catalog, CatalogConfig, _product, h
+from sandbox.catalog import Catalog, CatalogConfig, ProductTruth, _product, h, product_truth
 from sandbox.faults import FaultSwitchboard
 
 APP_ID = "VFM4X0N23A"  # the real defaults (cannaspider/settings.py): a crawl needs no override
@@ -139,6 +139,58 @@ class JaneCatalog:
     def hit(self, store: JaneStore, index: int, epoch: int, base: str) -> dict:
         return hit(self.config.seed, store.id, index, epoch, base, (store.lat, store.lng))
 
+    def truth(self, store: JaneStore, index: int) -> ProductTruth:
+        """What the store's product `index` really is: a library product is the one Dutchie's
+        stores sell under the same 'library:<k>' (sandbox/matching.py measures against it)."""
+        return product_truth(self.config.seed, jane_key(store.id), index)
+
+
+def jane_key(store_id: int) -> str:
+    """The key a Jane store's menu is drawn under from the Dutchie catalog's library (_product)."""
+    return f"jane-{store_id}"
+
+
+# how a size is written after a product's name on Jane's menus ('Blue Dream 3.5g', 'Blue Dream
+# (1/8 oz)', 'Blue Dream - Eighth'): the weight's name → its spellings
+SIZE_SPELLINGS = {
+    "half gram": (".5g", "(0.5 g)", "- Half Gram"),
+    "gram": ("1g", "(1 gram)", "- 1g"),
+    "eighth ounce": ("3.5g", "(1/8 oz)", "- Eighth"),
+    "quarter ounce": ("7g", "(1/4 oz)", "- Quarter"),
+    "half ounce": ("14g", "(1/2 oz)", "- Half Ounce"),
+    "ounce": ("28g", "(1 oz)", "- Ounce"),
+}
+
+
+def jane_brand_spelling(brand: str, r) -> str:
+    """The brand as a Jane menu writes it: as Dutchie's do, or in capitals, in lower case, with
+    its company's suffix written otherwise ('Mohave Cannabis Co.' → 'Mohave Cannabis Company'; a
+    brand without one gets ' Co.'), or without punctuation."""
+    spelling = r("jane-brand-spell") % 10
+    if spelling == 0:
+        return brand.upper()
+    if spelling == 1:
+        return brand.lower()
+    if spelling == 2:
+        return brand.replace(" Co.", " Company") if brand.endswith(" Co.") else f"{brand} Co."
+    if spelling == 3:
+        return "".join(c for c in brand if c.isalnum() or c == " ")
+    return brand
+
+
+def jane_name_spelling(name: str, brand: str, weights: list[str], r) -> str:
+    """The product's name as a Jane menu writes it: as it is, led by its brand ('Kiva - Camino
+    Gummies'), followed by its first weight ('Blue Dream (1/8 oz)'), or in title case."""
+    spelling = r("jane-name-spell") % 8
+    if spelling == 0:
+        return f"{brand} - {name}"
+    if spelling == 1 and weights and weights[0] in SIZE_SPELLINGS:
+        spellings = SIZE_SPELLINGS[weights[0]]
+        return f"{name} {spellings[r('jane-size-spell') % len(spellings)]}"
+    if spelling == 2:
+        return name.title()
+    return name
+
 
 def product_id(store_id: int, index: int) -> int:
     return 1_000_000 + (h("jane", store_id, index) % 9_000_000)
@@ -148,7 +200,7 @@ def product_id(store_id: int, index: int) -> int:
 def hit(seed: int, store_id: int, index: int, epoch: int, base: str, geo: tuple[float, float] = (0.0, 0.0)) -> dict:
     """One products-index document, from the Dutchie catalog's product `index` of a store keyed by
     this Jane store (the library products among them are the ones Dutchie's stores sell too)."""
-    d = _product(seed, f"jane-{store_id}", index, epoch, base)
+    d = _product(seed, jane_key(store_id), index, epoch, base)
     r = lambda *k: h(seed, "jane", store_id, index, *k)  # noqa: E731 - a local shorthand
     options, prices = d["Options"], d["recPrices"]
     raws = d["rawOptions"] or options
@@ -169,15 +221,22 @@ def hit(seed: int, store_id: int, index: int, epoch: int, base: str, geo: tuple[
     pid = product_id(store_id, index)
     on_special = bool(d["recSpecialPrices"])
     image = d["Image"]
+    # the brand and name in Jane's spellings (ground truth: JaneCatalog.truth); Jane's brand id is
+    # the brand's whatever the spelling, and some products come without one
+    true_brand = product_truth(seed, jane_key(store_id), index).brand
     brand = d["brandName"]
+    if brand == true_brand:
+        brand = jane_brand_spelling(brand, r)
+    brand_id = h("jane-brand", true_brand) % 100_000 if r("jane-nobrandid") % 4 else None
+    name = jane_name_spelling(d["Name"], brand, weights, r)
     doc.update(
         {
             "objectID": f"{store_id}-{pid}",
             "product_id": pid,
             "store_id": store_id,
-            "name": d["Name"],
+            "name": name,
             "brand": brand,
-            "product_brand_id": h("brand", (brand or "").lower()) % 100_000 if brand else None,
+            "product_brand_id": brand_id,
             "brand_logo_url": (d["brand"] or {}).get("imageUrl"),
             "kind": KINDS[d["type"]],
             "kind_subtype": (d["subcategory"] or "").replace("-", " ").title() or None,

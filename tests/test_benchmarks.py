@@ -70,6 +70,7 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
         "ingest-platforms",
         [("ingest.py", [*ING, "--platforms", "--database", "cannaspider_bench_pl"], "Jane / Dutchie")],
     ),
+    ("matching", [("matching.py", ["--stores", "1", "--products", "20"], r"across platforms")]),
     ("normalize", [("normalize.py", ["--stores", "2", "--products", "10", "--repeats", "1"], "products")]),
     (
         "onpage_concurrency",

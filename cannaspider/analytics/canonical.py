@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from cannaspider.identity import normalize_name
+from cannaspider.identity import brand_key_name
 
 
 class BrandError(ValueError):
@@ -36,7 +36,7 @@ def resolve_brand(conn: psycopg.Connection, ref: str) -> tuple[int, str | None]:
             "SELECT coalesce(b.canonical_brand_id, b.id) FROM brands b WHERE b.id = %s", (int(ref),)
         ).fetchone()
     else:
-        key = normalize_name(ref)
+        key = brand_key_name(ref)
         row = conn.execute(
             "SELECT coalesce(canonical_brand_id, id) FROM brands WHERE normalized_name = %s ORDER BY id LIMIT 1",
             (key,),
@@ -52,7 +52,7 @@ def resolve_brand(conn: psycopg.Connection, ref: str) -> tuple[int, str | None]:
 def alias(conn: psycopg.Connection, name: str, canonical: str) -> AliasResult:
     """Make every brand named `name` (normalized) the brand `canonical`, now and for brands seen
     later, and move their store products and canonical products over; one transaction."""
-    key = normalize_name(name)
+    key = brand_key_name(name)
     if key is None:
         raise BrandError(f"{name!r} has no letters or digits to match")
     with conn.transaction():

@@ -110,10 +110,13 @@ COLUMNS = (
     ("store", "d.name"),
     ("state", "d.state"),
     ("city", "d.city"),
+    ("platform", "d.platform"),  # the store's menu platform: a market's events are of every platform
     ("provider_product_id", "sp.provider_product_id"),
     ("product", "coalesce(sp.name, sp.name_raw)"),
     ("brand", "sp.brand_name_raw"),
     ("category", "sp.category"),
+    ("canonical_product_id", "sp.canonical_product_id"),  # the product across stores and platforms
+    ("canonical_brand_id", "sp.canonical_brand_id"),
     ("price_rec_old", "e.price_rec_old::float8"),
     ("price_rec", "e.price_rec::float8"),
     ("price_med_old", "e.price_med_old::float8"),

@@ -77,7 +77,7 @@ DELETE = ("market_state_daily", "market_brand_daily", "market_category_daily", "
 SEEN = """
 CREATE TEMP TABLE market_seen ON COMMIT DROP AS
 SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') COLLATE "C" AS city,
-       p.dispensary_id, sp.canonical_brand_id, sp.canonical_product_id,
+       p.dispensary_id, d.platform COLLATE "C" AS platform, sp.canonical_brand_id, sp.canonical_product_id,
        coalesce(sp.category, '') COLLATE "C" AS category,
        p.price_close, coalesce(p.special_close, false) AS on_special,
        CASE WHEN sp.unit_price_basis = 'g' AND sp.price_rec > 0
@@ -92,12 +92,15 @@ SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') C
 
 STATES = f"""
 INSERT INTO market_state_daily
-WITH crawled AS (
-    SELECT coalesce(d.state, '') AS state, a.day, count(*) AS stores_crawled
+WITH crawled_by_platform AS (
+    SELECT coalesce(d.state, '') AS state, a.day, d.platform, count(*) AS stores
       FROM analytics_store_daily a JOIN dispensaries d ON d.id = a.dispensary_id
      WHERE a.day >= coalesce(%(from)s::date, '-infinity') AND a.crawls > a.empty_crawls
        AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
-     GROUP BY 1, 2),
+     GROUP BY 1, 2, 3),
+crawled AS (
+    SELECT state, day, sum(stores)::integer AS stores_crawled, jsonb_object_agg(platform, stores) AS by_platform
+      FROM crawled_by_platform GROUP BY 1, 2),
 seen AS (SELECT state, day, count(*) AS products_seen FROM market_seen GROUP BY 1, 2),
 ev AS (
     SELECT coalesce(d.state, '') AS state, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
@@ -120,26 +123,42 @@ ev AS (
 SELECT c.state, c.day, c.stores_crawled, coalesce(s.products_seen, 0),
        coalesce(ev.listed, 0), coalesce(ev.price_changed, 0), coalesce(ev.price_drops, 0),
        coalesce(ev.price_rises, 0), coalesce(ev.specials_started, 0), coalesce(ev.specials_ended, 0),
-       coalesce(ev.out_of_stock, 0), coalesce(ev.back_in_stock, 0), coalesce(ev.price_changes_implausible, 0)
+       coalesce(ev.out_of_stock, 0), coalesce(ev.back_in_stock, 0), coalesce(ev.price_changes_implausible, 0),
+       c.by_platform
   FROM crawled c
   LEFT JOIN seen s ON s.state = c.state AND s.day = c.day
   LEFT JOIN ev ON ev.state = c.state AND ev.day = c.day
 """
 
+# stores per platform: a store is of one platform, so its stores add up to the brand's stores
 BRANDS = """
 INSERT INTO market_brand_daily
+WITH by_platform AS (
+    SELECT state, day, canonical_brand_id, jsonb_object_agg(platform, stores) AS stores_by_platform
+      FROM (SELECT state, day, canonical_brand_id, platform, count(DISTINCT dispensary_id) AS stores
+              FROM market_seen WHERE canonical_brand_id IS NOT NULL GROUP BY 1, 2, 3, 4) p
+     GROUP BY 1, 2, 3)
 SELECT s.state, s.day, s.canonical_brand_id, count(DISTINCT s.dispensary_id), c.stores_crawled,
        count(DISTINCT s.canonical_product_id), count(*),
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY s.price_close))::numeric(12, 2)
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY s.price_close))::numeric(12, 2), b.stores_by_platform
   FROM market_seen s JOIN market_state_daily c ON c.state = s.state AND c.day = s.day
+  JOIN by_platform b ON b.state = s.state AND b.day = s.day AND b.canonical_brand_id = s.canonical_brand_id
  WHERE s.canonical_brand_id IS NOT NULL
- GROUP BY s.state, s.day, s.canonical_brand_id, c.stores_crawled
+ GROUP BY s.state, s.day, s.canonical_brand_id, c.stores_crawled, b.stores_by_platform
 """
 
 # the state's figures (city '') and each named city's
 CATEGORIES = """
 INSERT INTO market_category_daily
-SELECT state, city, day, category, stores, products, on_special, p25, p50, p75
+WITH by_platform AS (
+    SELECT state, city, day, category, jsonb_object_agg(platform, stores) AS stores_by_platform
+      FROM (SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
+                   day, category, platform, count(DISTINCT dispensary_id) AS stores
+              FROM market_seen
+             GROUP BY GROUPING SETS ((state, day, category, platform), (state, day, category, city, platform))) p
+     WHERE whole = 1 OR city <> ''
+     GROUP BY 1, 2, 3, 4)
+SELECT g.state, g.city, g.day, g.category, stores, products, on_special, p25, p50, p75, b.stores_by_platform
   FROM (SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
                day, category, count(DISTINCT dispensary_id) AS stores, count(*) AS products,
                count(*) FILTER (WHERE on_special) AS on_special,
@@ -148,7 +167,8 @@ SELECT state, city, day, category, stores, products, on_special, p25, p50, p75
                (percentile_cont(0.75) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p75
           FROM market_seen
          GROUP BY GROUPING SETS ((state, day, category), (state, day, category, city))) g
- WHERE whole = 1 OR city <> ''
+  JOIN by_platform b ON b.state = g.state AND b.city = g.city AND b.day = g.day AND b.category = g.category
+ WHERE whole = 1 OR g.city <> ''
 """
 
 MOVERS = f"""

@@ -47,10 +47,13 @@ EVENT_TYPES = {
     "store": pa.string(),
     "state": pa.string(),
     "city": pa.string(),
+    "platform": pa.string(),
     "provider_product_id": pa.string(),
     "product": pa.string(),
     "brand": pa.string(),
     "category": pa.string(),
+    "canonical_product_id": pa.int64(),
+    "canonical_brand_id": pa.int64(),
     **{name: pa.float64() for name, _ in ev.COLUMNS if name.startswith("price_")},
 }
 assert list(EVENT_TYPES) == [name for name, _ in ev.COLUMNS]

@@ -95,17 +95,21 @@ SNAPSHOT = {
     "status": "b.status",
 }
 
-# The batch's brands and canonical products (docs/analytics.md, "One brand, one product"): those
-# that exist are read, the others inserted, in key order (two batches inserting the same keys wait
+# The batch's brands and canonical products (docs/analytics.md, "One brand, one product", "Across
+# platforms"): those that exist are read, the others inserted, in key order (two batches inserting the same keys wait
 # for each other instead of deadlocking). A key another batch inserted since this statement began
 # is a conflict that DO UPDATE turns into that row, returned (DO NOTHING would return nothing, and
 # this statement's snapshot does not see the row). A new brand is its operator alias's brand, else
 # the first brand of the same normalized name (in the table, else in the batch), else its own.
+# A product is the canonical product of its enterprise id (Dutchie's, a chain's catalog id), else the
+# one of its canonical brand, category, name key and size key (of any platform: what Jane and Dutchie
+# have in common), else a new one keyed by those ('b…'), else by the enterprise id alone, else its own.
 # A brand's description is the one the batch sent (a brand already known is updated when it
 # differs, its rows locked in id order: two batches wait for each other, never deadlock).
 LINK = """
 keyed AS MATERIALIZED (
-    SELECT b.*, CASE WHEN b.brand_id IS NOT NULL THEN 'd:' || b.brand_id
+    SELECT b.*, CASE WHEN b.brand_id IS NOT NULL
+                     THEN CASE WHEN b.provider = 'dutchie' THEN 'd:' ELSE b.provider || ':' END || b.brand_id
                      WHEN b.brand_name_key IS NOT NULL THEN 'n:' || b.brand_name_key END AS brand_key
       FROM batch b),
 brand_keys AS (
@@ -148,32 +152,62 @@ brands_joining AS (
 brands_all AS (
     SELECT * FROM brands_found UNION ALL SELECT key, id, canonical FROM brands_leading
     UNION ALL SELECT * FROM brands_joining),
-product_keyed AS MATERIALIZED (
+product_attrs AS MATERIALIZED (
     SELECT k.*, ba.id AS brand_ref_id, ba.canonical AS canonical_brand_id,
-           CASE WHEN k.enterprise_product_id IS NOT NULL THEN 'e:' || k.enterprise_product_id
-                WHEN ba.canonical IS NOT NULL AND k.name_key IS NOT NULL
+           CASE WHEN ba.canonical IS NOT NULL AND k.name_key IS NOT NULL
                 THEN 'b' || ba.canonical || '|' || coalesce(k.category, '') || '|' || k.name_key || '|' || k.size_key
-                ELSE 's:' || k.dispensary_id || ':' || k.provider || ':' || k.provider_product_id END AS product_key
+           END AS attr_key
       FROM keyed k LEFT JOIN brands_all ba ON ba.key = k.brand_key),
+product_keyed AS MATERIALIZED (
+    -- a new product's key: the batch's first row of its enterprise id names it (the chain's other
+    -- spellings of it in the batch join it), else its own brand, category, name and sizes
+    SELECT a.*, CASE WHEN a.enterprise_product_id IS NOT NULL
+                     THEN first_value(coalesce(a.attr_key, 'e:' || a.enterprise_product_id))
+                              OVER (PARTITION BY a.enterprise_product_id ORDER BY a.seq)
+                     ELSE coalesce(a.attr_key,
+                                   's:' || a.dispensary_id || ':' || a.provider || ':' || a.provider_product_id)
+                END AS product_key,
+           coalesce(
+               (SELECT cp.id FROM canonical_products cp
+                 WHERE a.enterprise_product_id IS NOT NULL AND cp.enterprise_product_id = a.enterprise_product_id
+                 ORDER BY cp.id LIMIT 1),
+               (SELECT cp.id FROM canonical_products cp
+                 WHERE a.attr_key IS NOT NULL AND cp.canonical_brand_id = a.canonical_brand_id
+                   AND cp.name_key = a.name_key AND cp.size_key = a.size_key
+                   AND coalesce(cp.category, '') = coalesce(a.category, '')
+                 ORDER BY cp.id LIMIT 1),
+               (SELECT cp.id FROM canonical_products cp
+                 WHERE a.attr_key IS NULL AND a.enterprise_product_id IS NULL
+                   AND cp.key = 's:' || a.dispensary_id || ':' || a.provider || ':' || a.provider_product_id)
+           ) AS found_id
+      FROM product_attrs a),
 product_keys AS (
     SELECT DISTINCT ON (product_key) product_key, canonical_brand_id, category, name, name_key, size_key,
            enterprise_product_id
-      FROM product_keyed ORDER BY product_key, seq),
-products_found AS (
-    SELECT cp.key, cp.id FROM canonical_products cp JOIN product_keys k ON cp.key = k.product_key),
+      FROM product_keyed WHERE found_id IS NULL
+     ORDER BY product_key, enterprise_product_id NULLS LAST, seq),
 products_new AS (
     INSERT INTO canonical_products AS cp (key, canonical_brand_id, category, name, name_key, size_key,
                                           enterprise_product_id)
     SELECT k.product_key, k.canonical_brand_id, k.category, k.name, k.name_key, k.size_key, k.enterprise_product_id
       FROM product_keys k
-     WHERE NOT EXISTS (SELECT 1 FROM products_found f WHERE f.key = k.product_key)
      ORDER BY k.product_key
     ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
     RETURNING cp.key, cp.id),
-products_all AS (SELECT * FROM products_found UNION ALL SELECT * FROM products_new),
+-- a product first seen without an enterprise id (through Jane, say) learns Dutchie's when a store
+-- sends it, so that the chain's other spellings of it join it by the id (rows locked in id order)
+products_enterprise AS (
+    UPDATE canonical_products cp SET enterprise_product_id = e.enterprise_product_id
+      FROM (SELECT c.id, x.enterprise_product_id FROM canonical_products c
+              JOIN (SELECT DISTINCT ON (found_id) found_id, enterprise_product_id FROM product_keyed
+                     WHERE found_id IS NOT NULL AND enterprise_product_id IS NOT NULL
+                     ORDER BY found_id, seq) x ON x.found_id = c.id
+             WHERE c.enterprise_product_id IS NULL
+             ORDER BY c.id FOR UPDATE OF c) e
+     WHERE cp.id = e.id),
 linked AS (
-    SELECT pk.*, pa.id AS canonical_product_id
-      FROM product_keyed pk JOIN products_all pa ON pa.key = pk.product_key),"""
+    SELECT pk.*, coalesce(pk.found_id, pn.id) AS canonical_product_id
+      FROM product_keyed pk LEFT JOIN products_new pn ON pk.found_id IS NULL AND pn.key = pk.product_key),"""
 
 
 # The writes of a crawl run opened for a task are fenced by the task's lease (docs/architecture.md,

@@ -40,10 +40,13 @@ class EventOut(BaseModel):
     store: str
     state: str | None
     city: str | None
+    platform: str = Field(description="the store's menu platform ('dutchie', 'jane')")
     provider_product_id: str
     product: str | None
     brand: str | None
     category: str | None
+    canonical_product_id: int | None = Field(description="the product across stores and platforms (GET /api/products)")
+    canonical_brand_id: int | None = Field(description="its canonical brand (GET /api/brands)")
     price_rec_old: float | None = Field(description="price_changed: the recreational price before")
     price_rec: float | None = Field(description="the price at the event (for out_of_stock: when last seen)")
     price_med_old: float | None

@@ -23,6 +23,8 @@ from cannaspider.web.models import NO_NUL, refused_with
 router = APIRouter(prefix="/api", tags=["market"])
 
 Basis = Literal["g", "100mg_thc", "unit"]
+# a figure's stores per platform (docs/analytics.md, "Across platforms"): they add up to its stores
+BY_PLATFORM = "its stores per platform ({'dutchie': 8, 'jane': 4}); they add up to the figure's stores"
 
 
 class BrandSummaryOut(BaseModel):
@@ -38,6 +40,7 @@ class BrandSummaryOut(BaseModel):
 class BrandStateOut(BaseModel):
     state: str
     stores: int
+    stores_by_platform: dict[str, int] = Field(description=BY_PLATFORM)
     products: int
     store_products: int
     median_price: float | None
@@ -57,7 +60,9 @@ class BrandOut(BaseModel):
     id: int
     name: str | None
     spellings: list[str] = Field(description="every name its menus sent")
-    provider_brand_ids: list[str] = Field(description="Dutchie brandIds resolved to it")
+    provider_brand_ids: list[str] = Field(
+        description="the platforms' brand ids resolved to it (Dutchie's brandId, Jane's product_brand_id)"
+    )
     aliases: list[str] = Field(description="operator aliases (`scrapy brands alias`), normalized")
     states: list[BrandStateOut]
     categories: list[BrandCategoryOut]
@@ -68,6 +73,7 @@ class ProductStoreOut(BaseModel):
     store: str
     city: str | None
     state: str | None
+    platform: str = Field(description="the store's menu platform ('dutchie', 'jane')")
     provider_product_id: str
     name: str
     price_rec: float | None
@@ -138,6 +144,8 @@ class MarketBrandOut(BaseModel):
     availability: float = Field(description="stores / stores_crawled (0 to 1)")
     availability_then: float | None = Field(description="on compared_with; null when no store was crawled then")
     change: float | None = Field(description="availability - availability_then")
+    stores_by_platform: dict[str, int] = Field(description=BY_PLATFORM)
+    stores_by_platform_then: dict[str, int] = Field(description="the same, on compared_with")
 
 
 class BrandMoversOut(BaseModel):
@@ -152,6 +160,7 @@ class PriceMoveOut(BaseModel):
     dispensary_id: int
     store: str
     city: str | None
+    platform: str = Field(description="the store's menu platform ('dutchie', 'jane')")
     provider_product_id: str
     product: str | None
     brand_id: int | None
@@ -164,11 +173,13 @@ class PriceMoveOut(BaseModel):
 class PriceMoversOut(BaseModel):
     drops: list[PriceMoveOut]
     rises: list[PriceMoveOut]
+    stores_by_platform: dict[str, int] = Field(description="the stores of the movers listed, per platform")
 
 
 class MarketCategoryOut(BaseModel):
     category: str
     stores: int
+    stores_by_platform: dict[str, int] = Field(description=BY_PLATFORM)
     products: int = Field(description="store products seen that day")
     on_special: int = Field(description="of them, on special at the day's last snapshot")
     price_per_g_p25: float | None
@@ -197,6 +208,12 @@ class MarketOut(BaseModel):
     compared_with: date = Field(description="day - compare_days")
     stores_crawled: int = Field(description="stores with a complete crawl that day: availability's denominator")
     stores_crawled_then: int | None
+    stores_by_platform: dict[str, int] = Field(description="stores_crawled per platform; they add up to it")
+    stores_by_platform_then: dict[str, int] | None = Field(description="stores_crawled_then per platform")
+    crawl_runs_by_platform: dict[str, int] = Field(
+        description="the day's complete crawl runs of the state's stores per platform: the runs the figures are"
+        " made of (GET /api/events and the movers name theirs)"
+    )
     products_seen: int
     events: MarketEventsOut = Field(description="the day's product events in the state, by type")
     brands: list[MarketBrandOut] = Field(description="brands carried that day, most stores first")

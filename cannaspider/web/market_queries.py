@@ -48,14 +48,22 @@ SELECT b.id, b.name,
 """
 
 BRAND_STATES = """
-SELECT coalesce(d.state, '') AS state, count(DISTINCT sp.dispensary_id) AS stores,
-       count(DISTINCT sp.canonical_product_id) AS products, count(*) AS store_products,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_rec))::float8 AS median_price,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.unit_price) FILTER (WHERE sp.unit_price_basis = 'g'))::float8
+WITH carried AS (
+    SELECT coalesce(d.state, '') AS state, d.platform, sp.dispensary_id, sp.canonical_product_id, sp.price_rec,
+           sp.unit_price, sp.unit_price_basis
+      FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
+     WHERE sp.canonical_brand_id = %(b)s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL),
+by_platform AS (
+    SELECT state, jsonb_object_agg(platform, stores) AS stores_by_platform
+      FROM (SELECT state, platform, count(DISTINCT dispensary_id) AS stores FROM carried GROUP BY 1, 2) p
+     GROUP BY 1)
+SELECT c.state, count(DISTINCT c.dispensary_id) AS stores, b.stores_by_platform,
+       count(DISTINCT c.canonical_product_id) AS products, count(*) AS store_products,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.price_rec))::float8 AS median_price,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.unit_price) FILTER (WHERE c.unit_price_basis = 'g'))::float8
            AS median_price_per_g
-  FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
- WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
- GROUP BY 1 ORDER BY 1
+  FROM carried c JOIN by_platform b ON b.state = c.state
+ GROUP BY c.state, b.stores_by_platform ORDER BY c.state
 """
 
 BRAND_CATEGORIES = """
@@ -77,7 +85,7 @@ SELECT cp.id, cp.name, cp.category, cp.size_key, cp.enterprise_product_id, cp.ca
 """
 
 PRODUCT_STORES = """
-SELECT sp.dispensary_id, d.name AS store, d.city, d.state, sp.provider_product_id,
+SELECT sp.dispensary_id, d.name AS store, d.city, d.state, d.platform, sp.provider_product_id,
        coalesce(sp.name, sp.name_raw) AS name,
        sp.price_rec::float8 AS price_rec, sp.price_rec_special::float8 AS price_rec_special, sp.is_on_special,
        sp.unit_price::float8 AS unit_price, sp.unit_price_basis, sp.stock_status, sp.quantity_available,
@@ -103,7 +111,7 @@ async def brand(conn: AsyncConnection, brand_id: int) -> dict[str, Any] | None:
         return None
     return {
         **rows[0],
-        "states": await _all(conn, BRAND_STATES, (brand_id,)),
+        "states": await _all(conn, BRAND_STATES, {"b": brand_id}),
         "categories": await _all(conn, BRAND_CATEGORIES, (brand_id,)),
     }
 
@@ -121,8 +129,18 @@ async def canonical_product(conn: AsyncConnection, product_id: int, *, limit: in
 MARKET_DAY = """
 SELECT n.day, n.stores_crawled, n.products_seen, n.listed, n.price_changed, n.price_drops, n.price_rises,
        n.specials_started, n.specials_ended, n.out_of_stock, n.back_in_stock, n.price_changes_implausible,
+       n.stores_by_platform,
        (SELECT t.stores_crawled FROM market_state_daily t
-         WHERE t.state = n.state AND t.day = n.day - %(compare)s) AS stores_crawled_then
+         WHERE t.state = n.state AND t.day = n.day - %(compare)s) AS stores_crawled_then,
+       (SELECT t.stores_by_platform FROM market_state_daily t
+         WHERE t.state = n.state AND t.day = n.day - %(compare)s) AS stores_by_platform_then,
+       -- the day's complete crawls the figures were made of (a store's day counts with one of them)
+       (SELECT jsonb_object_agg(platform, runs) FROM (
+            SELECT d.platform, count(*) AS runs FROM crawl_runs c JOIN dispensaries d ON d.id = c.dispensary_id
+             WHERE c.status = 'complete' AND NOT c.empty AND coalesce(d.state, '') = n.state
+               AND c.started_at >= n.day::timestamp AT TIME ZONE 'UTC'
+               AND c.started_at < (n.day + 1)::timestamp AT TIME ZONE 'UTC'
+             GROUP BY 1) r) AS crawl_runs_by_platform
   FROM market_state_daily n
  WHERE n.state = %(state)s AND (%(day)s::date IS NULL OR n.day <= %(day)s)
  ORDER BY n.day DESC LIMIT 1
@@ -131,7 +149,9 @@ SELECT n.day, n.stores_crawled, n.products_seen, n.listed, n.price_changed, n.pr
 # every brand carried on either day: a brand carried then and not now has availability 0 now
 MARKET_BRANDS = """
 SELECT coalesce(n.canonical_brand_id, t.canonical_brand_id) AS id, b.name,
-       coalesce(n.stores, 0) AS stores, coalesce(t.stores, 0) AS stores_then, n.products, n.median_price::float8
+       coalesce(n.stores, 0) AS stores, coalesce(t.stores, 0) AS stores_then, n.products, n.median_price::float8,
+       coalesce(n.stores_by_platform, '{}') AS stores_by_platform,
+       coalesce(t.stores_by_platform, '{}') AS stores_by_platform_then
   FROM (SELECT * FROM market_brand_daily WHERE state = %(state)s AND day = %(day)s) n
   FULL JOIN (SELECT * FROM market_brand_daily WHERE state = %(state)s AND day = %(then)s) t
     ON t.canonical_brand_id = n.canonical_brand_id
@@ -139,15 +159,15 @@ SELECT coalesce(n.canonical_brand_id, t.canonical_brand_id) AS id, b.name,
 """
 
 MARKET_CATEGORIES = """
-SELECT category, stores, products, on_special, price_per_g_p25::float8, price_per_g_median::float8,
-       price_per_g_p75::float8
+SELECT category, stores, stores_by_platform, products, on_special, price_per_g_p25::float8,
+       price_per_g_median::float8, price_per_g_p75::float8
   FROM market_category_daily
  WHERE state = %(state)s AND day = %(day)s AND city = %(city)s
  ORDER BY category
 """
 
 MARKET_MOVERS = """
-SELECT m.kind, m.rank, m.event_id, m.crawl_run_id, m.dispensary_id, d.name AS store, d.city,
+SELECT m.kind, m.rank, m.event_id, m.crawl_run_id, m.dispensary_id, d.name AS store, d.city, d.platform,
        sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product, sp.canonical_brand_id AS brand_id,
        sp.brand_name_raw AS brand, m.price_old::float8, m.price_new::float8, m.change_pct::float8
   FROM market_movers m
@@ -165,6 +185,14 @@ SELECT day, category, price_per_g_median::float8 AS median
    AND price_per_g_median IS NOT NULL
  ORDER BY category, day
 """
+
+
+def _stores_by_platform(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """The distinct stores of the rows (movers) per platform, in platform order."""
+    stores: dict[str, set[int]] = {}
+    for row in rows:
+        stores.setdefault(row["platform"], set()).add(row["dispensary_id"])
+    return {platform: len(stores[platform]) for platform in sorted(stores)}
 
 
 def _share(part: int, whole: int | None) -> float | None:
@@ -188,6 +216,8 @@ async def market(
     head = found[0]
     params = {"state": state, "day": head["day"], "then": head["day"] - timedelta(days=compare_days)}
     crawled, crawled_then = head["stores_crawled"], head.pop("stores_crawled_then")
+    by_platform, by_platform_then = head.pop("stores_by_platform"), head.pop("stores_by_platform_then")
+    runs_by_platform = head.pop("crawl_runs_by_platform") or {}
     brands = []
     for row in await _all(conn, MARKET_BRANDS, params):
         now, before = _share(row["stores"], crawled), _share(row["stores_then"], crawled_then)
@@ -205,6 +235,9 @@ async def market(
         "compared_with": params["then"],
         "stores_crawled": crawled,
         "stores_crawled_then": crawled_then,
+        "stores_by_platform": by_platform,
+        "stores_by_platform_then": by_platform_then,
+        "crawl_runs_by_platform": runs_by_platform,
         "products_seen": head["products_seen"],
         "events": events,
         "brands": ranked[:limit],
@@ -212,6 +245,7 @@ async def market(
         "price_movers": {
             "drops": [m for m in moves if m["kind"] == "drop"],
             "rises": [m for m in moves if m["kind"] == "rise"],
+            "stores_by_platform": _stores_by_platform(moves),
         },
         "categories": await _all(conn, MARKET_CATEGORIES, {**params, "city": city}),
     }
@@ -222,7 +256,7 @@ async def category_history(conn: AsyncConnection, *, state: str, day: date, days
 
 
 MARKET_STATES = """
-SELECT DISTINCT ON (state) state, day, stores_crawled, products_seen
+SELECT DISTINCT ON (state) state, day, stores_crawled, stores_by_platform, products_seen
   FROM market_state_daily WHERE state <> '' ORDER BY state, day DESC
 """
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from cannaspider.identity import normalize_name
+from cannaspider.identity import brand_key_name
 from cannaspider.webhooks import posting
 
 EVENT_TYPES = ("listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock")
@@ -127,7 +127,7 @@ def add(
         min_change=min_change,
         allow_private=allow_private,
     )
-    brand_key = normalize_name(brand) if brand is not None else None
+    brand_key = brand_key_name(brand) if brand is not None else None
     if brand is not None and not brand_key:
         raise SubscriptionError("a brand needs letters or digits")
     row = conn.execute(

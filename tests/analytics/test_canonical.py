@@ -36,7 +36,7 @@ def test_one_brand_one_product_across_stores_and_its_precision(crawl, db, sandbo
     )[0][0]
     assert shared > 100
     # one brand per brandId whatever its spelling, names without brandId joining it: the 20 brands,
-    # and the two spellings normalization cannot resolve (Item Nine Labs, Mohave Cannabis Company)
+    # and the two spellings normalization cannot resolve (Item Nine Labs, Mohave)
     assert sql("SELECT count(*) FROM brands WHERE canonical_brand_id IS NULL") == [(22,)]
 
     brands, products = qualities(db)
@@ -50,7 +50,7 @@ def test_one_brand_one_product_across_stores_and_its_precision(crawl, db, sandbo
     assert brands.recall < 1.0  # the two spellings only an alias resolves
 
     # the operator's aliases: both spellings join their brand, with their products
-    for name, target in (("Item Nine Labs", "Item 9 Labs"), ("mohave cannabis company", "Mohave Cannabis Co.")):
+    for name, target in (("Item Nine Labs", "Item 9 Labs"), ("Mohave", "Mohave Cannabis Co.")):
         result = run_scrapy("brands", "alias", name, target, env=scrapy_env)
         assert result.returncode == 0, result.stderr
         assert "is brand" in result.stdout
@@ -67,7 +67,7 @@ def test_one_brand_one_product_across_stores_and_its_precision(crawl, db, sandbo
     aliased = sql(
         "SELECT count(*), count(DISTINCT sp.canonical_brand_id) FROM store_products sp "
         "JOIN brands b ON b.id = sp.brand_ref_id "
-        "WHERE b.normalized_name IN ('item nine labs', 'mohave cannabis company') AND sp.dispensary_id = ANY(%s)",
+        "WHERE b.normalized_name IN ('item nine labs', 'mohave') AND sp.dispensary_id = ANY(%s)",
         (nv,),
     )
     assert aliased[0][0] > 0 and aliased[0][1] == 2

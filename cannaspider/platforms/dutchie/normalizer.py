@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from cannaspider.identity import brand_key_name, product_name_key, size_key, sizes_key, unit_prices
+from cannaspider.identity import brand_key_name, option_grams, product_name_key, size_key, sizes_key, unit_prices
 from cannaspider.items import ProductOption, RawProduct, StoreProduct
 from cannaspider.platforms.dutchie.fields import (
     brand_description,
@@ -164,7 +164,7 @@ def normalize(item: RawProduct, losses: Losses) -> StoreProduct:
         brand_logo(losses, brand),  # brand_logo_url
         enterprise_id,  # enterprise_product_id
         brand_norm,  # brand_name_key
-        product_name_key(name, brand_norm),  # name_key
+        product_name_key(name, brand_norm, option_grams(options)),  # name_key
         options_size_key(options_raw, get("rawOptions"), options),  # size_key
         unit_price,  # unit_price
         unit_price_special,  # unit_price_special

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cannaspider.identity import brand_key_name, product_name_key, sizes_key, unit_prices
+from cannaspider.identity import brand_key_name, option_grams, product_name_key, sizes_key, unit_prices
 from cannaspider.items import Potency, ProductOption, RawProduct, StoreProduct
 from cannaspider.platforms.interface import NormalizationError
 from cannaspider.storable import (
@@ -290,7 +290,7 @@ def normalize(item: RawProduct, losses: Losses) -> StoreProduct:
         logo if type(logo) is str and logo.isascii() and fetchable(losses, logo) else None,
         None,
         brand_norm,
-        product_name_key(name, brand_norm),
+        product_name_key(name, brand_norm, option_grams(options)),
         sizes_key(sizes) if sizes else "",
         unit_price,
         unit_price_special,
