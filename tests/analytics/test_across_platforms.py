@@ -72,6 +72,7 @@ def both_platforms(crawl, db, sandbox, sql):
     return {"dutchie": dutchie, "jane": janes}
 
 
+@pytest.mark.integration
 def test_the_same_product_through_jane_and_dutchie_is_one_canonical_product(both_platforms, db, sql, capsys):
     # canonical products with stores of both platforms
     across = sql(

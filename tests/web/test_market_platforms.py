@@ -5,9 +5,13 @@ stores per platform, and the crawl runs it was made of."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.analytics.test_across_platforms import both_platforms  # noqa: F401 - a fixture
 from tests.analytics.test_refresh import refresh
 from tests.httpclient import http
+
+pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
 def test_the_market_counts_the_stores_of_both_platforms_per_platform(both_platforms, api, db, sql):  # noqa: F811
