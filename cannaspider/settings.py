@@ -60,6 +60,9 @@ EXTENSIONS = {
     "cannaspider.stealth.pool.ProxyPools": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
+    # the crawl's stats to a Pushgateway or node_exporter's textfile collector: off unless
+    # METRICS_PUSHGATEWAY_URL or METRICS_TEXTFILE_DIR is set (cannaspider/metrics/crawl.py)
+    "cannaspider.metrics.crawl.CrawlMetrics": 510,
 }
 GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPython's defaults
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"
@@ -421,6 +424,11 @@ HEALTH_MIN_IMAGE_FAILURES = 10
 HEALTH_REPORT_DIR = None  # None: CANNASPIDER_DATA_DIR/reports
 ALERT_WEBHOOK_URL = None  # Slack-compatible incoming webhook (secret: never logged)
 ALERT_WEBHOOK_TIMEOUT_S = 10.0
+# a crawl's own metrics (docs/operations.md, "A crawl node's metrics"): its stats pushed to this
+# Pushgateway and/or written to this folder of node_exporter's textfile collector, this often
+METRICS_PUSHGATEWAY_URL = None
+METRICS_TEXTFILE_DIR = None
+METRICS_EXPORT_PERIOD_S = 15.0
 
 # --- Environment overrides (the only place they are applied) --------------------------------
 globals().update(env.overrides())
