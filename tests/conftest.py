@@ -52,6 +52,7 @@ TABLES = (
     "brands",
     "image_paths",  # image sources and the per-store paths mapped to them (migration 029)
     "image_sources",
+    "crawl_health_reports",  # every node's crawl-health reports (migration 033)
 )
 
 

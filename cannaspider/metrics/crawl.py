@@ -73,7 +73,8 @@ class CrawlMetrics:
         self.pushgateway = settings.get("METRICS_PUSHGATEWAY_URL") or None
         textfile_dir = settings.get("METRICS_TEXTFILE_DIR") or None
         if self.pushgateway is None and textfile_dir is None:
-            raise NotConfigured("neither METRICS_PUSHGATEWAY_URL nor METRICS_TEXTFILE_DIR is set")
+            # no message: Scrapy logs a NotConfigured's message at WARNING, in every crawl of a node without one
+            raise NotConfigured
         self.crawler = crawler
         self.period = settings.getfloat("METRICS_EXPORT_PERIOD_S")
         self.textfile_dir = Path(textfile_dir) if textfile_dir else None

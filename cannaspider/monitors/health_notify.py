@@ -1,8 +1,10 @@
-"""Crawl-health notification: what a crawl's health leaves behind (docs/health.md): a JSON report
-per crawl under HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), always, which
-the dashboard's health page reads; and, when a monitor failed, an alert: one log line at ERROR and, with
-ALERT_WEBHOOK_URL set, a Slack-compatible POST `{"text": ...}`. (Not the webhooks on product
-events and market moves: those are cannaspider/alerts/.)
+"""Crawl-health notification: what a crawl's health leaves behind (docs/health.md): a report per
+crawl, always, as a row of crawl_health_reports (migrations/033: every node's in the one database,
+which the dashboard's health page, /api/health and /metrics read) and as a JSON file under
+HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), the node's local copy; and,
+when a monitor failed, an alert: one log line at ERROR and, with ALERT_WEBHOOK_URL set, a
+Slack-compatible POST `{"text": ...}`. (Not the webhooks on product events and market moves: those
+are cannaspider/webhooks/.)
 
 Nothing secret leaves: the report holds monitor messages and counters only, and every string
 in it goes through redact() (configured secrets and URL credentials replaced) before it is
@@ -14,14 +16,18 @@ import json
 import logging
 import os
 import re
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from scrapy.settings import BaseSettings
 from spidermon.core.actions import Action
 
 from cannaspider import env
+from cannaspider.db import connect, database_url
+from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.monitors.checks import blocks_per_proxy
 from cannaspider.webhooks import posting
 
@@ -130,6 +136,39 @@ def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool) ->
     return True
 
 
+STORE = """
+INSERT INTO crawl_health_reports (spider, host, pid, ok, finish_reason, started_at, finished_at, blocks, report)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+
+def store(settings: BaseSettings, report: dict[str, Any]) -> bool:
+    """The report as a row of crawl_health_reports; False (one WARNING line) when the database
+    cannot take it: the local file still has it, and the crawl's outcome is not changed."""
+    blocks = sum(v for v in report["blocks_per_proxy"].values() if isinstance(v, int))
+    try:
+        with connect(database_url(settings), autocommit=True) as conn:
+            conn.execute(
+                STORE,
+                (
+                    report["spider"],
+                    socket.gethostname(),
+                    os.getpid(),
+                    report["ok"],
+                    report["finish_reason"],
+                    report["started_at"],
+                    report["finished_at"],
+                    blocks,
+                    json.dumps(report, default=str),
+                ),
+            )
+    # the database away, or not migrated to 033 yet: the report stays on this node only, said once
+    except (psycopg.Error, DatabaseSetupError) as exc:
+        logger.warning("crawl health: the report was not stored in the database (%s)", first_line(exc))
+        return False
+    return True
+
+
 class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
     """Runs after the suite whatever the outcome (monitors_finished_actions)."""
 
@@ -144,6 +183,7 @@ class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         path = folder / f"{stamp}-{os.getpid()}.json"
         path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        store(settings, report)
         if report["ok"]:
             return
         text = alert_text(report)

@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -37,7 +36,6 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import get_project_settings
 
-from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
@@ -62,7 +60,6 @@ def create_app(
     api_token: str | None,
     *,
     pool_max_size: int,
-    reports_dir: Path | None = None,
     settings: BaseSettings | None = None,
 ) -> FastAPI:
     @asynccontextmanager
@@ -99,8 +96,6 @@ def create_app(
     app.add_middleware(WriteGuard)
     app.state.api_token = api_token or None
     app.state.settings = settings  # /readyz (the migrations folder), /metrics (ALERTS_MAX_ATTEMPTS)
-    # the crawl-health reports the dashboard shows (cannaspider/monitors/health_notify.py writes them)
-    app.state.reports_dir = reports_dir or env.data_dir() / "reports"
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)
     # GET /api/keywords/{id}/profile and its dashboard pages (docs/onpage.md)
