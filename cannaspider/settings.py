@@ -379,7 +379,10 @@ API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a
 # across a pass (seconds) is still matched.
 ALERTS_WEBHOOK_SECRET = None
 ALERTS_TIMEOUT_S = 10.0
-ALERTS_BATCH = 100  # deliveries claimed and posted concurrently per pass
+ALERTS_BATCH = 100  # deliveries claimed and posted per pass
+# posts in flight to one host at once (the rest of the batch waits its turn): a receiver is not sent
+# a whole batch at once (cannaspider/webhooks/delivery.py)
+ALERTS_PER_HOST_CONCURRENCY = 4
 ALERTS_MAX_ATTEMPTS = 20  # ~4 days of retries at the cap below: a receiver down for a weekend loses nothing
 ALERTS_BACKOFF_S = 30.0
 ALERTS_BACKOFF_MAX_S = 6 * 3600.0

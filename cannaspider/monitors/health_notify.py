@@ -3,8 +3,9 @@ crawl, always, as a row of crawl_health_reports (migrations/033: every node's in
 which the dashboard's health page, /api/health and /metrics read) and as a JSON file under
 HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), the node's local copy; and,
 when a monitor failed, an alert: one log line at ERROR and, with ALERT_WEBHOOK_URL set, a
-Slack-compatible POST `{"text": ...}`. (Not the webhooks on product events and market moves: those
-are cannaspider/webhooks/.)
+Slack-compatible POST `{"text": ...}`, signed with Standard Webhooks' headers when
+ALERTS_WEBHOOK_SECRET is set (cannaspider/webhooks/standard.py). (Not the webhooks on product
+events and market moves: those are cannaspider/webhooks/.)
 
 Nothing secret leaves: the report holds monitor messages and counters only, and every string
 in it goes through redact() (configured secrets and URL credentials replaced) before it is
@@ -17,6 +18,8 @@ import logging
 import os
 import re
 import socket
+import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from cannaspider import env
 from cannaspider.db import connect, database_url
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.monitors.checks import blocks_per_proxy
-from cannaspider.webhooks import posting
+from cannaspider.webhooks import posting, standard
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +127,14 @@ def alert_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool) -> bool:
-    """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhooks/posting.py)."""
+def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool, secret: str | None = None) -> bool:
+    """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhooks/posting.py);
+    with `secret` (ALERTS_WEBHOOK_SECRET), signed as the event webhooks are (Standard Webhooks' headers)."""
     body = json.dumps({"text": text}).encode()
-    answer = posting.post_once(
-        url, body, {"content-type": "application/json"}, timeout_s=timeout, allow_private=allow_private
-    )
+    headers = {"content-type": "application/json"}
+    if secret:
+        headers |= standard.headers(secret, f"health_{uuid.uuid4().hex}", int(time.time()), body)
+    answer = posting.post_once(url, body, headers, timeout_s=timeout, allow_private=allow_private)
     if answer.error is not None:
         logger.warning("crawl health: the alert webhook could not be reached (%s)", answer.error)
         return False
@@ -195,4 +200,5 @@ class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
                 text,
                 settings.getfloat("ALERT_WEBHOOK_TIMEOUT_S"),
                 allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
+                secret=env.configured(settings, "ALERTS_WEBHOOK_SECRET"),
             )

@@ -18,10 +18,16 @@ Without ALERTS_WEBHOOK_SECRET nothing is sent (an unsigned alert could not be tr
 deliveries wait, and the pass says so once. The secret and the webhook URLs never reach a log
 line, a stored error or an exception message.
 
-The signature: HMAC-SHA256 over "<timestamp>.<body>" with the shared secret (ALERTS_WEBHOOK_SECRET),
-sent as `X-Cannaspider-Signature: sha256=<hex>` beside `X-Cannaspider-Timestamp` (Unix seconds). A
-receiver recomputes it over the raw body, compares in constant time and refuses an old timestamp
-(a replay). The timestamp is signed with the body, so neither can be changed alone.
+The signature, twice: Standard Webhooks' headers (`webhook-id`, `webhook-timestamp`,
+`webhook-signature: v1,<base64>`, standard.py), which a stock verifier checks, and our earlier
+HMAC-SHA256 over "<timestamp>.<body>" with the shared secret (ALERTS_WEBHOOK_SECRET), sent as
+`X-Cannaspider-Signature: sha256=<hex>` beside `X-Cannaspider-Timestamp` (Unix seconds), for the
+receivers written against it. A receiver recomputes either over the raw body, compares in constant
+time and refuses an old timestamp (a replay): the timestamp is signed with the body.
+
+At most ALERTS_PER_HOST_CONCURRENCY posts of a pass are in flight to one host at a time (a batch of
+100 to one receiver had 47 time out): the others wait their turn, and the claim (pass_bound_s)
+covers the turns.
 
 A pass is bounded (WebhookSender.pass_bound_s, past its posts' timeout): a webhook that hangs or a
 database that stalls cuts the pass short; the deliveries it had claimed become due again when their
@@ -36,10 +42,12 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import psycopg
@@ -48,7 +56,7 @@ from scrapy.settings import BaseSettings
 from cannaspider import env
 from cannaspider.backoff import Backoff
 from cannaspider.db.errors import first_line
-from cannaspider.webhooks import posting
+from cannaspider.webhooks import posting, standard
 from cannaspider.webhooks.match import match
 
 logger = logging.getLogger(__name__)
@@ -106,8 +114,10 @@ class WebhookSender:
         max_attempts: int,
         backoff: Backoff,
         allow_private: bool,
+        per_host: int = 4,
     ) -> None:
         self._secret = secret
+        self.per_host = max(per_host, 1)
         self.timeout_s = timeout_s
         self.batch = batch
         self.max_attempts = max_attempts
@@ -124,13 +134,15 @@ class WebhookSender:
             max_attempts=settings.getint("ALERTS_MAX_ATTEMPTS"),
             backoff=Backoff.from_settings(settings, "ALERTS_BACKOFF_S", "ALERTS_BACKOFF_MAX_S", DELIVERY_JITTER),
             allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
+            per_host=settings.getint("ALERTS_PER_HOST_CONCURRENCY"),
         )
 
     @property
     def pass_bound_s(self) -> float:
         """How long a claim holds, and so the longest a pass may take (run.follow cuts it there):
-        past the posts' own timeout, so a sender that died or was cut leaves its claims due again."""
-        return self.timeout_s * 2 + 30
+        past the posts' own timeout, one after another in turns of `per_host` when a whole batch goes to
+        one host, so a sender that died or was cut leaves its claims due again."""
+        return self.timeout_s * (math.ceil(self.batch / self.per_host) + 1) + 30
 
     def __repr__(self) -> str:  # never the secret
         return f"WebhookSender(secret={'set' if self._secret else 'unset'}, batch={self.batch})"
@@ -147,12 +159,15 @@ class WebhookSender:
             DELIVERY: str(claimed.id),
             TIMESTAMP: str(now),
             SIGNATURE: sign(self._secret, now, body),
+            # the delivery's id is the message's: the same on every retry
+            **standard.headers(self._secret, f"msg_{claimed.id}", now, body),
         }
 
-    async def _post(self, client: aiohttp.ClientSession, claimed: Claimed) -> Outcome:
-        body = self.body(claimed)
-        headers = self.headers(claimed, body, int(time.time()))
-        answer = await posting.post(client, claimed.url, body, headers, allow_private=self.allow_private)
+    async def _post(self, client: aiohttp.ClientSession, claimed: Claimed, turn: asyncio.Semaphore) -> Outcome:
+        async with turn:  # signed when its turn comes: the timestamp is the attempt's
+            body = self.body(claimed)
+            headers = self.headers(claimed, body, int(time.time()))
+            answer = await posting.post(client, claimed.url, body, headers, allow_private=self.allow_private)
         return Outcome(claimed.id, answer.status, answer.error)
 
     async def send(self, conn: psycopg.AsyncConnection[Any]) -> PassResult:
@@ -168,8 +183,11 @@ class WebhookSender:
         claimed = [Claimed(*row) for row in await cur.fetchall()]
         if not claimed:
             return PassResult(0, 0)
+        turns: dict[str, asyncio.Semaphore] = {}
+        for c in claimed:
+            turns.setdefault(host_of(c.url), asyncio.Semaphore(self.per_host))
         async with posting.session(self.timeout_s, allow_private=self.allow_private) as client:
-            outcomes = await asyncio.gather(*(self._post(client, c) for c in claimed))
+            outcomes = await asyncio.gather(*(self._post(client, c, turns[host_of(c.url)]) for c in claimed))
         attempts = {c.id: c.attempts for c in claimed}
         failed = 0
         async with conn.transaction():
@@ -189,6 +207,16 @@ class WebhookSender:
 SIGNATURE = "X-Cannaspider-Signature"
 TIMESTAMP = "X-Cannaspider-Timestamp"
 DELIVERY = "X-Cannaspider-Delivery"  # the delivery's id: the same on every retry (at least once: dedupe on it)
+
+
+def host_of(url: str) -> str:
+    """What ALERTS_PER_HOST_CONCURRENCY counts by: the host and port, as the connection goes."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # no port it could connect to: posting refuses it; it counts alone
+        return url
+    return f"{(parts.hostname or '').lower()}:{port or ''}"
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
