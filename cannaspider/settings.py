@@ -383,6 +383,10 @@ ALERTS_BATCH = 100  # deliveries claimed and posted per pass
 # posts in flight to one host at once (the rest of the batch waits its turn): a receiver is not sent
 # a whole batch at once (cannaspider/webhooks/delivery.py)
 ALERTS_PER_HOST_CONCURRENCY = 4
+# the body: "json" (ours) or "slack" ({"text": ...}, one line per delivery); with ALERTS_DIGEST, one
+# POST per subscription per pass with all its due deliveries (cannaspider/webhooks/formats.py)
+ALERTS_FORMAT = "json"
+ALERTS_DIGEST = False
 ALERTS_MAX_ATTEMPTS = 20  # ~4 days of retries at the cap below: a receiver down for a weekend loses nothing
 ALERTS_BACKOFF_S = 30.0
 ALERTS_BACKOFF_MAX_S = 6 * 3600.0

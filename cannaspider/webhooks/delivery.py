@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
 import math
 import time
@@ -56,7 +55,7 @@ from scrapy.settings import BaseSettings
 from cannaspider import env
 from cannaspider.backoff import Backoff
 from cannaspider.db.errors import first_line
-from cannaspider.webhooks import posting, standard
+from cannaspider.webhooks import formats, posting, standard
 from cannaspider.webhooks.match import match
 
 logger = logging.getLogger(__name__)
@@ -115,9 +114,15 @@ class WebhookSender:
         backoff: Backoff,
         allow_private: bool,
         per_host: int = 4,
+        fmt: str = "json",
+        digest: bool = False,
     ) -> None:
+        if fmt not in formats.FORMATS:
+            raise ValueError(f"ALERTS_FORMAT must be one of {', '.join(formats.FORMATS)}, got {fmt!r}")
         self._secret = secret
         self.per_host = max(per_host, 1)
+        self.fmt = fmt
+        self.digest = digest
         self.timeout_s = timeout_s
         self.batch = batch
         self.max_attempts = max_attempts
@@ -135,6 +140,8 @@ class WebhookSender:
             backoff=Backoff.from_settings(settings, "ALERTS_BACKOFF_S", "ALERTS_BACKOFF_MAX_S", DELIVERY_JITTER),
             allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
             per_host=settings.getint("ALERTS_PER_HOST_CONCURRENCY"),
+            fmt=settings.get("ALERTS_FORMAT") or "json",
+            digest=settings.getbool("ALERTS_DIGEST"),
         )
 
     @property
@@ -147,28 +154,52 @@ class WebhookSender:
     def __repr__(self) -> str:  # never the secret
         return f"WebhookSender(secret={'set' if self._secret else 'unset'}, batch={self.batch})"
 
-    def body(self, claimed: Claimed) -> bytes:
-        doc = {"delivery_id": claimed.id, "subscription_id": claimed.subscription_id, "key": claimed.key}
-        return json.dumps({**doc, **claimed.payload}, sort_keys=True, separators=(",", ":")).encode()
+    @staticmethod
+    def document(claimed: Claimed) -> dict[str, Any]:
+        return {
+            "delivery_id": claimed.id,
+            "subscription_id": claimed.subscription_id,
+            "key": claimed.key,
+            **claimed.payload,
+        }
 
-    def headers(self, claimed: Claimed, body: bytes, now: int) -> dict[str, str]:
+    def body(self, group: list[Claimed]) -> bytes:
+        docs = [self.document(c) for c in group]
+        return formats.body(docs, self.fmt, digest=self.digest, subscription_id=group[0].subscription_id)
+
+    def headers(self, group: list[Claimed], body: bytes, now: int) -> dict[str, str]:
         assert self._secret is not None  # send() checks it first
+        ids = [str(c.id) for c in group]
+        # the message's id is the same on every retry of the same deliveries
+        msg_id = (
+            f"msg_{ids[0]}" if len(ids) == 1 else "digest_" + hashlib.sha256(",".join(ids).encode()).hexdigest()[:32]
+        )
         return {
             "Content-Type": "application/json",
             "User-Agent": "cannaspider-alerts/1",
-            DELIVERY: str(claimed.id),
+            DELIVERY: ",".join(ids),
             TIMESTAMP: str(now),
             SIGNATURE: sign(self._secret, now, body),
-            # the delivery's id is the message's: the same on every retry
-            **standard.headers(self._secret, f"msg_{claimed.id}", now, body),
+            **standard.headers(self._secret, msg_id, now, body),
         }
 
-    async def _post(self, client: aiohttp.ClientSession, claimed: Claimed, turn: asyncio.Semaphore) -> Outcome:
+    async def _post(
+        self, client: aiohttp.ClientSession, group: list[Claimed], turn: asyncio.Semaphore
+    ) -> list[Outcome]:
         async with turn:  # signed when its turn comes: the timestamp is the attempt's
-            body = self.body(claimed)
-            headers = self.headers(claimed, body, int(time.time()))
-            answer = await posting.post(client, claimed.url, body, headers, allow_private=self.allow_private)
-        return Outcome(claimed.id, answer.status, answer.error)
+            body = self.body(group)
+            headers = self.headers(group, body, int(time.time()))
+            answer = await posting.post(client, group[0].url, body, headers, allow_private=self.allow_private)
+        return [Outcome(c.id, answer.status, answer.error) for c in group]
+
+    def groups(self, claimed: list[Claimed]) -> list[list[Claimed]]:
+        """One POST each: a delivery alone, or with the digest a subscription's deliveries together."""
+        if not self.digest:
+            return [[c] for c in claimed]
+        by_subscription: dict[int, list[Claimed]] = {}
+        for c in claimed:
+            by_subscription.setdefault(c.subscription_id, []).append(c)
+        return list(by_subscription.values())
 
     async def send(self, conn: psycopg.AsyncConnection[Any]) -> PassResult:
         """One pass over the due deliveries; `conn` in autocommit."""
@@ -187,7 +218,10 @@ class WebhookSender:
         for c in claimed:
             turns.setdefault(host_of(c.url), asyncio.Semaphore(self.per_host))
         async with posting.session(self.timeout_s, allow_private=self.allow_private) as client:
-            outcomes = await asyncio.gather(*(self._post(client, c, turns[host_of(c.url)]) for c in claimed))
+            posted = await asyncio.gather(
+                *(self._post(client, g, turns[host_of(g[0].url)]) for g in self.groups(claimed))
+            )
+        outcomes = [o for group in posted for o in group]
         attempts = {c.id: c.attempts for c in claimed}
         failed = 0
         async with conn.transaction():

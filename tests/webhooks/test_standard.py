@@ -126,3 +126,31 @@ def test_a_pass_keeps_to_the_per_host_cap(db, sql):
     assert (done.delivered, done.failed, receiver.total) == (12, 0, 12)
     assert receiver.most == 3  # concurrent, and never more than the cap
     assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NOT NULL") == [(12,)]
+
+
+def test_the_digest_is_one_signed_post_per_subscription_with_its_deliveries(db, sql):
+    with Receiver() as receiver:
+        queue(sql, receiver.url, 5)
+        done = send(db, ALERTS_WEBHOOK_SECRET=WHSEC, ALERTS_DIGEST=True)
+        again = send(db, ALERTS_WEBHOOK_SECRET=WHSEC, ALERTS_DIGEST=True)
+    assert (done.delivered, done.failed, again.delivered) == (5, 0, 0)
+    (request,) = receiver.received
+    doc = Webhook(WHSEC).verify(request["body"], request["headers"])
+    assert doc["digest"] is True and sorted(d["event_id"] for d in doc["deliveries"]) == [1, 2, 3, 4, 5]
+    assert request["headers"]["webhook-id"].startswith("digest_")
+    assert sql("SELECT count(*) FROM alert_deliveries WHERE delivered_at IS NOT NULL") == [(5,)]
+
+
+def test_the_slack_format_is_text_one_line_per_delivery(db, sql):
+    with Receiver() as receiver:
+        queue(sql, receiver.url, 2)
+        assert send(db, ALERTS_FORMAT="slack", ALERTS_DIGEST=True).delivered == 2
+    (request,) = receiver.received
+    doc = Webhook(RAW_SECRET.encode()).verify(request["body"], request["headers"])
+    assert list(doc) == ["text"]
+    assert [line.split(":")[0] for line in doc["text"].splitlines()] == ["listed", "listed"]
+
+
+def test_an_unknown_format_is_refused():
+    with pytest.raises(ValueError, match="ALERTS_FORMAT must be one of json, slack, got 'xml'"):
+        WebhookSender.from_settings(settings(ALERTS_FORMAT="xml"))
