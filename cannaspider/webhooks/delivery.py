@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import psycopg
+from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from cannaspider import env
@@ -118,7 +119,7 @@ class WebhookSender:
         digest: bool = False,
     ) -> None:
         if fmt not in formats.FORMATS:
-            raise ValueError(f"ALERTS_FORMAT must be one of {', '.join(formats.FORMATS)}, got {fmt!r}")
+            raise UsageError(f"ALERTS_FORMAT must be one of {', '.join(formats.FORMATS)}, got {fmt!r}")
         self._secret = secret
         self.per_host = max(per_host, 1)
         self.fmt = fmt

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from scrapy.exceptions import UsageError
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
@@ -152,5 +153,5 @@ def test_the_slack_format_is_text_one_line_per_delivery(db, sql):
 
 
 def test_an_unknown_format_is_refused():
-    with pytest.raises(ValueError, match="ALERTS_FORMAT must be one of json, slack, got 'xml'"):
+    with pytest.raises(UsageError, match="ALERTS_FORMAT must be one of json, slack, got 'xml'"):
         WebhookSender.from_settings(settings(ALERTS_FORMAT="xml"))
