@@ -141,7 +141,7 @@ class WebhookSender:
             backoff=Backoff.from_settings(settings, "ALERTS_BACKOFF_S", "ALERTS_BACKOFF_MAX_S", DELIVERY_JITTER),
             allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
             per_host=settings.getint("ALERTS_PER_HOST_CONCURRENCY"),
-            fmt=settings.get("ALERTS_FORMAT") or "json",
+            fmt=str(settings.get("ALERTS_FORMAT")),
             digest=settings.getbool("ALERTS_DIGEST"),
         )
 
