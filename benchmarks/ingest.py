@@ -22,6 +22,7 @@ mostly conversion: full / ceiling ~0.04).
     python benchmarks/ingest.py --converters --stores 10 --products 100 --repeats 7
     python benchmarks/ingest.py --market-cost    # issue 17's cost: full vs without events, then also
                                                  # without identity keys, canonical links, unit prices
+    python benchmarks/ingest.py --metrics-cost   # issue 33: the crawl's metrics exported every second, or not
     python benchmarks/ingest.py --platforms      # issue 30: a Jane menu's products/s against Dutchie's,
                                                  # the same stores × products, in the same run
 
@@ -69,6 +70,9 @@ LIBVIPS_CONVERSION = ("-s", "IMAGES_CONVERTER=cannaspider.images.convert.to_webp
 NO_EVENTS = "full, product events off"
 NO_MARKET = "full, no events/market"
 JANE = "full pipeline, Jane"
+# issue 33: the crawl's stats exported (cannaspider/metrics/crawl.py) every second, 15 times as
+# often as by default, to node_exporter's textfile folder (METRICS_TEXTFILE_DIR is set in main())
+WITH_METRICS = "full, crawl metrics on"
 # the full pipeline without identity keys, canonical links and unit prices (benchmarks/market_off.py)
 MARKET_OFF = {
     **{
@@ -285,6 +289,20 @@ def measure(env: dict, url: str, ids: list[int], v: Variant, shared: tuple[str, 
     return result
 
 
+def paired_target(
+    measured: dict[str, list[dict]], results: dict[str, dict], name: str, label: str, target: float
+) -> None:
+    """`name`'s products/s against the full pipeline's: the medians' ratio, each repeat's, the verdict."""
+    pairs = [
+        m["products_per_s"] / f["products_per_s"]
+        for f, m in zip(measured["full pipeline"], measured[name], strict=True)
+    ]
+    listed = ", ".join(f"{x:.3f}" for x in pairs)
+    ratio = results[name]["products_per_s"] / results["full pipeline"]["products_per_s"]
+    print(f"  {label:26} {ratio:9.3f}   (target >= {target:.2f}; per repeat: {listed})")
+    print("targets met" if ratio >= target else "targets NOT met")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stores", type=int, default=50)
@@ -317,6 +335,12 @@ def main() -> None:
         help="measure only the full pipeline on Dutchie's stores and on Jane's, the same stores x products "
         "(issue 30's bound: Jane at no less than 0.8 x Dutchie's products/s)",
     )
+    parser.add_argument(
+        "--metrics-cost",
+        action="store_true",
+        help="measure only the full pipeline without and with the crawl's metrics exported every second "
+        "(issue 33's bound: they cost at most 3 %%)",
+    )
     args = parser.parse_args()
 
     global METER
@@ -348,6 +372,16 @@ def main() -> None:
                 Variant(NO_EVENTS, FULL, EVENTS_OFF),
                 Variant(NO_MARKET, MARKET_OFF, EVENTS_OFF),
             )
+        if args.metrics_cost:
+            metrics_dir = tempfile.mkdtemp(prefix="ingest-metrics-")
+            variants = (
+                Variant("full pipeline", FULL),
+                Variant(
+                    WITH_METRICS,
+                    FULL,
+                    ("-s", f"METRICS_TEXTFILE_DIR={metrics_dir}", "-s", "METRICS_EXPORT_PERIOD_S=1"),
+                ),
+            )
         if args.platforms:
             crawl(env, OFF, jane_ids[:2])  # warm Jane's pages too
             variants = (Variant("full pipeline", FULL), Variant(JANE, FULL, platform="jane"))
@@ -373,7 +407,7 @@ def main() -> None:
         results = {name: sorted(ms, key=lambda m: m["products_per_s"])[len(ms) // 2] for name, ms in measured.items()}
         reset(url)
         small = None
-        if not (args.market_cost or args.converters or args.platforms):
+        if not (args.market_cost or args.converters or args.platforms or args.metrics_cost):
             with tempfile.TemporaryDirectory(prefix="ingest-images-") as images:
                 small = crawl(env, FULL, ids[: max(len(ids) // 5, 1)], ("-s", f"IMAGES_STORE={images}"))
     finally:
@@ -416,14 +450,10 @@ def main() -> None:
         return
     full = results["full pipeline"]["products_per_s"]
     if args.platforms:
-        pairs = [
-            j["products_per_s"] / d["products_per_s"]
-            for d, j in zip(measured["full pipeline"], measured[JANE], strict=True)
-        ]
-        listed = ", ".join(f"{x:.2f}" for x in pairs)
-        ratio = results[JANE]["products_per_s"] / full
-        print(f"  Jane / Dutchie             {ratio:9.2f}   (target >= 0.80; per repeat: {listed})")
-        print("targets met" if ratio >= 0.8 else "targets NOT met")
+        paired_target(measured, results, JANE, "Jane / Dutchie", 0.80)
+        return
+    if args.metrics_cost:
+        paired_target(measured, results, WITH_METRICS, "with metrics / without", 0.97)
         return
     if small is None:
         no_events = full / results[NO_EVENTS]["products_per_s"]

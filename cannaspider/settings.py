@@ -60,6 +60,9 @@ EXTENSIONS = {
     "cannaspider.stealth.pool.ProxyPools": 100,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
+    # the crawl's stats to a Pushgateway or node_exporter's textfile collector: off unless
+    # METRICS_PUSHGATEWAY_URL or METRICS_TEXTFILE_DIR is set (cannaspider/metrics/crawl.py)
+    "cannaspider.metrics.crawl.CrawlMetrics": 510,
 }
 GC_THRESHOLDS = [100_000, 50, 100]  # see extensions/gc_tuning.py; [] keeps CPython's defaults
 LOG_FORMATTER = "cannaspider.logformatter.QuietItemsLogFormatter"
@@ -383,7 +386,14 @@ API_MAX_BODY_BYTES = 64 * 1024  # the largest request body of any route (413): a
 # across a pass (seconds) is still matched.
 ALERTS_WEBHOOK_SECRET = None
 ALERTS_TIMEOUT_S = 10.0
-ALERTS_BATCH = 100  # deliveries claimed and posted concurrently per pass
+ALERTS_BATCH = 100  # deliveries claimed and posted per pass
+# posts in flight to one host at once (the rest of the batch waits its turn): a receiver is not sent
+# a whole batch at once (cannaspider/webhooks/delivery.py)
+ALERTS_PER_HOST_CONCURRENCY = 4
+# the body: "json" (ours) or "slack" ({"text": ...}, one line per delivery); with ALERTS_DIGEST, one
+# POST per subscription per pass with all its due deliveries (cannaspider/webhooks/formats.py)
+ALERTS_FORMAT = "json"
+ALERTS_DIGEST = False
 ALERTS_MAX_ATTEMPTS = 20  # ~4 days of retries at the cap below: a receiver down for a weekend loses nothing
 ALERTS_BACKOFF_S = 30.0
 ALERTS_BACKOFF_MAX_S = 6 * 3600.0
@@ -428,6 +438,11 @@ HEALTH_MIN_IMAGE_FAILURES = 10
 HEALTH_REPORT_DIR = None  # None: CANNASPIDER_DATA_DIR/reports
 ALERT_WEBHOOK_URL = None  # Slack-compatible incoming webhook (secret: never logged)
 ALERT_WEBHOOK_TIMEOUT_S = 10.0
+# a crawl's own metrics (docs/operations.md, "A crawl node's metrics"): its stats pushed to this
+# Pushgateway and/or written to this folder of node_exporter's textfile collector, this often
+METRICS_PUSHGATEWAY_URL = None
+METRICS_TEXTFILE_DIR = None
+METRICS_EXPORT_PERIOD_S = 15.0
 
 # --- Environment overrides (the only place they are applied) --------------------------------
 globals().update(env.overrides())

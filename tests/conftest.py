@@ -54,6 +54,7 @@ TABLES = (
     "image_paths",  # image sources and the per-store paths mapped to them (migration 029)
     "image_sources",
     "history_archive",  # the months in the cold tier (migration 032)
+    "crawl_health_reports",  # every node's crawl-health reports (migration 033)
 )
 
 

@@ -23,7 +23,7 @@ BENCHMARKS = ROOT / "benchmarks"
 
 # (a test's name, its runs in turn: script, arguments, a line the run must print). Runs that
 # share a database name are one test (market.py builds history.py's); the others spread over the
-# suite's workers (ingest.py's four modes take separate databases for that).
+# suite's workers (ingest.py's five modes take separate databases for that).
 ING = ["--stores", "1", "--products", "5", "--crawls", "1", "--repeats", "1"]
 CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
     ("conversion", [("conversion.py", ["--rounds", "1", "--images", "4"], r"Pillow")]),
@@ -66,6 +66,10 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
     ("ingest", [("ingest.py", ING, r"full pipeline")]),
     ("ingest-market-cost", [("ingest.py", [*ING, "--market-cost", "--database", "cannaspider_bench_mc"], "without")]),
     ("ingest-converters", [("ingest.py", [*ING, "--converters", "--database", "cannaspider_bench_cv"], "Pillow")]),
+    (
+        "ingest-metrics-cost",
+        [("ingest.py", [*ING, "--metrics-cost", "--database", "cannaspider_bench_mx"], "with metrics / without")],
+    ),
     (
         "ingest-platforms",
         [("ingest.py", [*ING, "--platforms", "--database", "cannaspider_bench_pl"], "Jane / Dutchie")],

@@ -89,6 +89,8 @@ class Command(TaskCommand):
         print(f"schedule: every {every:g} s (stop with Ctrl-C)", flush=True)
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()
+        if self.alerts:
+            delivery.WebhookSender.from_settings(settings)  # a bad ALERTS_FORMAT refused now, not in the task
         delivering = (
             asyncio.create_task(delivery.follow(url, settings, stop, self._print_alerts)) if self.alerts else None
         )

@@ -24,7 +24,6 @@ class Command(CannaspiderCommand):
     def execute(self, args: list[str], opts: argparse.Namespace) -> None:
         import uvicorn  # noqa: PLC0415 - the web stack loads for `scrapy serve` only: Scrapy imports every command to list them
 
-        from cannaspider.monitors.health_notify import reports_dir  # noqa: PLC0415 - as uvicorn: it loads spidermon
         from cannaspider.web.app import create_app  # noqa: PLC0415 - as uvicorn: FastAPI and the routes
 
         settings = self.settings
@@ -42,7 +41,6 @@ class Command(CannaspiderCommand):
             database_url(settings),
             token,
             pool_max_size=settings.getint("DB_POOL_MAX_SIZE"),
-            reports_dir=reports_dir(settings),
             settings=settings,
         )
         # uvicorn's access log shows method, path and status: never a header, so never the token

@@ -1,7 +1,10 @@
-"""Crawl-health notification: what a crawl's health leaves behind (docs/health.md): a JSON report
-per crawl under HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), always, which
-the dashboard's health page reads; and, when a monitor failed, an alert: one log line at ERROR and, with
-ALERT_WEBHOOK_URL set, a Slack-compatible POST `{"text": ...}`. (Not the webhooks on product
+"""Crawl-health notification: what a crawl's health leaves behind (docs/health.md): a report per
+crawl, always, as a row of crawl_health_reports (migrations/033: every node's in the one database,
+which the dashboard's health page, /api/health and /metrics read) and as a JSON file under
+HEALTH_REPORT_DIR (default CANNASPIDER_DATA_DIR/reports/<spider>/), the node's local copy; and,
+when a monitor failed, an alert: one log line at ERROR and, with ALERT_WEBHOOK_URL set, a
+Slack-compatible POST `{"text": ...}`, signed with Standard Webhooks' headers when
+ALERTS_WEBHOOK_SECRET is set (cannaspider/webhooks/standard.py). (Not the webhooks on product
 events and market moves: those are cannaspider/webhooks/.)
 
 Nothing secret leaves: the report holds monitor messages and counters only, and every string
@@ -14,16 +17,22 @@ import json
 import logging
 import os
 import re
+import socket
+import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from scrapy.settings import BaseSettings
 from spidermon.core.actions import Action
 
 from cannaspider import env
+from cannaspider.db import connect, database_url
+from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.monitors.checks import blocks_per_proxy
-from cannaspider.webhooks import posting
+from cannaspider.webhooks import posting, standard
 
 logger = logging.getLogger(__name__)
 
@@ -118,14 +127,49 @@ def alert_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool) -> bool:
-    """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhooks/posting.py)."""
+def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool, secret: str | None = None) -> bool:
+    """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhooks/posting.py);
+    with `secret` (ALERTS_WEBHOOK_SECRET), signed as the event webhooks are (Standard Webhooks' headers)."""
     body = json.dumps({"text": text}).encode()
-    answer = posting.post_once(
-        url, body, {"content-type": "application/json"}, timeout_s=timeout, allow_private=allow_private
-    )
+    headers = {"content-type": "application/json"}
+    if secret:
+        headers |= standard.headers(secret, f"health_{uuid.uuid4().hex}", int(time.time()), body)
+    answer = posting.post_once(url, body, headers, timeout_s=timeout, allow_private=allow_private)
     if answer.error is not None:
         logger.warning("crawl health: the alert webhook could not be reached (%s)", answer.error)
+        return False
+    return True
+
+
+STORE = """
+INSERT INTO crawl_health_reports (spider, host, pid, ok, finish_reason, started_at, finished_at, blocks, report)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+
+def store(settings: BaseSettings, report: dict[str, Any]) -> bool:
+    """The report as a row of crawl_health_reports; False (one WARNING line) when the database
+    cannot take it: the local file still has it, and the crawl's outcome is not changed."""
+    blocks = sum(v for v in report["blocks_per_proxy"].values() if isinstance(v, int))
+    try:
+        with connect(database_url(settings), autocommit=True) as conn:
+            conn.execute(
+                STORE,
+                (
+                    report["spider"],
+                    socket.gethostname(),
+                    os.getpid(),
+                    report["ok"],
+                    report["finish_reason"],
+                    report["started_at"],
+                    report["finished_at"],
+                    blocks,
+                    json.dumps(report, default=str),
+                ),
+            )
+    # the database away, or not migrated to 033 yet: the report stays on this node only, said once
+    except (psycopg.Error, DatabaseSetupError) as exc:
+        logger.warning("crawl health: the report was not stored in the database (%s)", first_line(exc))
         return False
     return True
 
@@ -144,6 +188,7 @@ class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         path = folder / f"{stamp}-{os.getpid()}.json"
         path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        store(settings, report)
         if report["ok"]:
             return
         text = alert_text(report)
@@ -155,4 +200,5 @@ class HealthReportAction(Action):  # type: ignore[misc]  # Spidermon is untyped
                 text,
                 settings.getfloat("ALERT_WEBHOOK_TIMEOUT_S"),
                 allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
+                secret=env.configured(settings, "ALERTS_WEBHOOK_SECRET"),
             )

@@ -5,6 +5,7 @@
     GET  /api/tasks                   the queue, filtered, newest first, keyset-paged
     GET  /api/tasks/{id}              one task
     GET  /api/events                  product events, filtered, keyset-paged (events.py)
+    GET  /healthz, /readyz, /metrics  probes and Prometheus metrics (probes.py)
 
 Bad input is a 4xx whose `detail` says what is wrong; a database that cannot be reached is a 503.
 A write without the token is refused from its headers, before its body is read (guards.WriteGuard),
@@ -24,7 +25,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -36,11 +36,10 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from scrapy.settings import BaseSettings
 from scrapy.utils.project import get_project_settings
 
-from cannaspider import env
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
-from cannaspider.web import dashboard, dashboard_api, events, guards, keyword_profile, market_api
+from cannaspider.web import dashboard, dashboard_api, events, guards, keyword_profile, market_api, probes
 from cannaspider.web.guards import BodyLimit, WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.models import (
@@ -61,7 +60,6 @@ def create_app(
     api_token: str | None,
     *,
     pool_max_size: int,
-    reports_dir: Path | None = None,
     settings: BaseSettings | None = None,
 ) -> FastAPI:
     @asynccontextmanager
@@ -97,8 +95,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_body_bytes=settings.getint("API_MAX_BODY_BYTES"))
     app.add_middleware(WriteGuard)
     app.state.api_token = api_token or None
-    # the crawl-health reports the dashboard shows (cannaspider/monitors/health_notify.py writes them)
-    app.state.reports_dir = reports_dir or env.data_dir() / "reports"
+    app.state.settings = settings  # /readyz (the migrations folder), /metrics (ALERTS_MAX_ATTEMPTS)
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)
     # GET /api/keywords/{id}/profile and its dashboard pages (docs/onpage.md)
@@ -109,6 +106,7 @@ def create_app(
     app.include_router(image_router(settings))
     app.include_router(market_api.router)  # canonical brands and products, GET /api/market
     app.include_router(dashboard.market_router)  # /dashboard/market/{state}
+    app.include_router(probes.router)  # /healthz, /readyz, /metrics (docs/operations.md)
     install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 
     for error, handler in guards.HANDLERS.items():

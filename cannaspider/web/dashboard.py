@@ -69,7 +69,7 @@ templates.env.filters["event_label"] = lambda kind: EVENT_LABELS.get(kind, kind)
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def overview_page(request: Request) -> HTMLResponse:
     figures = await api.overview_figures(request)
-    reports = api.crawl_reports(request)
+    reports = await api.crawl_reports(request)
     return templates.TemplateResponse(request, "overview.html", {"o": figures, "reports": reports, "nav": "overview"})
 
 
@@ -141,7 +141,9 @@ async def product_page(
 
 @router.get("/health", response_class=HTMLResponse)
 async def health_page(request: Request) -> HTMLResponse:
-    return templates.TemplateResponse(request, "health.html", {"reports": api.crawl_reports(request), "nav": "health"})
+    return templates.TemplateResponse(
+        request, "health.html", {"reports": await api.crawl_reports(request), "nav": "health"}
+    )
 
 
 # The dashboard's market pages (docs/dashboard.md): the states with market analytics, and a

@@ -12,7 +12,6 @@ GET /api/health                                               overview figures a
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -114,6 +113,7 @@ class MonitorResultOut(BaseModel):
 
 class CrawlHealthOut(BaseModel):
     spider: str
+    host: str | None = Field(None, description="the node that ran the crawl")
     ok: bool
     finish_reason: str | None
     started_at: datetime | None
@@ -139,25 +139,26 @@ class OverviewOut(BaseModel):
 
 class HealthOut(BaseModel):
     overview: OverviewOut
-    crawls: list[CrawlHealthOut] = Field(description="the newest crawl-health report of each spider")
+    crawls: list[CrawlHealthOut] = Field(
+        description="the newest crawl-health report of each spider on each node (every node's: the database)"
+    )
 
 
 router = APIRouter(prefix="/api", tags=["dashboard"])
 
 
-def reports_dir(request: Request) -> Path:
-    return Path(request.app.state.reports_dir)
-
-
 async def overview_figures(request: Request) -> dict[str, Any]:
     async with request.app.state.pool.connection() as conn:
         figures = await q.overview(conn)
-    return {**figures, "blocks_24h": q.blocks_since(reports_dir(request))}
+        blocks = await q.blocks_24h(conn)
+    return {**figures, "blocks_24h": blocks}
 
 
-def crawl_reports(request: Request) -> list[CrawlHealthOut]:
+async def crawl_reports(request: Request) -> list[CrawlHealthOut]:
+    async with request.app.state.pool.connection() as conn:
+        reports = await q.latest_reports(conn)
     out = []
-    for report in q.latest(reports_dir(request)):
+    for report in reports:
         try:
             out.append(CrawlHealthOut.model_validate(report))
         except ValidationError:  # a report of another version: the page shows the others
@@ -231,5 +232,5 @@ async def product_history(
 async def health(request: Request) -> HealthOut:
     return HealthOut(
         overview=OverviewOut(**await overview_figures(request)),
-        crawls=crawl_reports(request),
+        crawls=await crawl_reports(request),
     )

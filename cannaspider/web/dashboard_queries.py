@@ -5,17 +5,13 @@ store_products_identity, a product's history by store_products_identity then
 product_snapshots_product_idx (on store_product_id), a store's last run by
 crawl_runs_dispensary_idx.
 
-The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py) are read here too: the
-newest per spider, and the blocks of the last 24 hours, from HEALTH_REPORT_DIR; a report that cannot
-be read is skipped (a crawl may be writing it right now).
+The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py) are read here too, from
+crawl_health_reports (every node's): the newest per spider and node, and the blocks of the last 24 hours.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Literal
 
 from psycopg import AsyncConnection
@@ -177,43 +173,25 @@ async def history(
     return sorted(cold + hot, key=lambda row: row["captured_at"])[:limit]
 
 
-# The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py): the newest per
-# spider, and the blocks of the last 24 hours, read from HEALTH_REPORT_DIR. A report that cannot be
-# read is skipped (a crawl may be writing it right now).
+# The crawl-health reports the monitors wrote (cannaspider/monitors/health_notify.py), every node's:
+# the newest of each spider on each node that reported in the last REPORTS_KEPT_DAYS (a node retired
+# drops off the page then), and the blocks of the last 24 hours (crawl_health_reports_spider_idx,
+# crawl_health_reports_time_idx).
+REPORTS_KEPT_DAYS = 7
+LATEST_REPORTS = """
+SELECT DISTINCT ON (spider, host) host, report FROM crawl_health_reports
+ WHERE finished_at > now() - make_interval(days => %s)
+ ORDER BY spider, host, finished_at DESC, id DESC
+"""
+BLOCKS = "SELECT coalesce(sum(blocks), 0) FROM crawl_health_reports WHERE finished_at > now() - interval '24 hours'"
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) else None
+async def latest_reports(conn: AsyncConnection) -> list[dict[str, Any]]:
+    """The newest report of each spider on each node, by spider then node."""
+    rows = await (await conn.execute(LATEST_REPORTS, (REPORTS_KEPT_DAYS,))).fetchall()
+    return [{**report, "host": host} for host, report in rows if isinstance(report, dict)]
 
 
-def latest(reports_dir: Path) -> list[dict[str, Any]]:
-    """The newest report of each spider, by spider name. File names start with a UTC timestamp."""
-    out: list[dict[str, Any]] = []
-    if not reports_dir.is_dir():
-        return out
-    for folder in sorted(p for p in reports_dir.iterdir() if p.is_dir()):
-        for path in sorted(folder.glob("*.json"), reverse=True):
-            report = _read(path)
-            if report is not None:
-                out.append(report)
-                break
-    return out
-
-
-def blocks_since(reports_dir: Path, hours: float = 24) -> int:
-    """Blocks counted by the crawls that finished in the last `hours`."""
-    if not reports_dir.is_dir():
-        return 0
-    cutoff = (datetime.now(UTC) - timedelta(hours=hours)).strftime("%Y%m%dT%H%M%S")
-    total = 0
-    for path in reports_dir.glob("*/*.json"):
-        if path.name[:15] < cutoff:
-            continue
-        report = _read(path)
-        if report is not None:
-            total += sum(v for v in (report.get("blocks_per_proxy") or {}).values() if isinstance(v, int))
-    return total
+async def blocks_24h(conn: AsyncConnection) -> int:
+    row = await (await conn.execute(BLOCKS)).fetchone()
+    return int(row[0]) if row else 0

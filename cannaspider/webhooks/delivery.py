@@ -18,10 +18,16 @@ Without ALERTS_WEBHOOK_SECRET nothing is sent (an unsigned alert could not be tr
 deliveries wait, and the pass says so once. The secret and the webhook URLs never reach a log
 line, a stored error or an exception message.
 
-The signature: HMAC-SHA256 over "<timestamp>.<body>" with the shared secret (ALERTS_WEBHOOK_SECRET),
-sent as `X-Cannaspider-Signature: sha256=<hex>` beside `X-Cannaspider-Timestamp` (Unix seconds). A
-receiver recomputes it over the raw body, compares in constant time and refuses an old timestamp
-(a replay). The timestamp is signed with the body, so neither can be changed alone.
+The signature, twice: Standard Webhooks' headers (`webhook-id`, `webhook-timestamp`,
+`webhook-signature: v1,<base64>`, standard.py), which a stock verifier checks, and our earlier
+HMAC-SHA256 over "<timestamp>.<body>" with the shared secret (ALERTS_WEBHOOK_SECRET), sent as
+`X-Cannaspider-Signature: sha256=<hex>` beside `X-Cannaspider-Timestamp` (Unix seconds), for the
+receivers written against it. A receiver recomputes either over the raw body, compares in constant
+time and refuses an old timestamp (a replay): the timestamp is signed with the body.
+
+At most ALERTS_PER_HOST_CONCURRENCY posts of a pass are in flight to one host at a time (a batch of
+100 to one receiver had 47 time out): the others wait their turn, and the claim (pass_bound_s)
+covers the turns.
 
 A pass is bounded (WebhookSender.pass_bound_s, past its posts' timeout): a webhook that hangs or a
 database that stalls cuts the pass short; the deliveries it had claimed become due again when their
@@ -34,21 +40,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import psycopg
+from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from cannaspider import env
 from cannaspider.backoff import Backoff
 from cannaspider.db.errors import first_line
-from cannaspider.webhooks import posting
+from cannaspider.webhooks import formats, posting, standard
 from cannaspider.webhooks.match import match
 
 logger = logging.getLogger(__name__)
@@ -106,8 +114,16 @@ class WebhookSender:
         max_attempts: int,
         backoff: Backoff,
         allow_private: bool,
+        per_host: int = 4,
+        fmt: str = "json",
+        digest: bool = False,
     ) -> None:
+        if fmt not in formats.FORMATS:
+            raise UsageError(f"ALERTS_FORMAT must be one of {', '.join(formats.FORMATS)}, got {fmt!r}")
         self._secret = secret
+        self.per_host = max(per_host, 1)
+        self.fmt = fmt
+        self.digest = digest
         self.timeout_s = timeout_s
         self.batch = batch
         self.max_attempts = max_attempts
@@ -124,36 +140,67 @@ class WebhookSender:
             max_attempts=settings.getint("ALERTS_MAX_ATTEMPTS"),
             backoff=Backoff.from_settings(settings, "ALERTS_BACKOFF_S", "ALERTS_BACKOFF_MAX_S", DELIVERY_JITTER),
             allow_private=settings.getbool("WEBHOOK_ALLOW_PRIVATE"),
+            per_host=settings.getint("ALERTS_PER_HOST_CONCURRENCY"),
+            fmt=str(settings.get("ALERTS_FORMAT")),
+            digest=settings.getbool("ALERTS_DIGEST"),
         )
 
     @property
     def pass_bound_s(self) -> float:
         """How long a claim holds, and so the longest a pass may take (run.follow cuts it there):
-        past the posts' own timeout, so a sender that died or was cut leaves its claims due again."""
-        return self.timeout_s * 2 + 30
+        past the posts' own timeout, one after another in turns of `per_host` when a whole batch goes to
+        one host, so a sender that died or was cut leaves its claims due again."""
+        return self.timeout_s * (math.ceil(self.batch / self.per_host) + 1) + 30
 
     def __repr__(self) -> str:  # never the secret
         return f"WebhookSender(secret={'set' if self._secret else 'unset'}, batch={self.batch})"
 
-    def body(self, claimed: Claimed) -> bytes:
-        doc = {"delivery_id": claimed.id, "subscription_id": claimed.subscription_id, "key": claimed.key}
-        return json.dumps({**doc, **claimed.payload}, sort_keys=True, separators=(",", ":")).encode()
+    @staticmethod
+    def document(claimed: Claimed) -> dict[str, Any]:
+        return {
+            "delivery_id": claimed.id,
+            "subscription_id": claimed.subscription_id,
+            "key": claimed.key,
+            **claimed.payload,
+        }
 
-    def headers(self, claimed: Claimed, body: bytes, now: int) -> dict[str, str]:
+    def body(self, group: list[Claimed]) -> bytes:
+        docs = [self.document(c) for c in group]
+        return formats.body(docs, self.fmt, digest=self.digest, subscription_id=group[0].subscription_id)
+
+    def headers(self, group: list[Claimed], body: bytes, now: int) -> dict[str, str]:
         assert self._secret is not None  # send() checks it first
+        ids = [str(c.id) for c in group]
+        # the message's id is the same on every retry of the same deliveries
+        msg_id = (
+            f"msg_{ids[0]}" if len(ids) == 1 else "digest_" + hashlib.sha256(",".join(ids).encode()).hexdigest()[:32]
+        )
         return {
             "Content-Type": "application/json",
             "User-Agent": "cannaspider-alerts/1",
-            DELIVERY: str(claimed.id),
+            DELIVERY: ",".join(ids),
             TIMESTAMP: str(now),
             SIGNATURE: sign(self._secret, now, body),
+            **standard.headers(self._secret, msg_id, now, body),
         }
 
-    async def _post(self, client: aiohttp.ClientSession, claimed: Claimed) -> Outcome:
-        body = self.body(claimed)
-        headers = self.headers(claimed, body, int(time.time()))
-        answer = await posting.post(client, claimed.url, body, headers, allow_private=self.allow_private)
-        return Outcome(claimed.id, answer.status, answer.error)
+    async def _post(
+        self, client: aiohttp.ClientSession, group: list[Claimed], turn: asyncio.Semaphore
+    ) -> list[Outcome]:
+        async with turn:  # signed when its turn comes: the timestamp is the attempt's
+            body = self.body(group)
+            headers = self.headers(group, body, int(time.time()))
+            answer = await posting.post(client, group[0].url, body, headers, allow_private=self.allow_private)
+        return [Outcome(c.id, answer.status, answer.error) for c in group]
+
+    def groups(self, claimed: list[Claimed]) -> list[list[Claimed]]:
+        """One POST each: a delivery alone, or with the digest a subscription's deliveries together."""
+        if not self.digest:
+            return [[c] for c in claimed]
+        by_subscription: dict[int, list[Claimed]] = {}
+        for c in claimed:
+            by_subscription.setdefault(c.subscription_id, []).append(c)
+        return list(by_subscription.values())
 
     async def send(self, conn: psycopg.AsyncConnection[Any]) -> PassResult:
         """One pass over the due deliveries; `conn` in autocommit."""
@@ -168,8 +215,14 @@ class WebhookSender:
         claimed = [Claimed(*row) for row in await cur.fetchall()]
         if not claimed:
             return PassResult(0, 0)
+        turns: dict[str, asyncio.Semaphore] = {}
+        for c in claimed:
+            turns.setdefault(host_of(c.url), asyncio.Semaphore(self.per_host))
         async with posting.session(self.timeout_s, allow_private=self.allow_private) as client:
-            outcomes = await asyncio.gather(*(self._post(client, c) for c in claimed))
+            posted = await asyncio.gather(
+                *(self._post(client, g, turns[host_of(g[0].url)]) for g in self.groups(claimed))
+            )
+        outcomes = [o for group in posted for o in group]
         attempts = {c.id: c.attempts for c in claimed}
         failed = 0
         async with conn.transaction():
@@ -189,6 +242,16 @@ class WebhookSender:
 SIGNATURE = "X-Cannaspider-Signature"
 TIMESTAMP = "X-Cannaspider-Timestamp"
 DELIVERY = "X-Cannaspider-Delivery"  # the delivery's id: the same on every retry (at least once: dedupe on it)
+
+
+def host_of(url: str) -> str:
+    """What ALERTS_PER_HOST_CONCURRENCY counts by: the host and port, as the connection goes."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # no port it could connect to: posting refuses it; it counts alone
+        return url
+    return f"{(parts.hostname or '').lower()}:{port or ''}"
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:

@@ -68,9 +68,8 @@ def service(db, seeded):
     from cannaspider.web.app import create_app
 
     svc = Service(db, None)
-    svc.server.config.app = create_app(
-        db, None, pool_max_size=defaults.DB_POOL_MAX_SIZE, reports_dir=seeded
-    )  # before it starts: with the reports
+    # the reports are the rows the health run stored (crawl_health_reports), not its local files
+    svc.server.config.app = create_app(db, None, pool_max_size=defaults.DB_POOL_MAX_SIZE)
     with svc:
         yield svc
 
