@@ -68,7 +68,10 @@ class ProfilePageOut(BaseModel):
 
 
 class TermOut(BaseModel):
-    term: str
+    term: str = Field(description="its most frequent surface form over the SERP")
+    # absent from profiles computed before lemmas (a crawl recomputes them)
+    lemma: str | None = Field(None, description="what is counted: its words' lemmas (huiles de CBD → huile de cbd)")
+    forms: list[str] = Field([], description="its surface forms met, most frequent first (at most 5)")
     words: int = Field(description="1, 2 or 3")
     weight: float = Field(description="idf × mean tf over the SERP (docs/onpage.md)")
     pages: int = Field(description="competitor pages that use it (df)")
