@@ -2,7 +2,9 @@
 weighted by TF-IDF over the SERP, with their coverage and the profile's completeness.
 
 The formula (docs/onpage.md, "Semantic profile"), over the N competitors of the locale whose
-corpus exists (`ok` pages), each page d read as its title plus its main text:
+corpus exists (`ok` pages) and whose language is the locale's (a page in another language is
+listed, flagged `otherLanguage`, and left out of the weights; a page whose language is unknown
+counts), each page d read as its title plus its main text:
 
     n(t, d)  occurrences of term t (terms.py: a word, a 2- or 3-word phrase) in d
     L(d)     number of tokens of d (stop words included)
@@ -68,6 +70,12 @@ def _read(page: ProfilePage, locale_lang: str | None, *, lemmas: bool = True) ->
     return _Reading(title + body, title_len + body_len, set(title), in_headings, set(body), forms)
 
 
+def other_language(page_lang: str | None, locale_lang: str | None) -> bool:
+    """The page is known to be in another language than the locale's (`fr-CA` is French)."""
+    page = terms.language_code(page_lang)
+    return bool(page and locale_lang and page != locale_lang)
+
+
 def surface_forms(forms: Counter[str] | None) -> list[str]:
     """A term's surface forms, most frequent first (ties: alphabetical): the first is shown."""
     return [f for f, _ in sorted((forms or {}).items(), key=lambda f: (-f[1], f[0]))]
@@ -90,7 +98,9 @@ def compute(
     by_url = {c["url"]: c for c in reversed(competitors) if isinstance(c.get("url"), str)}
     ranked = [u for u in urls if u in pages]
     readings = {u: _read(pages[u], locale_lang, lemmas=lemmas) for u in ranked}
-    n_pages = len(readings)
+    foreign = {u for u in ranked if other_language(pages[u].lang, locale_lang)}
+    weighed = [readings[u] for u in ranked if u not in foreign]
+    n_pages = len(weighed)
     df: Counter[str] = Counter()
     tf_sum: dict[str, float] = {}
     title_cov: Counter[str] = Counter()
@@ -98,7 +108,7 @@ def compute(
     body_cov: Counter[str] = Counter()
     occurrences: Counter[str] = Counter()
     forms: dict[str, Counter[str]] = {}
-    for r in readings.values():
+    for r in weighed:
         for t, met in r.forms.items():
             forms.setdefault(t, Counter()).update(met)
         df.update(r.used)
@@ -135,8 +145,10 @@ def compute(
         "formula": FORMULA,
         "completeness": {
             "competitors": len(urls),
-            "ok": n_pages,
-            "share": round(n_pages / len(urls), 4) if urls else None,
+            "ok": len(ranked),
+            "share": round(len(ranked) / len(urls), 4) if urls else None,
+            "weighed": n_pages,
+            "otherLanguage": len(foreign),
             "statuses": dict(sorted(statuses.items())),
             "blocked": blocked,
             "missing": missing,
@@ -146,6 +158,7 @@ def compute(
                 "url": u,
                 "position": by_url[u].get("position"),
                 "lang": pages[u].lang,
+                "otherLanguage": u in foreign,
                 "tokens": readings[u].length,
                 "terms": len(readings[u].used),
             }

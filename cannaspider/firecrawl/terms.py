@@ -1,6 +1,6 @@
 """The words of a text, for the semantic profile (docs/onpage.md): its words and 2–3-word phrases
-(the profile's units) counted by lemma, the stop words of its language, and its language when its
-HTML does not say it (stop_words_for, guess_language).
+(the profile's units) counted by lemma, the stop words of its language (stop_words_for), and the
+language code of a tag (language_code).
 
 A text is cut into segments at line breaks and sentence punctuation, so that no phrase spans two
 sentences, two headings or two paragraphs. A segment's tokens are its runs of letters and
@@ -117,22 +117,14 @@ def terms_in(texts: Iterable[str], stops: frozenset[str], lemma: Lemma = as_is) 
     return found
 
 
-# Stop words per language, and a page's language when its HTML does not say it.
+# Stop words per language.
 #
 # The lists are the `stop-words` package's (curated per language, shipped as files inside the
 # package: nothing is downloaded). Its English list is the extended one (about 1,300 words, so
 # `best` or `new` are stop words); its French list has the elided forms (`l'`, `d'`, `qu'`), which
-# our tokenizer splits off anyway (docs/onpage.md, "Semantic profile").
-#
-# A page's language comes from `<html lang>` first, then Firecrawl's `metadata.language` (which
-# reads the same attribute or the Content-Language header), and only then from its text: the
-# language whose stop words make up the largest share of its words, if that share is at least
-# GUESS_MIN_SHARE (running text is 30–50 % stop words; a list of product names is not).
+# our tokenizer splits off anyway (docs/onpage.md, "Semantic profile"). A page's language, when its
+# HTML does not say it, is language.py's.
 
-# the languages a text is guessed among: the SERP locales we serve, plus close neighbours
-GUESS_LANGUAGES = ("fr", "en", "de", "es", "it", "nl", "pt")
-GUESS_MIN_SHARE = 0.15
-GUESS_SAMPLE = 2000  # words read to guess
 LANG_TAG = re.compile(r"^\s*([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{1,8})*\s*$")
 
 
@@ -154,17 +146,3 @@ def stop_words_for(lang: str | None) -> frozenset[str]:
     except stop_words.StopWordError:
         return frozenset()
     return frozenset(w.lower().rstrip("'’") for w in words if w.strip())
-
-
-def guess_language(tokens: list[str]) -> str | None:
-    """The language whose stop words cover the largest share of `tokens` (lowercased words)."""
-    sample = tokens[:GUESS_SAMPLE]
-    if not sample:
-        return None
-    best, best_share = None, 0.0
-    for lang in GUESS_LANGUAGES:
-        stops = stop_words_for(lang)
-        share = sum(1 for t in sample if t in stops) / len(sample)
-        if share > best_share:
-            best, best_share = lang, share
-    return best if best_share >= GUESS_MIN_SHARE else None

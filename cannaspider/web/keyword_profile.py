@@ -52,8 +52,11 @@ class MissingPageOut(BaseModel):
 
 class CompletenessOut(BaseModel):
     competitors: int = Field(description="unique competitor URLs of the locale's SERP snapshot")
-    ok: int = Field(description="pages with a corpus (crawlStatus ok): the profile's documents")
+    ok: int = Field(description="pages with a corpus (crawlStatus ok)")
     share: float | None = Field(description="ok / competitors")
+    # absent from profiles computed before the language rule (a crawl recomputes them)
+    weighed: int | None = Field(None, description="ok pages in the locale's language (or unknown): the weights' N")
+    otherLanguage: int = Field(0, description="ok pages in another language: listed, not weighed")
     statuses: dict[str, int]
     blocked: list[BlockedPageOut]
     missing: list[MissingPageOut]
@@ -63,6 +66,7 @@ class ProfilePageOut(BaseModel):
     url: str
     position: int | None = None
     lang: str | None = None
+    otherLanguage: bool = Field(False, description="in another language than the locale's: left out of the weights")
     tokens: int = Field(description="L(d): tokens of its title and main text")
     terms: int = Field(description="distinct terms it uses")
 

@@ -85,7 +85,7 @@ def test_the_event_loop_runs_while_a_page_is_read():
 
 
 def test_a_page_that_needs_more_than_the_memory_cap_is_empty():
-    # 1.5 million empty JSON-LD objects: ~240 MB more than a parser process's ~130 MB to decode
+    # 1.5 million empty JSON-LD objects: ~240 MB more than a parser process's ~210 MB to decode
     dicts = '<html><body><main><p>hemp</p></main><script type="application/ld+json">['
     dicts += ",".join(["{}"] * 1_500_000) + "]</script></body></html>"
 

@@ -144,3 +144,26 @@ def test_inflected_forms_count_as_one_lemma_shown_by_their_most_frequent_form():
 def test_a_language_without_a_lemmatizer_counts_surface_forms():
     assert terms.lemmatizer_for("xx") is terms.as_is and terms.lemmatizer_for(None) is terms.as_is
     assert terms.lemmatizer_for("en")("Widgets") == "widget"
+
+
+def test_a_page_in_another_language_is_listed_flagged_and_left_out_of_the_weights():
+    fr = [
+        ProfilePage("https://a.example/", "fr", "Huile de CBD", "l'huile de cbd bio", []),
+        ProfilePage("https://b.example/", "fr-CA", "Huile de CBD", "une huile de cbd", []),
+        ProfilePage("https://c.example/", None, "Huile", "huile de cbd naturelle", []),  # unknown: counted
+    ]
+    en = ProfilePage("https://brand.example/", "en", "CBD Oil", "the best cbd oil, cbd oil for sleep", [])
+    comps = [{"url": p.url, "crawlStatus": "ok", "position": i} for i, p in enumerate([*fr, en], 1)]
+    with_en = compute("fr-FR", comps, {p.url: p for p in [*fr, en]})
+    without = compute("fr-FR", comps[:3], {p.url: p for p in fr})
+    assert with_en["terms"] == without["terms"]  # the English page changes no weight
+    assert "oil" not in {t["term"] for t in with_en["terms"]}
+    c = with_en["completeness"]
+    assert (c["ok"], c["weighed"], c["otherLanguage"]) == (4, 3, 1)
+    assert [(pg["url"], pg["otherLanguage"]) for pg in with_en["pages"]] == [
+        ("https://a.example/", False),
+        ("https://b.example/", False),
+        ("https://c.example/", False),
+        ("https://brand.example/", True),
+    ]
+    assert with_en["pages"][3]["terms"] > 0  # read in its own language, for the list
