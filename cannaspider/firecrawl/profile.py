@@ -128,6 +128,13 @@ def compute(
         weight = round(idf * tf_sum.get(t, 0.0) / n_pages, 6)
         scored.append((weight, d, t))
     scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    schema_pages: dict[str, list[str]] = {}
+    for u in ranked:  # every page read, whatever its language: its markup is not in a language
+        onpage = by_url[u].get("onpage")
+        found = onpage.get("schemaTypes") if isinstance(onpage, dict) else None
+        for name in dict.fromkeys(found if isinstance(found, list) else []):
+            if isinstance(name, str):
+                schema_pages.setdefault(name, []).append(u)
     statuses = Counter(str(by_url[u].get("crawlStatus") or "not_crawled") for u in urls)
     blocked = [
         {"url": u, "httpStatus": by_url[u].get("crawlHttpStatus"), "action": RETRY_THROUGH_PROXY}
@@ -163,6 +170,10 @@ def compute(
                 "terms": len(readings[u].used),
             }
             for u in ranked
+        ],
+        "schemaTypes": [
+            {"type": name, "pages": len(used), "positions": [by_url[u].get("position") for u in used]}
+            for name, used in sorted(schema_pages.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         ],
         "terms": [
             {

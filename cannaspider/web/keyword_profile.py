@@ -85,6 +85,12 @@ class TermOut(BaseModel):
     occurrences: int = Field(description="in titles and main texts, all pages together")
 
 
+class SchemaTypeOut(BaseModel):
+    type: str = Field(description="a schema.org type (Product, Offer, FAQPage…), from JSON-LD, microdata or RDFa")
+    pages: int = Field(description="pages of the profile that use it")
+    positions: list[int | None] = Field(description="their SERP positions")
+
+
 class ProfileOut(BaseModel):
     keywordId: int
     keyword: str
@@ -94,6 +100,8 @@ class ProfileOut(BaseModel):
     formula: str
     completeness: CompletenessOut
     pages: list[ProfilePageOut]
+    # absent from profiles computed before structured data (a crawl recomputes them)
+    schemaTypes: list[SchemaTypeOut] = []
     terms: list[TermOut]
 
 
