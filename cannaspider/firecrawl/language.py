@@ -11,8 +11,8 @@ A text too short to carry its language (fewer than MIN_WORDS words) or decided w
 probability below MIN_PROBABILITY has no language (None).
 
 Loading the model takes about 1.5 s and 76 MB: the parser processes' fork server loads it once
-(parser_pool.py preloads language_loaded), so each parser process starts with it (about 210 MB of
-address space with the parser, against ~130 MB before).
+(parser_pool.py preloads language_loaded), so each parser process starts with it (about 260 MB of
+address space with the parser, extruct included, against ~130 MB before this issue).
 """
 
 from __future__ import annotations
