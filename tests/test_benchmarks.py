@@ -106,6 +106,8 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
         [("image_sources.py", ["--stores", "2", "--products", "3"], r"repeated image downloads across stores: 0")],
     ),
     ("img_worst", [("img_worst.py", ["--sides", "200"], "worst")]),
+    ("onpage_terms", [("onpage_terms.py", ["--top", "5"], r"widget: widgets / widget")]),
+    ("langid_short_pages", [("langid_short_pages.py", [], r"language\.detect \(the job's\) .* 0 wrong")]),
     ("img_contention", [("img_contention.py", ["--heavy", "1"], "thumbnail: HTTP 200")]),
     ("convert_budget", [("convert_budget.py", ["--images", "2", "--budget", "50000000"], "peak RSS")]),
     ("task_queue", [("task_queue.py", ["--tasks", "40", "--baseline-tasks", "10", "--processes", "1"], "tasks/s")]),

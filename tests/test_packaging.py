@@ -34,12 +34,15 @@ NOT_ON_A_NODE = (
 
 
 @pytest.mark.integration
-def test_pip_check_reports_only_the_typing_declaration():
-    # scrapy-rotating-proxies declares the PyPI `typing` backport, which the lock excludes on purpose
+def test_pip_check_reports_only_the_typing_and_jstyleson_declarations():
+    # scrapy-rotating-proxies declares the PyPI `typing` backport, and extruct jstyleson (a source
+    # archive only; cannaspider/firecrawl/structured.py stands in): the lock excludes both on purpose
     result = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
     assert result.stdout.strip().splitlines() == [
-        "scrapy-rotating-proxies 0.6.2 requires typing, which is not installed."
+        "extruct 0.18.0 requires jstyleson, which is not installed.",
+        "scrapy-rotating-proxies 0.6.2 requires typing, which is not installed.",
     ]
+    assert find_spec("jstyleson") is None
     assert find_spec("typing").origin.startswith(sys.base_prefix)  # the standard library's
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from parsel import Selector
 
-from cannaspider.firecrawl import corpus, onpage
+from cannaspider.firecrawl import corpus, onpage, structured
 from cannaspider.firecrawl.items import OnpageFields, PageCorpus
 
 if TYPE_CHECKING:  # the parser processes import this module: not the client, the database and Scrapy
@@ -139,6 +139,15 @@ def read(doc: Document, *, min_words: int, limits: corpus.CorpusLimits) -> Verdi
     fields = onpage.parse(doc.html, doc.url, sel, ld)
     if fields.word_count < min_words:
         return Verdict(EMPTY, http, "no usable text on the rendered page", fields, warning=ld.warning)
+    data = structured.read(sel, doc.html, doc.url)
+    fields.schema_types = structured.schema_types(ld.blocks, data)
+    fields.structured_data = {
+        "jsonLd": len(ld.blocks),
+        "microdata": len(data.microdata),
+        "rdfa": len(data.rdfa),
+        "openGraph": len(data.opengraph),
+        "dublinCore": len(data.dublincore),
+    }
     text = corpus.extract(
         sel,
         doc.url,
@@ -149,7 +158,8 @@ def read(doc: Document, *, min_words: int, limits: corpus.CorpusLimits) -> Verdi
         limits=limits,
         ld=ld,
     )
-    return Verdict(OK, http, None, fields, text, ld.warning)
+    warning = "; ".join(w for w in (ld.warning, data.warning) if w) or None
+    return Verdict(OK, http, None, fields, text, warning)
 
 
 def classify(page: PageOutcome, *, min_words: int, limits: corpus.CorpusLimits) -> Verdict:

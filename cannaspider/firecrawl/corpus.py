@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import trafilatura
 from parsel import Selector
 
-from cannaspider.firecrawl import onpage, terms
+from cannaspider.firecrawl import language, onpage, terms
 from cannaspider.firecrawl.items import Anchor, Heading, OnpageFields, PageCorpus
 
 if TYPE_CHECKING:  # the parser processes import this module (parser_pool.py): Scrapy stays out of them
@@ -147,7 +147,11 @@ def extract(
         budget -= size
         kept.append(block)
     words = terms.tokens(text)
-    lang = terms.language_code(fields.lang) or terms.language_code(firecrawl_language) or terms.guess_language(words)
+    lang = (
+        terms.language_code(fields.lang)
+        or terms.language_code(firecrawl_language)
+        or language.detect(f"{fields.title or ''}\n{text}")
+    )
     headings = fields.headings[: limits.max_items]
     return PageCorpus(
         url=url,

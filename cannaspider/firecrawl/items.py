@@ -33,6 +33,10 @@ class OnpageFields:
     word_count: int = 0  # words of the main text (main, article, else body without nav/header/footer)
     json_ld_types: list[str] = field(default_factory=list)  # @type values, @graph included, in order
     json_ld_invalid: int = 0  # ld+json blocks that are not JSON
+    # schema.org types of all its structured data (JSON-LD, microdata, RDFa), nested ones included
+    schema_types: list[str] = field(default_factory=list)
+    # items per syntax: jsonLd, microdata, rdfa, openGraph, dublinCore (structured.py); ok pages
+    structured_data: dict[str, int] = field(default_factory=dict)
     image_count: int = 0
     images_with_alt: int = 0  # with a non-empty alt
     alt_coverage: float | None = None  # images_with_alt / image_count; None without images
@@ -53,6 +57,8 @@ class OnpageFields:
             "wordCount": self.word_count,
             "jsonLdTypes": list(self.json_ld_types),
             "jsonLdInvalid": self.json_ld_invalid,
+            "schemaTypes": list(self.schema_types),
+            "structuredData": dict(self.structured_data),
             "images": {"count": self.image_count, "withAlt": self.images_with_alt, "altCoverage": self.alt_coverage},
             "links": {"internal": self.internal_links, "external": self.external_links},
         }

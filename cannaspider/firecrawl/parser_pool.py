@@ -102,9 +102,10 @@ class _Worker:
 
     def __init__(self, min_words: int, limits: CorpusLimits, bounds: ParseBounds):
         ctx = multiprocessing.get_context("forkserver")
-        # the server imports the parser, and the main script once (as Python's own default does),
-        # so a new process does not run the script again; no effect once the server runs
-        ctx.set_forkserver_preload(["__main__", __name__])
+        # the server imports the parser and loads its language model, and the main script once (as
+        # Python's own default does), so a new process does not run the script again; no effect
+        # once the server runs
+        ctx.set_forkserver_preload(["__main__", __name__, "cannaspider.firecrawl.language_loaded"])
         ours, theirs = ctx.Pipe()
         self.conn = ours
         self.process = ctx.Process(

@@ -1,6 +1,6 @@
 """The words of a text, for the semantic profile (docs/onpage.md): its words and 2–3-word phrases
-(the profile's units), the stop words of its language, and its language when its HTML does not
-say it (stop_words_for, guess_language).
+(the profile's units) counted by lemma, the stop words of its language (stop_words_for), and the
+language code of a tag (language_code).
 
 A text is cut into segments at line breaks and sentence punctuation, so that no phrase spans two
 sentences, two headings or two paragraphs. A segment's tokens are its runs of letters and
@@ -12,15 +12,21 @@ Terms of a segment, given the language's stop words:
 - a 2-word phrase: two consecutive tokens, neither a stop word;
 - a 3-word phrase: three consecutive tokens whose first and last are not stop words (the middle
   one may be: `huile de cbd`).
+
+A term is counted by its lemmas (`huiles de cbd` and `huile de cbd` are one term, `huile de cbd`),
+given the language's lemmatizer (lemmatizer_for: simplemma's dictionaries, shipped in its wheel);
+the surface forms met are counted beside it, for display. Stop words are judged on the surface
+form, as the lists are written.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
-from functools import cache
+from collections.abc import Callable, Iterable
+from functools import cache, lru_cache
 
+import simplemma
 import stop_words
 
 SEGMENT_BREAK = re.compile(r"[\n\r.!?;:|•·…()\[\]{}\"«»“”]+|\s[-–—]\s")
@@ -45,8 +51,38 @@ def tokens(text: str) -> list[str]:
     return [t for seg in segments(text) for t in seg if t is not None]
 
 
-def count_terms(text: str, stops: frozenset[str]) -> tuple[Counter[str], int]:
-    """(term → occurrences, number of tokens): the text's words and phrases as defined above."""
+Lemma = Callable[[str], str]
+
+
+def as_is(token: str) -> str:
+    """The lemmatizer of a language simplemma lacks: a token is its own lemma."""
+    return token
+
+
+# the languages simplemma has dictionaries for (its wheel ships them; nothing is downloaded)
+LEMMA_LANGUAGES = frozenset(simplemma.strategies.dictionaries.dictionary_factory.SUPPORTED_LANGUAGES)
+
+
+@cache
+def lemmatizer_for(lang: str | None) -> Lemma:
+    """A token's lemma in `lang` (ISO 639-1), memoized: a page repeats its words, and a SERP its
+    pages' words. `as_is` for a language without a dictionary."""
+    if not lang or lang not in LEMMA_LANGUAGES:
+        return as_is
+
+    @lru_cache(maxsize=200_000)
+    def lemma(token: str) -> str:
+        # simplemma may answer with a capital (a proper noun's entry): terms are lowercase
+        return simplemma.lemmatize(token, lang=lang).lower() or token
+
+    return lemma
+
+
+def count_terms(
+    text: str, stops: frozenset[str], lemma: Lemma = as_is, forms: dict[str, Counter[str]] | None = None
+) -> tuple[Counter[str], int]:
+    """(term → occurrences, number of tokens): the text's words and phrases as defined above, each
+    term its tokens' lemmas; `forms`, when given, gets term → surface form → occurrences."""
     counts: Counter[str] = Counter()
     length = 0
     for seg in segments(text):
@@ -54,42 +90,41 @@ def count_terms(text: str, stops: frozenset[str]) -> tuple[Counter[str], int]:
         for i, first in enumerate(seg):
             if first is None or first in stops:
                 continue
-            counts[first] += 1
+            lemmas = [lemma(first)]
+            _count(counts, forms, lemmas[0], first)
             for n in range(2, MAX_N + 1):
                 gram = seg[i : i + n]
-                if len(gram) < n or any(t is None for t in gram):
+                if len(gram) < n or gram[-1] is None:
                     break
-                last = gram[-1]
-                if last in stops or (n == 2 and gram[1] in stops):
+                lemmas.append(lemma(gram[-1]))
+                if gram[-1] in stops or (n == 2 and gram[1] in stops):
                     continue
-                counts[" ".join(gram)] += 1  # type: ignore[arg-type]  # no None left
+                _count(counts, forms, " ".join(lemmas), " ".join(gram))  # type: ignore[arg-type]  # no None left
     return counts, length
 
 
-def terms_in(texts: Iterable[str], stops: frozenset[str]) -> set[str]:
+def _count(counts: Counter[str], forms: dict[str, Counter[str]] | None, term: str, surface: str) -> None:
+    counts[term] += 1
+    if forms is not None:
+        forms.setdefault(term, Counter())[surface] += 1
+
+
+def terms_in(texts: Iterable[str], stops: frozenset[str], lemma: Lemma = as_is) -> set[str]:
     """The terms that occur at least once in any of the texts."""
     found: set[str] = set()
     for text in texts:
-        found.update(count_terms(text, stops)[0])
+        found.update(count_terms(text, stops, lemma)[0])
     return found
 
 
-# Stop words per language, and a page's language when its HTML does not say it.
+# Stop words per language.
 #
 # The lists are the `stop-words` package's (curated per language, shipped as files inside the
 # package: nothing is downloaded). Its English list is the extended one (about 1,300 words, so
 # `best` or `new` are stop words); its French list has the elided forms (`l'`, `d'`, `qu'`), which
-# our tokenizer splits off anyway (docs/onpage.md, "Semantic profile").
-#
-# A page's language comes from `<html lang>` first, then Firecrawl's `metadata.language` (which
-# reads the same attribute or the Content-Language header), and only then from its text: the
-# language whose stop words make up the largest share of its words, if that share is at least
-# GUESS_MIN_SHARE (running text is 30–50 % stop words; a list of product names is not).
+# our tokenizer splits off anyway (docs/onpage.md, "Semantic profile"). A page's language, when its
+# HTML does not say it, is language.py's.
 
-# the languages a text is guessed among: the SERP locales we serve, plus close neighbours
-GUESS_LANGUAGES = ("fr", "en", "de", "es", "it", "nl", "pt")
-GUESS_MIN_SHARE = 0.15
-GUESS_SAMPLE = 2000  # words read to guess
 LANG_TAG = re.compile(r"^\s*([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{1,8})*\s*$")
 
 
@@ -111,17 +146,3 @@ def stop_words_for(lang: str | None) -> frozenset[str]:
     except stop_words.StopWordError:
         return frozenset()
     return frozenset(w.lower().rstrip("'’") for w in words if w.strip())
-
-
-def guess_language(tokens: list[str]) -> str | None:
-    """The language whose stop words cover the largest share of `tokens` (lowercased words)."""
-    sample = tokens[:GUESS_SAMPLE]
-    if not sample:
-        return None
-    best, best_share = None, 0.0
-    for lang in GUESS_LANGUAGES:
-        stops = stop_words_for(lang)
-        share = sum(1 for t in sample if t in stops) / len(sample)
-        if share > best_share:
-            best, best_share = lang, share
-    return best if best_share >= GUESS_MIN_SHARE else None

@@ -52,8 +52,11 @@ class MissingPageOut(BaseModel):
 
 class CompletenessOut(BaseModel):
     competitors: int = Field(description="unique competitor URLs of the locale's SERP snapshot")
-    ok: int = Field(description="pages with a corpus (crawlStatus ok): the profile's documents")
+    ok: int = Field(description="pages with a corpus (crawlStatus ok)")
     share: float | None = Field(description="ok / competitors")
+    # absent from profiles computed before the language rule (a crawl recomputes them)
+    weighed: int | None = Field(None, description="ok pages in the locale's language (or unknown): the weights' N")
+    otherLanguage: int = Field(0, description="ok pages in another language: listed, not weighed")
     statuses: dict[str, int]
     blocked: list[BlockedPageOut]
     missing: list[MissingPageOut]
@@ -63,12 +66,16 @@ class ProfilePageOut(BaseModel):
     url: str
     position: int | None = None
     lang: str | None = None
+    otherLanguage: bool = Field(False, description="in another language than the locale's: left out of the weights")
     tokens: int = Field(description="L(d): tokens of its title and main text")
     terms: int = Field(description="distinct terms it uses")
 
 
 class TermOut(BaseModel):
-    term: str
+    term: str = Field(description="its most frequent surface form over the SERP")
+    # absent from profiles computed before lemmas (a crawl recomputes them)
+    lemma: str | None = Field(None, description="what is counted: its words' lemmas (huiles de CBD → huile de cbd)")
+    forms: list[str] = Field([], description="its surface forms met, most frequent first (at most 5)")
     words: int = Field(description="1, 2 or 3")
     weight: float = Field(description="idf × mean tf over the SERP (docs/onpage.md)")
     pages: int = Field(description="competitor pages that use it (df)")
@@ -76,6 +83,12 @@ class TermOut(BaseModel):
     inHeadings: int
     inBody: int
     occurrences: int = Field(description="in titles and main texts, all pages together")
+
+
+class SchemaTypeOut(BaseModel):
+    type: str = Field(description="a schema.org type (Product, Offer, FAQPage…), from JSON-LD, microdata or RDFa")
+    pages: int = Field(description="pages of the profile that use it")
+    positions: list[int | None] = Field(description="their SERP positions")
 
 
 class ProfileOut(BaseModel):
@@ -87,6 +100,8 @@ class ProfileOut(BaseModel):
     formula: str
     completeness: CompletenessOut
     pages: list[ProfilePageOut]
+    # absent from profiles computed before structured data (a crawl recomputes them)
+    schemaTypes: list[SchemaTypeOut] = []
     terms: list[TermOut]
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from cannaspider.firecrawl import classify, corpus, onpage, terms
+from cannaspider.firecrawl import classify, corpus, language, onpage, terms
 from cannaspider.firecrawl.batch import PageOutcome
 from sandbox.websites import COMPETITOR_PAGES
 from tests.firecrawl.conftest import fixture, onpage_config
@@ -77,8 +77,19 @@ def test_french_and_english_pages_give_their_languages_terms():
 def test_language_from_firecrawl_then_from_the_text_when_the_html_says_nothing():
     french = "<html><body><main><p>Le chanvre est une plante cultivée depuis des siècles pour ses fibres.</p></main>"
     assert corpus_of(french, firecrawl_language="fr-CA").lang == "fr"
-    assert corpus_of(french).lang == "fr"  # guessed: most of its words are French stop words
+    assert corpus_of(french).lang == "fr"  # detected (language.py)
     assert corpus_of("<html><body><main><p>Zyx qwv 1234 plm.</p></main>").lang is None
+    # the HTML's word first, even when the text is in another language (the page says it)
+    assert corpus_of(french.replace("<html>", '<html lang="de">')).lang == "de"
+
+
+def test_detected_languages_of_short_texts_and_none_when_it_cannot_tell():
+    english = "<html><head><title>CBD oil for sleep</title></head><body><main><p>{}</p></main>"
+    assert corpus_of(english.format("Many people take it in the evening, a few drops under the tongue.")).lang == "en"
+    polish = "Olejek CBD jest ekstrahowany z konopi i nie powoduje efektu odurzenia."
+    assert corpus_of(english.replace("CBD oil for sleep", "Olejek CBD").format(polish)).lang == "pl"
+    assert language.detect("CBD 10 %") is None  # too short to carry its language
+    assert language.detect("") is None
 
 
 def test_json_ld_objects_round_trip():
@@ -164,14 +175,18 @@ bounds = {"min_pages": cfg.profile_min_pages, "max_terms": cfg.profile_max_terms
 p = profile.compute("fr-FR", [{"url": c.url, "crawlStatus": "ok"}], {c.url: page}, **bounds)
 assert c.lang == "fr" and "chanvre" in {t["term"] for t in p["terms"]}, p
 assert terms.stop_words_for("en") and terms.stop_words_for("fr")
+from cannaspider.firecrawl import language  # py3langid's model, simplemma's dictionaries: in their wheels
+assert language.detect("Many people take it in the evening, a few drops under the tongue.") == "en"
+assert terms.lemmatizer_for("fr")("huiles") == "huile" and terms.lemmatizer_for("de")("Blüten") == "blüte"
 print("offline ok")
 """
 
 
 @pytest.mark.integration
 def test_extraction_and_profile_need_no_network(tmp_path):
-    """trafilatura and the stop-word lists run on what their packages ship: with every socket
-    refused (from before their import), a page still gives its corpus and profile."""
+    """trafilatura, the stop-word lists, the lemmas and the language model run on what their
+    packages ship: with every socket refused (from before their import), a page still gives its
+    corpus and profile."""
     import subprocess
     import sys
     from pathlib import Path

@@ -9,6 +9,7 @@ from typing import Any
 
 from cannaspider import settings
 from cannaspider.firecrawl import profile as profiles
+from cannaspider.firecrawl import terms
 from cannaspider.firecrawl.profile import RETRY_THROUGH_PROXY, ProfilePage
 
 # English stop words among these texts: "the", "and", "of" (the others are not in the list)
@@ -116,3 +117,53 @@ def test_each_page_is_read_with_its_own_languages_stop_words():
     comps = [{"url": fr.url, "crawlStatus": "ok"}, {"url": fr2.url, "crawlStatus": "ok"}]
     terms = {t["term"] for t in compute("fr-FR", comps, {fr.url: fr, fr2.url: fr2})["terms"]}
     assert terms == {"chanvre"}  # "de", "les", "le", "et", "la" are French stop words
+
+
+def test_inflected_forms_count_as_one_lemma_shown_by_their_most_frequent_form():
+    # the pairs: "huile"/"huiles", "fleur"/"fleurs" were two terms each, half as heavy
+    p1 = ProfilePage("https://a.example/", "fr", "Huiles de CBD", "les huiles de cbd et les fleurs", [])
+    p2 = ProfilePage("https://b.example/", "fr", "Huile de CBD", "une huile de cbd, une fleur", ["Nos fleurs"])
+    comps = [{"url": p.url, "crawlStatus": "ok"} for p in (p1, p2)]
+    pages = {p.url: p for p in (p1, p2)}
+    by_lemma = {t["lemma"]: t for t in compute("fr-FR", comps, pages)["terms"]}
+    surface = {
+        t["term"]: t for t in profiles.compute("fr-FR", comps, pages, min_pages=2, max_terms=200, lemmas=False)["terms"]
+    }
+    # tokens: p1 3 + 7 = 10, p2 3 + 6 = 9; huile: p1 2, p2 2, df 2
+    assert by_lemma["huile"]["weight"] == round((math.log(3 / 3) + 1) * (2 / 10 + 2 / 9) / 2, 6)
+    assert by_lemma["huile"]["occurrences"] == 4 and by_lemma["huile"]["forms"] == ["huile", "huiles"]
+    assert by_lemma["huile de cbd"]["pages"] == 2 and by_lemma["huile de cbd"]["occurrences"] == 4
+    assert by_lemma["fleur"]["pages"] == 2 and by_lemma["fleur"]["inHeadings"] == 1
+    # by surface form, "huile", "huiles", "fleur" are each one page's: only cbd and fleurs are shared
+    assert set(surface) == {"cbd", "fleurs"}
+    assert surface["cbd"]["weight"] == by_lemma["cbd"]["weight"]  # a word without inflection is unchanged
+    # shown as its most frequent surface form (ties: alphabetical)
+    assert by_lemma["huile"]["term"] == "huile" and by_lemma["fleur"]["term"] == "fleur"
+
+
+def test_a_language_without_a_lemmatizer_counts_surface_forms():
+    assert terms.lemmatizer_for("xx") is terms.as_is and terms.lemmatizer_for(None) is terms.as_is
+    assert terms.lemmatizer_for("en")("Widgets") == "widget"
+
+
+def test_a_page_in_another_language_is_listed_flagged_and_left_out_of_the_weights():
+    fr = [
+        ProfilePage("https://a.example/", "fr", "Huile de CBD", "l'huile de cbd bio", []),
+        ProfilePage("https://b.example/", "fr-CA", "Huile de CBD", "une huile de cbd", []),
+        ProfilePage("https://c.example/", None, "Huile", "huile de cbd naturelle", []),  # unknown: counted
+    ]
+    en = ProfilePage("https://brand.example/", "en", "CBD Oil", "the best cbd oil, cbd oil for sleep", [])
+    comps = [{"url": p.url, "crawlStatus": "ok", "position": i} for i, p in enumerate([*fr, en], 1)]
+    with_en = compute("fr-FR", comps, {p.url: p for p in [*fr, en]})
+    without = compute("fr-FR", comps[:3], {p.url: p for p in fr})
+    assert with_en["terms"] == without["terms"]  # the English page changes no weight
+    assert "oil" not in {t["term"] for t in with_en["terms"]}
+    c = with_en["completeness"]
+    assert (c["ok"], c["weighed"], c["otherLanguage"]) == (4, 3, 1)
+    assert [(pg["url"], pg["otherLanguage"]) for pg in with_en["pages"]] == [
+        ("https://a.example/", False),
+        ("https://b.example/", False),
+        ("https://c.example/", False),
+        ("https://brand.example/", True),
+    ]
+    assert with_en["pages"][3]["terms"] > 0  # read in its own language, for the list
