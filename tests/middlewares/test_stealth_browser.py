@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.settings import CHROMIUM_PATH
 from cannaspider.stealth.browser import chrome_brands, sec_ch_ua
 from sandbox.forward_proxy import ForwardProxy
@@ -119,7 +120,8 @@ def test_pages_go_through_a_socks5_proxy_and_never_one_with_a_password_chromium_
     """Chromium does SOCKS5 without a password (the pages through the sandbox's SOCKS proxy, as
     a real Chrome), not with one (Playwright refuses the context): such a proxy, first in row-id
     order, is passed over for pages without a failure recorded; with only it in the pool, each
-    page fails with the reason and the crawl ends normally."""
+    page fails with the reason and the crawl ends, its stores' units incomplete (exit 3, as for a
+    drained task: docs/architecture.md, "One start path")."""
     sites = {add_store(db, s, resolved=False): s for s in sandbox.stores("AZ") if "/sites/" in s["menu_url"]}
     with_password = SocksProxy("scout", "pa:ss@w0rd").start()
     open_socks = SocksProxy().start()
@@ -151,7 +153,8 @@ def test_pages_go_through_a_socks5_proxy_and_never_one_with_a_password_chromium_
     finally:
         with_password.stop()
         open_socks.stop()
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-4000:]
+    assert result.returncode == EXIT_INCOMPLETE and "Traceback" not in result.stderr, result.stderr[-4000:]
+    assert f"error: {len(sites)} unit(s) of work incomplete" in result.stderr
     why = "no proxy of the pool can carry a browser page: Chromium does not support socks5 proxies with a password"
     errors = [r[0] for r in sql("SELECT resolution_error FROM dispensaries ORDER BY id")]
     assert len(errors) == len(sites) and all(why in (e or "") for e in errors), errors
