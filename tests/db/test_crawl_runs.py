@@ -52,7 +52,8 @@ def test_runs_of_a_process_gone_on_this_host_are_marked_failed_at_once(db, sql):
         "INSERT INTO crawl_runs (dispensary_id, role, host, pid) VALUES (%s, 'product_resync', %s, %s) RETURNING id",
         (d, host, dead_pid),
     )[0][0]
-    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive_proc:
+    # alive for as long as the test holds its stdin open (it reads until end of file)
+    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE) as alive_proc:
         try:
             alive = sql(
                 "INSERT INTO crawl_runs (dispensary_id, role, host, pid) VALUES (%s, 'product_resync', %s, %s) "
