@@ -147,12 +147,13 @@ SELECT provider_product_id, name, brand_name_raw, category, price_rec, price_med
 """
 
 
-def fresh_database() -> tuple[str, str]:
+def fresh_database(name: str = DBNAME) -> tuple[str, str]:
+    """(the server's admin URL, the URL of database `name`, dropped and made anew, migrated)."""
     admin = database_url()
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DBNAME}"')
-    url = psycopg.conninfo.make_conninfo(admin, dbname=DBNAME)
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = psycopg.conninfo.make_conninfo(admin, dbname=name)
     migrations.apply(url, log=lambda _: None)
     return admin, url
 

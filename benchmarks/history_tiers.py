@@ -36,23 +36,22 @@ sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != 
 
 import psycopg  # noqa: E402
 
-from benchmarks.history import BRANDS, CANONICAL, CATEGORIES, PRODUCTS, RUNS, SNAPSHOTS, STATES, STORES  # noqa: E402
-from cannaspider.db import database_url, migrations  # noqa: E402
+from benchmarks.history import (  # noqa: E402
+    BRANDS,
+    CANONICAL,
+    CATEGORIES,
+    PRODUCTS,
+    RUNS,
+    SNAPSHOTS,
+    STATES,
+    STORES,
+    fresh_database,
+)
 from cannaspider.history import archive  # noqa: E402
 from cannaspider.web import dashboard_queries as q  # noqa: E402
 
 DBNAME = "cannaspider_history_tiers_bench"
 FIRST_MONTH = date(2025, 12, 1)
-
-
-def fresh_database() -> tuple[str, str]:
-    admin = database_url()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DBNAME}"')
-    url = psycopg.conninfo.make_conninfo(admin, dbname=DBNAME)
-    migrations.apply(url, log=lambda _: None)
-    return admin, url
 
 
 def load(url: str, stores: int, products: int, crawls: int, months: int) -> int:
@@ -140,7 +139,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
 
-    admin, url = fresh_database()
+    admin, url = fresh_database(DBNAME)
     folder = args.store or Path(tempfile.mkdtemp(prefix="history-tiers-"))
     try:
         print(f"{args.stores} stores × {args.products} products × {args.crawls} crawls × {args.months} months")
