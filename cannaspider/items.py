@@ -9,7 +9,7 @@ from typing import Any
 
 @dataclass
 class DispensaryRecord:
-    """A store as discovery saw it; upserted into dispensaries + dutchie_discovery_locations."""
+    """A store as discovery saw it; upserted into dispensaries + discovery_locations."""
 
     platform_dispensary_id: str
     name: str
@@ -27,7 +27,7 @@ class DispensaryRecord:
     is_medical: bool | None = None
     platform: str = "dutchie"
     dispensary_id: int | None = None  # set by the writer
-    # The Dutchie object as sent, for dutchie_discovery_locations.raw. Not a field (an init-only
+    # The platform's object as sent, for discovery_locations.raw. Not a field (an init-only
     # argument kept as a plain attribute): feeds export an item's fields, and must not carry it.
     raw: InitVar[dict[str, Any] | None] = None
 

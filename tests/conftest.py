@@ -43,7 +43,7 @@ TABLES = (
     "product_events",
     "store_products",
     "crawl_runs",
-    "dutchie_discovery_locations",
+    "discovery_locations",  # renamed from dutchie_discovery_locations (migration 040)
     "worker_tasks",
     "dispensaries",
     "proxies",

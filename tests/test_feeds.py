@@ -107,7 +107,7 @@ def test_dispensary_records_are_stored_with_their_raw_object_and_exported_withou
 
     item = asyncio.run(write())
     with psycopg.connect(db) as conn:
-        raw = conn.execute("SELECT raw FROM dutchie_discovery_locations").fetchone()
+        raw = conn.execute("SELECT raw FROM discovery_locations").fetchone()
     assert raw == (obj,)
     assert "raw" not in ItemAdapter(item).field_names()
     path = tmp_path / "feed.jsonl"

@@ -1,4 +1,4 @@
-"""Writes what discovery finds: DispensaryRecord → dutchie_discovery_locations + dispensaries
+"""Writes what discovery finds: DispensaryRecord → discovery_locations + dispensaries
 (rediscovery updates, never duplicates), EntryPointResolution → the store's platform id or the
 reason it could not be resolved. Store volumes are small, so one statement per store is fine.
 A record the database refuses for its values is logged and counted, and the crawl goes on."""
@@ -32,10 +32,11 @@ ON CONFLICT (platform, platform_dispensary_id) WHERE platform_dispensary_id IS N
 RETURNING id, (xmax = 0) AS inserted
 """
 UPSERT_LOCATION = """
-INSERT INTO dutchie_discovery_locations (platform_dispensary_id, name, slug, city, state, menu_url, raw,
-                                         dispensary_id)
-VALUES (%(platform_dispensary_id)s, %(name)s, %(slug)s, %(city)s, %(state)s, %(menu_url)s, %(raw)s, %(id)s)
-ON CONFLICT (platform_dispensary_id) DO UPDATE SET
+INSERT INTO discovery_locations (platform, platform_dispensary_id, name, slug, city, state, menu_url, raw,
+                                 dispensary_id)
+VALUES (%(platform)s, %(platform_dispensary_id)s, %(name)s, %(slug)s, %(city)s, %(state)s, %(menu_url)s, %(raw)s,
+        %(id)s)
+ON CONFLICT (platform, platform_dispensary_id) DO UPDATE SET
     name = EXCLUDED.name, slug = EXCLUDED.slug, city = EXCLUDED.city, state = EXCLUDED.state,
     menu_url = EXCLUDED.menu_url, raw = EXCLUDED.raw, dispensary_id = EXCLUDED.dispensary_id, last_seen_at = now()
 """

@@ -6,7 +6,7 @@ the default platform.
     scrapy crawl store_discovery -a state=AZ [-a city=Phoenix] [-a platform=jane]
     scrapy crawl store_discovery [-a follow=1]       drain the store_discovery queue (one state per task)
 
-Writes dutchie_discovery_locations and creates or updates dispensaries (keyed by the platform
+Writes discovery_locations and creates or updates dispensaries (keyed by the platform
 id, so rediscovery updates and never duplicates).
 
 A state's discovery is one unit of units/lifecycle.py, a queued task's or the `-a` target's, by the

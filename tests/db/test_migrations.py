@@ -60,7 +60,8 @@ def test_contract_tables_and_columns_exist(db_url):
         ("proxies", "failure_count"),
         ("proxies", "avg_response_time_ms"),
         ("keywords", "serp"),
-        ("dutchie_discovery_locations", "raw"),
+        ("discovery_locations", "raw"),
+        ("discovery_locations", "platform"),
         ("crawl_runs", "products_new"),
     ]:
         assert (table, column) in cols, (table, column)

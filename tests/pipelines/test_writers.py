@@ -465,3 +465,31 @@ def test_an_outage_while_a_refused_batch_is_split_keeps_the_rows_not_yet_written
     assert sql("SELECT count(*) FROM store_products")[0][0] == 3
     assert sql("SELECT count(*) FROM store_product_snapshots")[0][0] == 3  # no row written twice
     assert stats["cannaspider/products_written"] == 3 and stats["cannaspider/products_refused"] == 1
+
+
+def test_one_platform_id_on_two_platforms_is_two_stores_and_two_discovery_rows(db, monkeypatch, sql):
+    """Discovery's log is keyed by (platform, platform id) as dispensaries are (migration 040): a
+    Jane store whose id equals a Dutchie store's never overwrites that store's row."""
+    monkeypatch.setenv("DATABASE_URL", db)
+    records = [
+        DispensaryRecord("4242", "Dutchie Store", platform="dutchie", raw={"id": "4242"}),
+        DispensaryRecord("4242", "Jane Store", platform="jane", raw={"id": 4242}),
+    ]
+
+    async def scenario():
+        crawler = project_crawler()
+        pipeline = DispensaryWriterPipeline.from_crawler(crawler)
+        try:
+            for record in records * 2:  # rediscovered: updated, never duplicated
+                await pipeline.process_item(record)
+        finally:
+            await CrawlDatabase.for_crawler(crawler).close()
+
+    asyncio.run(scenario())
+    stores = dict(sql("SELECT platform, id FROM dispensaries"))
+    assert sorted(stores) == ["dutchie", "jane"]
+    seen = sql("SELECT platform, name, dispensary_id, raw FROM discovery_locations ORDER BY platform")
+    assert seen == [
+        ("dutchie", "Dutchie Store", stores["dutchie"], {"id": "4242"}),
+        ("jane", "Jane Store", stores["jane"], {"id": 4242}),
+    ]

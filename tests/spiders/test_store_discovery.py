@@ -46,17 +46,17 @@ def test_discovers_every_store_of_the_state_and_rediscovery_updates(crawl, db, s
         assert (round(lat, 6), round(lng, 6)) == (s["lat"], s["lng"])
         assert tz.startswith("America/")
     locations = sql(
-        "SELECT platform_dispensary_id, dispensary_id IS NOT NULL, raw->>'cName' FROM dutchie_discovery_locations"
+        "SELECT platform_dispensary_id, dispensary_id IS NOT NULL, raw->>'cName', platform FROM discovery_locations"
     )
-    assert len(locations) == len(expected) and all(linked for _, linked, _ in locations)
+    assert len(locations) == len(expected) and all(linked and p == "dutchie" for _, linked, _, p in locations)
+    # the seed's table name reads Dutchie's rows (a view since migration 040)
+    assert sql("SELECT count(*) FROM dutchie_discovery_locations")[0][0] == len(expected)
 
     sql("UPDATE dispensaries SET name = 'renamed by hand'")
     assert crawl("store_discovery", state="arizona").returncode == 0  # a state name works too
     assert sql("SELECT count(*) FROM dispensaries")[0][0] == len(expected)  # updated, never duplicated
     assert sql("SELECT count(*) FROM dispensaries WHERE name = 'renamed by hand'")[0][0] == 0
-    assert sql("SELECT count(*) FROM dutchie_discovery_locations WHERE last_seen_at > first_seen_at")[0][0] == len(
-        expected
-    )
+    assert sql("SELECT count(*) FROM discovery_locations WHERE last_seen_at > first_seen_at")[0][0] == len(expected)
 
 
 # --- in-process: the spider's arguments, its requests and its callback ---------------------------

@@ -141,3 +141,7 @@ def test_store_discovery_of_jane_fills_the_shared_table_idempotently(crawl, db, 
     dutchie_cities = {s["city"] for s in sandbox.stores("AZ")}
     assert {r[2] for r in rows} <= dutchie_cities
     assert all(r[3].startswith("https://www.iheartjane.com/stores/") for r in rows)
+    # discovery's own log keys them by platform: Jane's rows, not Dutchie's (migration 040)
+    seen = sql("SELECT platform, platform_dispensary_id, dispensary_id IS NOT NULL FROM discovery_locations")
+    assert sorted(seen) == sorted(("jane", pid, True) for pid in expected)
+    assert sql("SELECT count(*) FROM dutchie_discovery_locations")[0][0] == 0
