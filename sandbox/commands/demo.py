@@ -16,7 +16,6 @@ import os
 import secrets
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import psycopg
@@ -27,6 +26,7 @@ from cannaspider.db import connect, database_url, migrations
 from cannaspider.db.connection import with_dbname
 from cannaspider.db.errors import redact
 from cannaspider.images.backends import images_store_uri
+from sandbox import month
 from sandbox.catalog import CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
 from sandbox.server import Sandbox
@@ -64,7 +64,7 @@ class Command(CannaspiderCommand):
     def add_options(self, parser) -> None:
         super().add_options(parser)
         parser.add_argument("--state", default="AZ")
-        parser.add_argument("--resyncs", type=int, default=3, help="menu epochs to advance and resync")
+        parser.add_argument("--days", type=int, default=month.DAYS, help="days of product crawls (sandbox/month.py)")
         parser.add_argument("--output", default=None, help="feed of the last resync (default DATA_DIR/demo)")
         parser.add_argument(
             "--database", default=DEMO_DATABASE, help="the demo's own database, dropped and created anew each run"
@@ -93,32 +93,12 @@ class Command(CannaspiderCommand):
             with sandbox_proxy_row(url, sandbox.urls.proxy or "", auth) as masked:
                 print(f"proxy:   {masked} (every Dutchie and Jane request)")
 
-                def crawl(*argv: str) -> None:
-                    cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
-                    print("$ scrapy crawl " + " ".join(argv))
-                    result = subprocess.run(cmd, env=env)
-                    if result.returncode != 0:
-                        raise SystemExit(f"error: `scrapy crawl {' '.join(argv)}` exited with {result.returncode}")
-
-                def set_epoch(epoch: int) -> None:
-                    for path in ("/_sandbox/epoch", "/_sandbox/jane/epoch"):  # both platforms' menus
-                        req = urllib.request.Request(
-                            f"{base}{path}",
-                            data=json.dumps({"epoch": epoch}).encode(),
-                            method="POST",
-                            headers={"content-type": "application/json"},
-                        )
-                        urllib.request.urlopen(req, timeout=10).read()
-
-                crawl("store_discovery", "-a", f"state={state}")
-                crawl("store_discovery", "-a", f"state={state}", "-a", "platform=jane")
-                crawl("entry_point_discovery", "-a", f"state={state}")
-                crawl("product_discovery", "-a", f"state={state}")
-                for epoch in range(1, opts.resyncs + 1):
-                    set_epoch(epoch)
-                    print(f"(sandbox menus advanced to epoch {epoch})")
-                    extra = ["-O", str(out)] if epoch == opts.resyncs else []
-                    crawl("product_resync", "-a", f"state={state}", *extra)
+                # the chain and the month in one process (sandbox/demo_month.py says why)
+                month_cmd = [sys.executable, "-m", "sandbox.demo_month", "--state", state, "--sandbox", base]
+                month_cmd += ["--output", str(out), "--days", str(opts.days)]
+                result = subprocess.run(month_cmd, env=env)
+                if result.returncode != 0:
+                    raise SystemExit(f"error: the demo's month exited with {result.returncode}")
         self._summary(url, state, out)
 
     def _summary(self, url: str, state: str, feed: Path) -> None:
