@@ -1,4 +1,5 @@
-"""The sandbox's control API (under /_sandbox/): epoch, the demo month's day, faults, persisted hashes, compression, catalog views.
+"""The sandbox's control API (under /_sandbox/): epoch, the demo month's day, faults, persisted
+hashes, compression, catalog views.
 
 Tests, the demo and benchmarks drive the sandbox through it over HTTP, so it works the same
 whether the sandbox runs in-process, in another process or on another terminal.
