@@ -65,39 +65,41 @@ DAY_RUNS = "SELECT status, count(*) FROM crawl_runs WHERE started_at >= %s GROUP
 
 
 class Backdating:
-    """The demo's clock: moves each day's writes back to that day of the month."""
+    """The demo's clock: moves each day's writes back to that day of the month (one connection,
+    held for the month: a day costs one round trip of checks and one pipeline of updates)."""
 
     def __init__(self, url: str, days: int):
-        self.url, self.days = url, days
-        with connect(url) as conn:
-            self.start = _now(conn)  # the month's last day is the demo's start, day 1 `days - 1` before
-            self.columns = [
-                (table, column)
-                for table, column in conn.execute(TIMESTAMP_COLUMNS).fetchall()
-                if table not in NOT_MOVED and not column.startswith("provider_")
-            ]
+        self.days = days
+        self.conn = connect(url, autocommit=True)
+        self.start = _now(self.conn)  # the month's last day is the demo's start, day 1 `days - 1` before
+        self.columns = [
+            (table, column)
+            for table, column in self.conn.execute(TIMESTAMP_COLUMNS).fetchall()
+            if table not in NOT_MOVED and not column.startswith("provider_")
+        ]
+
+    def close(self) -> None:
+        self.conn.close()
 
     def day_date(self, day: int) -> str:
         return (self.start - timedelta(days=self.days - day)).date().isoformat()
 
-    def now(self) -> datetime:
-        with connect(self.url) as conn:
-            return _now(conn)
-
-    def move_day(self, day: int, since: datetime) -> int:
-        """Moves what was written since `since` (day `day`'s crawls) back to that day; the rows moved."""
-        moved = 0
-        with connect(self.url) as conn, conn.transaction():
-            until = _now(conn)
-            shift = timedelta(days=self.days - day) + (since - self.start)
+    def close_day(self, day: int, since: datetime) -> datetime:
+        """Checks that every store's crawl of day `day` (written since `since`) is complete, moves
+        what was written since then back to that day; the next day's `since`."""
+        runs = dict(self.conn.execute(DAY_RUNS, (since,)).fetchall())
+        if set(runs) != {"complete"}:
+            raise SystemExit(f"error: day {day}: every store's crawl should be complete: {runs}")
+        shift = timedelta(days=self.days - day) + (since - self.start)
+        with self.conn.transaction(), self.conn.pipeline():
+            until = _now(self.conn)  # the day's crawl is over: nothing is written between now and the next
             for table, column in self.columns:
                 query = sql.SQL("UPDATE {t} SET {c} = {c} - %(shift)s WHERE {c} >= %(since)s AND {c} <= %(until)s")
-                cur = conn.execute(
+                self.conn.execute(
                     query.format(t=sql.Identifier(table), c=sql.Identifier(column)),
                     {"shift": shift, "since": since, "until": until},
                 )
-                moved += max(cur.rowcount, 0)
-        return moved
+        return until
 
 
 def _now(conn: psycopg.Connection) -> datetime:
@@ -143,26 +145,20 @@ class Month:
     async def run(self) -> None:
         days, state = self.args.days, self.state
         clock = Backdating(self.url, days)
-        since = clock.start
-        await self.crawl("store_discovery", state=state)
-        await self.crawl("store_discovery", state=state, platform="jane")
-        await self.crawl("entry_point_discovery", state=state)
-        for day in range(1, days + 1):
-            set_day(self.args.sandbox, day)
-            spider = "product_discovery" if day == 1 else "product_resync"
-            feed = self.args.output if day == days else None
-            await self.crawl(spider, f"(day {day} of {days}: {clock.day_date(day)})", feed, state=state)
-            runs = dict(await asyncio.to_thread(_day_runs, self.url, since))
-            if set(runs) != {"complete"}:
-                raise SystemExit(f"error: day {day}: every store's crawl should be complete: {runs}")
-            await asyncio.to_thread(clock.move_day, day, since)
-            since = await asyncio.to_thread(clock.now)
+        try:
+            since = clock.start
+            await self.crawl("store_discovery", state=state)
+            await self.crawl("store_discovery", state=state, platform="jane")
+            await self.crawl("entry_point_discovery", state=state)
+            for day in range(1, days + 1):
+                set_day(self.args.sandbox, day)
+                spider = "product_discovery" if day == 1 else "product_resync"
+                feed = self.args.output if day == days else None
+                await self.crawl(spider, f"(day {day} of {days}: {clock.day_date(day)})", feed, state=state)
+                since = await asyncio.to_thread(clock.close_day, day, since)
+        finally:
+            clock.close()
         await self.crawl("analytics_refresh", once="1")
-
-
-def _day_runs(url: str, since: datetime) -> list[tuple[str, int]]:
-    with connect(url) as conn:
-        return conn.execute(DAY_RUNS, (since,)).fetchall()
 
 
 def main(argv: list[str] | None = None) -> int:

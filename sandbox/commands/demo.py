@@ -73,9 +73,9 @@ SELECT d.name, count(*) AS suspect_days, min(r.started_at)::date AS first_day, m
 
 
 def demo_catalog(state: str) -> CatalogConfig:
-    """The demo's sandbox: 8 Dutchie stores and 4 Jane stores in the state, 60 to 130 products
-    each (half the catalog's default: 30 days of crawls of the default menus took twice as long)."""
-    return CatalogConfig(states=(state,), stores_per_state=8, min_products=60, max_products=130)
+    """The demo's sandbox: 8 Dutchie stores and 4 Jane stores in the state, 40 to 100 products
+    each (a third of the catalog's default: 30 days of crawls of the default menus took three times as long)."""
+    return CatalogConfig(states=(state,), stores_per_state=8, min_products=40, max_products=100)
 
 
 def fresh_database(server_url: str, name: str) -> str:
