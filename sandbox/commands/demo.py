@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
+from scrapy.exceptions import UsageError
 
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
@@ -104,6 +105,8 @@ class Command(CannaspiderCommand):
         )
 
     def execute(self, args, opts) -> None:
+        if not 1 <= opts.days <= month.DAYS:
+            raise UsageError(f"--days must be 1 to {month.DAYS} (the sandbox's month: sandbox/month.py)")
         url = fresh_database(database_url(self.settings), opts.database)
         print(f"database: {redact(url)} (created anew)")
         migrations.apply(url, log=lambda line: print(f"  {line}"))

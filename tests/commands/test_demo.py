@@ -162,3 +162,10 @@ def test_the_demo_refuses_to_drop_the_database_that_database_url_names(admin_url
     assert f"the demo's database ({own}) must not be DATABASE_URL's own" in result.stderr
     with psycopg.connect(admin_url) as conn:  # still there
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_demo_refuses_more_days_than_the_sandbox_month_has(admin_url, tmp_path):
+    env = {**os.environ, "DATABASE_URL": admin_url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
+    result = run_scrapy("demo", "--days", str(month.DAYS + 1), "--database", "never_created", env=env, timeout=120)
+    assert result.returncode == 2
+    assert f"--days must be 1 to {month.DAYS}" in result.stderr
