@@ -214,6 +214,13 @@ ONPAGE_PARSE_MAX_MEMORY_MB = 1024
 # heaviest PROFILE_MAX_TERMS are kept.
 PROFILE_MIN_PAGES = 2
 PROFILE_MAX_TERMS = 200
+# Our page against the SERP (docs/onpage.md, "Our page against theirs"): a term is one "most top
+# pages use" when at least GAP_MIN_SHARE of the weighed pages use it; our page under-uses it when
+# its weight there is below GAP_UNDER_RATIO of the SERP's (over-uses it past the inverse); at most
+# GAP_MAX_TERMS terms in each of the gap's lists (missing, under-used, over-used, heading terms).
+GAP_MIN_SHARE = 0.5
+GAP_UNDER_RATIO = 0.5
+GAP_MAX_TERMS = 30
 
 # --- Pipelines and feeds --------------------------------------------------------------------
 # Every pipeline sees every item, and each step costs a few microseconds per item whether it

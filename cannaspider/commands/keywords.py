@@ -43,6 +43,7 @@ class Command(CannaspiderCommand):
             f"{report.snapshots} snapshot(s) read: {report.keywords_created} new keyword(s), "
             f"{report.snapshots_changed} snapshot(s) written, "
             f"{report.snapshots - report.snapshots_changed} unchanged"
+            + (f"; {report.own_pages_changed} own page(s) set or removed" if report.own_pages_changed else "")
         )
 
     def _list(self) -> None:
