@@ -148,3 +148,27 @@ def test_command(scrapy_env, db, tmp_path):
     assert bad.stderr.startswith("error: ") and "entry 1: keyword: must be a non-empty string, got 3" in bad.stderr
     usage = run_scrapy("keywords", "import", env=scrapy_env)
     assert usage.returncode == 2 and "usage: scrapy keywords import FILE.json" in usage.stderr
+
+
+def test_own_page_is_set_kept_and_removed_by_the_file(db, sql):
+    entry = {"keyword": "cbd oil", "locale": "fr-FR", "competitors": [], "ownPage": " https://ours.example/huile "}
+    snaps, problems = keywords_file.validate([entry])
+    assert problems == [] and snaps[0].own_page == "https://ours.example/huile" and "ownPage" not in snaps[0].value
+    with psycopg.connect(db) as conn:
+        first = keywords_file.import_snapshots(conn, snaps)
+        again = keywords_file.import_snapshots(conn, snaps)
+    assert (first.own_pages_changed, again.own_pages_changed) == (1, 0)
+    assert sql("SELECT locale, url FROM keyword_own_pages") == [("fr-FR", "https://ours.example/huile")]
+    # the field left out leaves the page set (by the API, say) alone; null removes it
+    with psycopg.connect(db) as conn:
+        without = {k: v for k, v in entry.items() if k != "ownPage"}
+        keywords_file.import_snapshots(conn, keywords_file.validate([without])[0])
+        conn.commit()
+        assert sql("SELECT count(*) FROM keyword_own_pages") == [(1,)]
+        removed = keywords_file.import_snapshots(conn, keywords_file.validate([{**entry, "ownPage": None}])[0])
+    assert removed.own_pages_changed == 1 and sql("SELECT count(*) FROM keyword_own_pages") == [(0,)]
+
+
+def test_a_bad_own_page_is_a_problem():
+    problems = keywords_file.validate([{"keyword": "x", "locale": "fr", "competitors": [], "ownPage": "/huile"}])[1]
+    assert problems == ["entry 1 ('x'): ownPage: must be an absolute http(s) URL, got '/huile'"]
