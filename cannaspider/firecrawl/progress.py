@@ -3,12 +3,15 @@ written by the job (JobProgress) into onpage_progress (migrations/045_own_pages_
 read with the keyword's queued task (read()) for GET /api/keywords/{id}/progress.
 
 The job writes its row when it starts (running, the pages it sends to Firecrawl, every locale
-and our pages included), after each poll of a batch that moved (pages Firecrawl is done with),
-when a locale is classified and merged (its totals added), and when it ends (done, or failed
-with its one-line error). A page is done for Firecrawl when its document arrived, when Firecrawl
-refused its URL, or when it left the batch's `total` (a failed page does: docs/firecrawl.md); a
-batch over, every page of it is done. The writes are advisory: one that fails is logged and the
-job goes on (its merge is what matters).
+and our pages included), after each poll of a batch (pages Firecrawl is done with; `updated_at`
+says the job is alive), when a locale is classified and merged (its totals added), and when it
+ends (done, or failed with its one-line error). A row still `running` that no write touched for
+STALE_AFTER_S reads `interrupted`: its process ended without saying so (killed, a host restart).
+
+A page is done for Firecrawl when its document arrived, when Firecrawl refused its URL, or
+when it left the batch's `total` (a failed page does: docs/firecrawl.md); a batch over, every
+page of it is done. The writes are advisory: one that fails is logged and the job goes on (its
+merge is what matters).
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ logger = logging.getLogger(__name__)
 
 TOTALS = {"ok": "crawled", "blocked": "blocked", "timeout": "failed", "empty": "failed", "fetch_error": "failed"}
 POLL_AFTER_S = 2.0  # what the answer suggests to a client
+# Longer than anything a live job goes without a write: a poll every FIRECRAWL_POLL_INTERVAL_S, and
+# a locale's pages read after its last poll (ONPAGE_PARSE_TIMEOUT_S each, two at a time: 25 pages
+# worst case about 250 s)
+STALE_AFTER_S = 900
 
 START = """
 INSERT INTO onpage_progress AS p (keyword_id, state, pages_total, pages_done, locales_total, locales_done,
@@ -55,7 +62,9 @@ UPDATE onpage_progress SET state = %(state)s, pages_done = %(done)s, locales_don
 # The keyword's progress row and its newest crawl_onpage task that is waiting or running
 READ = """
 SELECT k.id,
-       (SELECT to_jsonb(p) FROM onpage_progress p WHERE p.keyword_id = k.id),
+       (SELECT to_jsonb(p) || jsonb_build_object(
+                   'stale', p.state = 'running' AND p.updated_at < now() - make_interval(secs => %(stale)s))
+          FROM onpage_progress p WHERE p.keyword_id = k.id),
        (SELECT jsonb_build_object('id', t.id, 'status', t.status,
                                   -- still to start: waiting, or claimed after the last job started
                                   'waiting', t.status = 'pending' OR t.claimed_at > coalesce(
@@ -65,7 +74,7 @@ SELECT k.id,
          WHERE t.role = 'crawl_onpage' AND t.payload ->> 'keyword_id' = k.id::text
            AND t.status IN ('pending', 'running')
          ORDER BY t.id DESC LIMIT 1)
-  FROM keywords k WHERE k.id = %s
+  FROM keywords k WHERE k.id = %(keyword_id)s
 """
 
 
@@ -107,9 +116,7 @@ class JobProgress:
         await self._write(START, {"pages": pages, "locales": locales})
 
     async def batch_polled(self, batch: int, done: int) -> None:
-        """A batch's pages done so far (written when it moved)."""
-        if self.batches.get(batch) == done:
-            return
+        """A batch's pages done so far (written at every poll: updated_at says the job lives)."""
         self.batches[batch] = done
         await self._write(UPDATE, self._state())
 
@@ -140,19 +147,20 @@ async def read(conn: AsyncConnection, keyword_id: int) -> dict[str, Any] | None:
     """GET /api/keywords/{id}/progress's answer; None for an unknown keyword.
 
     queued: a crawl_onpage task of the keyword waits (or was claimed, and its job has not started
-    since); running: pages done out of total; done / failed: with the totals. idle: never crawled.
+    since); running: pages done out of total; done / failed: with the totals; interrupted: running,
+    but not written for STALE_AFTER_S. idle: never crawled.
     """
-    row = await (await conn.execute(READ, (keyword_id,))).fetchone()
+    row = await (await conn.execute(READ, {"keyword_id": keyword_id, "stale": STALE_AFTER_S})).fetchone()
     if row is None:
         return None
     _, p, task = row
     waiting = task is not None and bool(task["waiting"])
-    if waiting and (p is None or p["state"] != "running"):
+    if waiting and (p is None or p["state"] != "running" or p["stale"]):
         state = "queued"
     elif p is None:
         state = "idle"
     else:
-        state = p["state"]
+        state = "interrupted" if p["stale"] else p["state"]
     answer: dict[str, Any] = {
         "keywordId": keyword_id,
         "state": state,

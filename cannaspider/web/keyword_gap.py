@@ -161,7 +161,7 @@ class CountOut(BaseModel):
 
 class ProgressOut(BaseModel):
     keywordId: int
-    state: str = Field(description="idle, queued, running, done or failed")
+    state: str = Field(description="idle, queued, running, done, failed, or interrupted (running, silent for 15 min)")
     pages: CountOut | None = Field(description="pages Firecrawl is done with, out of those sent (every locale)")
     locales: CountOut | None
     totals: dict[str, int] | None = Field(description="{crawled, blocked, failed}: final once done")

@@ -165,3 +165,20 @@ def test_openapi_describes_the_routes(api):
     assert paths["/api/keywords/{keyword_id}/own-page"]["put"]["security"] == [{"HTTPBearer": []}]
     assert "422" in paths["/api/keywords/{keyword_id}/gap"]["get"]["responses"]
     assert "/api/keywords/{keyword_id}/progress" in paths
+
+
+def test_a_running_job_nothing_wrote_for_long_is_interrupted(api, keyword, sql):
+    sql(
+        "INSERT INTO onpage_progress (keyword_id, state, pages_total, started_at, updated_at)"
+        " VALUES (%s, 'running', 5, now() - interval '1 hour', now() - interval '16 minutes')",
+        (keyword,),
+    )
+    body = http("GET", f"{api.base}/api/keywords/{keyword}/progress").json()
+    assert body["state"] == "interrupted" and body["pollAfterS"] is None
+    # its task retried: queued again
+    sql(
+        "INSERT INTO worker_tasks (role, payload)"
+        " VALUES ('crawl_onpage', jsonb_build_object('keyword_id', %s::bigint))",
+        (keyword,),
+    )
+    assert http("GET", f"{api.base}/api/keywords/{keyword}/progress").json()["state"] == "queued"
