@@ -142,6 +142,13 @@ def test_command(scrapy_env, db, tmp_path):
     assert again.stdout.strip().endswith("0 snapshot(s) written, 3 unchanged")
     listed = run_scrapy("keywords", "list", env=scrapy_env)
     assert "CBD oil  [en-US: 2 competitor(s), not crawled 2]" in listed.stdout
+    ours = [{**GOOD[2], "ownPage": "https://ours.example/gummies"}]
+    set_own = run_scrapy("keywords", "import", str(write(tmp_path, ours, "own.json")), env=scrapy_env)
+    assert set_own.stdout.strip().endswith("1 unchanged; 1 own page(s) set or removed"), set_own.stdout
+    listed = run_scrapy("keywords", "list", env=scrapy_env)
+    assert (
+        "gummies  [en-US: 0 competitor(s), none; our page https://ours.example/gummies (not crawled)]" in listed.stdout
+    )
     bad = run_scrapy("keywords", "import", str(write(tmp_path, [{"keyword": 3}], "bad.json")), env=scrapy_env)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]  # one line
