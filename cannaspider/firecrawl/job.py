@@ -238,8 +238,8 @@ class OnpageJobs:
         size = max(1, self.config.batch_max_urls)
         chunks = [urls[i : i + size] for i in range(0, len(urls), size)]
 
-        def on_poll(chunk: list[str]) -> Callable[[int], Any]:
-            return lambda done: progress.batch_polled(id(chunk), done)
+        def on_poll(batch: str) -> Callable[[int], Any]:
+            return lambda done: progress.batch_polled(batch, done)
 
         batches: list[BatchOutcome] = await asyncio.gather(
             *(
@@ -249,9 +249,9 @@ class OnpageJobs:
                     poll_interval_s=self.config.poll_interval_s,
                     budget_s=self.config.budget_s,
                     label=label,
-                    on_poll=on_poll(chunk),
+                    on_poll=on_poll(f"{locale}#{i}"),
                 )
-                for chunk in chunks
+                for i, chunk in enumerate(chunks)
             )
         )
         ended = time.time()

@@ -86,7 +86,7 @@ class JobProgress:
         self.keyword_id = keyword_id
         self.pages_total = 0
         self.started = False
-        self.batches: dict[int, int] = {}  # pages done, by batch (its id() in this job)
+        self.batches: dict[str, int] = {}  # pages done, by batch ("fr-FR#0": a locale's first)
         self.locales_done = 0
         self.totals: Counter[str] = Counter()
         self._lock = asyncio.Lock()  # writes in order: each writes the state as it is then
@@ -115,7 +115,7 @@ class JobProgress:
         self.pages_total, self.started = pages, True
         await self._write(START, {"pages": pages, "locales": locales})
 
-    async def batch_polled(self, batch: int, done: int) -> None:
+    async def batch_polled(self, batch: str, done: int) -> None:
         """A batch's pages done so far (written at every poll: updated_at says the job lives)."""
         self.batches[batch] = done
         await self._write(UPDATE, self._state())
