@@ -1,5 +1,6 @@
 """Reading the cold tier back (docs/history.md): a product's snapshots for the history API, a
-month's for `scrapy export snapshots`, in the rows and types the PostgreSQL queries give.
+month's (or the part of it in a range) for `scrapy export snapshots`, in the rows and types the
+PostgreSQL queries give.
 
 A product's read is the hot path (GET …/history, the dashboard's product page): each archived
 month's file is sorted by product, so its row groups' min/max statistics of store_product_id name
@@ -178,9 +179,10 @@ def month_rows(
     start: datetime | None = None,
     end: datetime | None = None,
     products: pa.Table | None = None,
-) -> Iterator[list[tuple[Any, ...]]]:
+) -> Iterator[pa.RecordBatch]:
     """An archived month's rows in the export's columns and order (cannaspider/commands/export.py:
-    snapshot_history's columns, by time then product), those captured in [start, end) when given.
+    snapshot_history's columns, by time then product), as Arrow batches of `chunk` rows, those
+    captured in [start, end) when given.
     `products` is store_products' rows the snapshots are joined to by `id` (its other columns are
     the export's columns of that name: the store, the brand, …); by default its ids, stores and
     provider ids. A product deleted since (its store was deleted) is left out, as its snapshots in
@@ -207,5 +209,4 @@ def month_rows(
         )
         batches = result.to_arrow_reader(chunk)
         assert batches is not None  # a query's result (None: a statement without rows)
-        for batch in batches:
-            yield list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+        yield from batches
