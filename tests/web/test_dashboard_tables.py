@@ -15,6 +15,7 @@ import pytest
 
 from tests.httpclient import http
 from tests.web.test_dashboard import browser, recording_page, seeded, service, shot  # noqa: F401 - fixtures
+from tests.web.test_dashboard_market import rolled  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
@@ -58,11 +59,11 @@ def sort_by(page, table: str, name: str) -> None:
     page.locator(f"{table} th", has_text=name).first.click()
 
 
-def download(page, table: str) -> list[dict[str, str]]:
+def download(page, table: str, prefix: str = "stores") -> list[dict[str, str]]:
     with page.expect_download() as info:
         page.locator(f'button.csv[data-table="{table}"]').click()
     got = info.value
-    assert got.suggested_filename == f"stores-{table}.csv"
+    assert got.suggested_filename == f"{prefix}-{table}.csv"
     text = open(got.path(), encoding="utf-8-sig").read()  # (a BOM: Excel reads the file as UTF-8)
     return list(csv.DictReader(io.StringIO(text)))
 
@@ -182,3 +183,36 @@ def test_every_table_of_every_page_gets_its_tools_and_the_script_is_ours(service
         )
     ]
     assert [c.split("\n")[0] for c in column(page, "#stores", "store")] == order
+
+
+def test_the_market_pages_brands_sort_download_and_link_and_its_legend_in_colour(api, rolled, page, sql):  # noqa: F811
+    page.goto(api.base + "/dashboard/market/az")
+    day = sql("SELECT max(day) FROM market_state_daily WHERE state = 'AZ'")[0][0]
+    brands = sql(
+        "SELECT n.canonical_brand_id, b.name, n.stores, n.stores::float8 / n.stores_crawled "
+        "FROM market_brand_daily n JOIN brands b ON b.id = n.canonical_brand_id "
+        "WHERE n.state = 'AZ' AND n.day = %s",
+        (day,),
+    )
+    served = [int(r.get_attribute("data-brand") or 0) for r in page.locator("#brands tr[data-brand]").all()]
+    assert sorted(served) == sorted(b for b, _, _, _ in brands) and len(served) >= 2
+    # by availability, up: SQL's figures, ties in the page's order
+    sort_by(page, "#brands", "availability")
+    share = {b: a for b, _, _, a in brands}
+    want = sorted(served, key=lambda b: share[b])
+    assert [int(r.get_attribute("data-brand") or 0) for r in page.locator("#brands tr[data-brand]").all()] == want
+    rows = download(page, "brands", prefix="market")
+    names = {b: n for b, n, _, _ in brands}
+    assert [r["brand"] for r in rows] == [names[b] for b in want]
+    assert [r["availability"] for r in rows] == [f"{100 * share[b]:.1f} %" for b in want]
+    # every brand leads to its brand page, in both tables it is named in
+    for link in page.locator("#brands a, #brand-movers a").all():
+        brand = link.locator("xpath=ancestor::tr").get_attribute("data-brand")
+        assert link.get_attribute("href") == f"/dashboard/brands/{brand}"
+    # the chart's legend: each name in its series' colour, as the browser draws it
+    for series in page.locator("svg.chart g.series").all():
+        stroke = series.evaluate("g => getComputedStyle(g).stroke")
+        legend = series.locator("text.legend")
+        assert legend.evaluate("t => getComputedStyle(t).fill") == stroke
+        assert series.locator("rect.swatch").evaluate("r => getComputedStyle(r).fill") == stroke
+    shot(page, "market-sorted")
