@@ -248,8 +248,14 @@ ADDONS = {
 }
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
 FEED_EXPORT_ENCODING = "utf-8"
-# -O file.csv: flat columns, nested values as JSON text (cannaspider/exporters.py)
-FEED_EXPORTERS = {"csv": "cannaspider.exporters.FlatCsvItemExporter"}
+# -O file.csv / file.xml: flat columns or elements, nested values as JSON text (cannaspider/exporters.py)
+FEED_EXPORTERS = {
+    "csv": "cannaspider.exporters.FlatCsvItemExporter",
+    "xml": "cannaspider.exporters.FlatXmlItemExporter",
+}
+# a crawl that exported nothing (the analytics refresh, a store whose menu failed, a spider whose
+# items are not of the feed's item_classes) leaves no file, rather than an empty one to wade through
+FEED_STORE_EMPTY = False
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
 # a feed file that cannot be written (a full disk) is one error line and exit 4, not a traceback
 # per item; the crawl and its database writes go on (cannaspider/feed_storage.py)
