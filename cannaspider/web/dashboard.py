@@ -62,6 +62,7 @@ templates.env.filters["bdi"] = _bdi
 templates.env.filters["fsi"] = _fsi
 templates.env.filters["ago"] = _ago
 templates.env.filters["money"] = _money
+templates.env.filters["zip"] = lambda a, b: zip(a, b, strict=True)
 templates.env.filters["event_label"] = lambda kind: EVENT_LABELS.get(kind, kind)
 
 
