@@ -17,3 +17,7 @@ CREATE INDEX brand_aliases_alias_trgm_idx ON brand_aliases USING gin (alias gin_
 --    a menu at most is on special, so the index is small; a store's or the whole market's deals
 --    are read in store order from it.
 CREATE INDEX store_products_on_special_idx ON store_products (dispensary_id) WHERE is_on_special;
+
+-- 4. A brand's availability over time (its dashboard page, GET /api/brands/{id}/market): its rows of
+--    market_brand_daily, whose key leads with the state and day.
+CREATE INDEX market_brand_daily_brand_idx ON market_brand_daily (canonical_brand_id, state, day);

@@ -39,7 +39,17 @@ from scrapy.utils.project import get_project_settings
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
-from cannaspider.web import dashboard, dashboard_api, events, guards, keyword_profile, market_api, probes, specials
+from cannaspider.web import (
+    brands,
+    dashboard,
+    dashboard_api,
+    events,
+    guards,
+    keyword_profile,
+    market_api,
+    probes,
+    specials,
+)
 from cannaspider.web.guards import BodyLimit, WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.models import (
@@ -108,6 +118,8 @@ def create_app(
     app.include_router(dashboard.market_router)  # /dashboard/market/{state}
     app.include_router(specials.router)  # GET /api/specials (docs/analytics.md, "Specials")
     app.include_router(specials.page_router)  # /dashboard/specials
+    app.include_router(brands.router)  # GET /api/brands/{id}/stores, …/market (docs/analytics.md, "Finding a brand")
+    app.include_router(brands.page_router)  # /dashboard/brands, /dashboard/brands/{id}
     app.include_router(probes.router)  # /healthz, /readyz, /metrics (docs/operations.md)
     install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 

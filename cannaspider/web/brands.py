@@ -1,0 +1,257 @@
+"""A brand as an analyst asks about it (docs/analytics.md, "Finding a brand"): found by name, then
+where it is sold at what price per gram, its availability over time, its share of shelf and its
+events. Over HTTP and as dashboard pages:
+
+GET /api/brands?q=                    (market_api.py) brands whose name contains q, any case or accent
+GET /api/brands/{id}/stores           every store product of the brand: store, product, size, price, $/g
+GET /api/brands/{id}/market           its availability per state and day, its share of shelf per category
+                                      on each state's last rolled day, its latest events
+GET /dashboard/brands                 search
+GET /dashboard/brands/{id}            the brand's page: the same figures
+
+The stores come from the current rows (store_products); availability and share of shelf from the
+market tables the analytics refresh rolls (market_brand_daily, market_category_daily): a store's
+products seen by its complete crawls of the day, so the numerator and the denominator count alike.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import HTMLResponse
+from psycopg import AsyncConnection
+from pydantic import BaseModel, Field
+
+from cannaspider.identity import brand_key_name
+from cannaspider.web import market_queries as market_q
+from cannaspider.web.chart import line_chart
+from cannaspider.web.dashboard import templates
+from cannaspider.web.dashboard_queries import _all
+from cannaspider.web.models import refused_with
+
+MAX_ID = 2**63 - 1
+Basis = Literal["g", "100mg_thc", "unit"]
+
+# the brand's store products: in stock first, then by state, store and product
+STORES = """
+SELECT sp.dispensary_id, d.name AS store, d.city, coalesce(d.state, '') AS state, d.platform,
+       sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product, sp.canonical_product_id,
+       sp.category, cp.size_key, sp.price_rec::float8 AS price_rec, sp.price_rec_special::float8 AS price_rec_special,
+       sp.is_on_special, sp.unit_price::float8 AS unit_price, sp.unit_price_basis, sp.stock_status, sp.last_seen_at
+  FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
+  LEFT JOIN canonical_products cp ON cp.id = sp.canonical_product_id
+ WHERE sp.canonical_brand_id = %(b)s AND (%(state)s::text IS NULL OR d.state = %(state)s)
+   AND (%(stock)s::text IS NULL OR sp.stock_status = %(stock)s)
+ ORDER BY sp.stock_status, coalesce(d.state, ''), d.name, d.id, coalesce(sp.name, sp.name_raw), sp.provider_product_id
+ LIMIT %(limit)s
+"""
+
+AVAILABILITY = """
+SELECT state, day, stores, stores_crawled, stores::float8 / nullif(stores_crawled, 0) AS availability
+  FROM market_brand_daily
+ WHERE canonical_brand_id = %(b)s AND day >= coalesce(%(until)s::date, 'infinity') - %(days)s
+   AND day <= coalesce(%(until)s::date, 'infinity')
+ ORDER BY state, day
+"""
+
+# share of shelf: the brand's store products seen on each state's last rolled day, per category,
+# over every store product of that category seen that day (market_category_daily, city ''); both
+# count the product-days of complete-crawled stores (cannaspider/analytics/market.py, SEEN)
+SHELF = """
+WITH last AS (SELECT state, max(day) AS day FROM market_state_daily GROUP BY state),
+mine AS (
+    SELECT coalesce(d.state, '') AS state, coalesce(sp.category, '') AS category, count(*) AS products,
+           count(DISTINCT p.dispensary_id) AS stores
+      FROM store_products sp
+      JOIN dispensaries d ON d.id = sp.dispensary_id
+      JOIN last l ON l.state = coalesce(d.state, '')
+      JOIN analytics_product_daily p ON p.store_product_id = sp.id AND p.day = l.day
+      JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day
+     WHERE sp.canonical_brand_id = %(b)s
+     GROUP BY 1, 2)
+SELECT m.state, m.category, l.day, m.products, m.stores, c.products AS category_products,
+       c.stores AS category_stores, m.products::float8 / nullif(c.products, 0) AS share
+  FROM mine m JOIN last l ON l.state = m.state
+  JOIN market_category_daily c ON c.state = m.state AND c.day = l.day AND c.category = m.category AND c.city = ''
+ ORDER BY m.state, share DESC, m.category
+"""
+
+EVENTS = """
+SELECT e.id, e.occurred_at, e.type, e.dispensary_id, d.name AS store, coalesce(d.state, '') AS state,
+       sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product,
+       e.price_rec_old::float8 AS price_rec_old, e.price_rec::float8 AS price_rec
+  FROM product_events e
+  JOIN store_products sp ON sp.id = e.store_product_id
+  JOIN dispensaries d ON d.id = e.dispensary_id
+ WHERE sp.canonical_brand_id = %(b)s
+ ORDER BY e.id DESC
+ LIMIT %(limit)s
+"""
+
+EXISTS = "SELECT 1 FROM brands WHERE id = %s AND canonical_brand_id IS NULL"
+
+
+class BrandStoreProductOut(BaseModel):
+    dispensary_id: int
+    store: str
+    city: str | None
+    state: str
+    platform: str
+    provider_product_id: str
+    product: str | None
+    canonical_product_id: int | None = Field(description="GET /api/products/{id}: the same product in every store")
+    category: str | None
+    size_key: str | None = Field(description="its option sizes, smallest first ('1g,3.5g'); '' when not weighed")
+    price_rec: float | None
+    price_rec_special: float | None
+    is_on_special: bool
+    unit_price: float | None = Field(description="per unit_price_basis: per gram for a weighed product")
+    unit_price_basis: Basis | None
+    stock_status: Literal["in_stock", "oos"]
+    last_seen_at: datetime
+
+
+class BrandStoresOut(BaseModel):
+    brand_id: int
+    products: list[BrandStoreProductOut] = Field(description="in stock first, then by state, store and product")
+
+
+class AvailabilityOut(BaseModel):
+    state: str
+    day: date
+    stores: int = Field(description="stores carrying it that day")
+    stores_crawled: int
+    availability: float | None = Field(description="stores / stores_crawled")
+
+
+class ShelfOut(BaseModel):
+    state: str
+    category: str
+    day: date = Field(description="the state's last rolled day")
+    products: int = Field(description="its store products seen that day in the category")
+    stores: int
+    category_products: int = Field(description="every brand's store products seen that day in the category")
+    category_stores: int
+    share: float | None = Field(description="products / category_products (0 to 1)")
+
+
+class BrandEventOut(BaseModel):
+    id: int
+    occurred_at: datetime
+    type: str
+    dispensary_id: int
+    store: str
+    state: str
+    provider_product_id: str
+    product: str | None
+    price_rec_old: float | None
+    price_rec: float | None
+
+
+class BrandMarketOut(BaseModel):
+    brand_id: int
+    availability: list[AvailabilityOut] = Field(description="per state, oldest day first")
+    shelf: list[ShelfOut] = Field(description="per state, largest share first")
+    events: list[BrandEventOut] = Field(description="its products' latest events, newest first")
+
+
+async def _exists(conn: AsyncConnection, brand_id: int) -> None:
+    if not await _all(conn, EXISTS, (brand_id,)):
+        raise HTTPException(404, f"no canonical brand {brand_id}")
+
+
+async def stores(
+    conn: AsyncConnection, brand_id: int, *, state: str | None, stock: str | None, limit: int
+) -> list[dict[str, Any]]:
+    return await _all(conn, STORES, {"b": brand_id, "state": state, "stock": stock, "limit": limit})
+
+
+async def brand_market(
+    conn: AsyncConnection, brand_id: int, *, days: int, until: date | None = None, events: int = 50
+) -> dict[str, Any]:
+    return {
+        "brand_id": brand_id,
+        "availability": await _all(conn, AVAILABILITY, {"b": brand_id, "days": days, "until": until}),
+        "shelf": await _all(conn, SHELF, {"b": brand_id}),
+        "events": await _all(conn, EVENTS, {"b": brand_id, "limit": events}),
+    }
+
+
+router = APIRouter(prefix="/api", tags=["market"])
+STATE = Query(None, min_length=2, max_length=2, pattern="^[A-Za-z]{2}$")
+
+
+@router.get("/brands/{brand_id}/stores", response_model=BrandStoresOut, responses=refused_with(404, 503))
+async def get_brand_stores(
+    request: Request,
+    brand_id: int = Path(ge=1, le=MAX_ID),
+    state: str | None = STATE,
+    stock: Literal["in_stock", "oos"] | None = Query(None),
+    limit: int = Query(500, ge=1, le=10000),
+) -> dict[str, Any]:
+    async with request.app.state.pool.connection() as conn:
+        await _exists(conn, brand_id)
+        rows = await stores(conn, brand_id, state=state.upper() if state else None, stock=stock, limit=limit)
+    return {"brand_id": brand_id, "products": rows}
+
+
+@router.get("/brands/{brand_id}/market", response_model=BrandMarketOut, responses=refused_with(404, 503))
+async def get_brand_market(
+    request: Request,
+    brand_id: int = Path(ge=1, le=MAX_ID),
+    days: int = Query(
+        28,
+        ge=1,
+        le=366,
+        description="availability from this many days before the last rolled day to it (28: the 4-week change's ends)",
+    ),
+    events: int = Query(50, ge=0, le=500, description="latest events listed"),
+) -> dict[str, Any]:
+    async with request.app.state.pool.connection() as conn:
+        await _exists(conn, brand_id)
+        return await brand_market(conn, brand_id, days=days, until=await _last_day(conn), events=events)
+
+
+async def _last_day(conn: AsyncConnection) -> date | None:
+    row = await (await conn.execute("SELECT max(day) FROM market_state_daily")).fetchone()
+    return row[0] if row else None
+
+
+page_router = APIRouter(prefix="/dashboard", include_in_schema=False)
+SEARCH_SHOWN = 100
+STORES_SHOWN = 500
+
+
+@page_router.get("/brands", response_class=HTMLResponse)
+async def brands_page(request: Request, q: str | None = Query(None, max_length=200)) -> HTMLResponse:
+    key = brand_key_name(q) if q else None
+    async with request.app.state.pool.connection() as conn:
+        found = await market_q.brands(conn, state=None, limit=SEARCH_SHOWN, q=key)
+    return templates.TemplateResponse(request, "brands.html", {"brands": found, "q": q or "", "nav": "brands"})
+
+
+@page_router.get("/brands/{brand_id}", response_class=HTMLResponse)
+async def brand_page(
+    request: Request, brand_id: int = Path(ge=1, le=MAX_ID), state: str | None = Query(None, pattern="^([A-Za-z]{2})?$")
+) -> HTMLResponse:
+    async with request.app.state.pool.connection() as conn:
+        found = await market_q.brand(conn, brand_id)
+        if found is None:
+            raise HTTPException(404, f"no canonical brand {brand_id}")
+        sold = await stores(conn, brand_id, state=state.upper() if state else None, stock=None, limit=STORES_SHOWN)
+        market = await brand_market(conn, brand_id, days=28, until=await _last_day(conn))
+    series: dict[str, list[tuple[date, float]]] = {}
+    for row in market["availability"]:
+        if row["availability"] is not None:
+            series.setdefault(row["state"] or "(none)", []).append((row["day"], row["availability"] * 100))
+    context = {
+        "b": found,
+        "stores": sold,
+        "m": market,
+        "chart": line_chart(series, unit=""),
+        "state": (state or "").upper(),
+        "nav": "brands",
+    }
+    return templates.TemplateResponse(request, "brand.html", context)
