@@ -305,8 +305,12 @@ def test_names_with_a_right_to_left_override_are_isolated(service, sql):
         (f"{RLO}Evil Store", f"{RLO}Town"),
     )
     sql(
+        "INSERT INTO brands (id, key, name, normalized_name) VALUES (5, 'n:brand', %s, 'brand')", (f"{RLO}Brand",)
+    )
+    sql(
         "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, category, "
-        "price_rec, stock_status, is_in_stock) VALUES (4, 'e1', %s, %s, %s, %s, 10, 'in_stock', true)",
+        "price_rec, stock_status, is_in_stock, canonical_brand_id) VALUES (4, 'e1', %s, %s, %s, %s, 10, 'in_stock', "
+        "true, 5)",
         (f"{RLO}gpj.exe", f"{RLO}gpj.exe", f"{RLO}Brand", f"{RLO}Flower"),
     )
     for path in ("/dashboard/stores", "/dashboard/stores/4", "/dashboard/stores/4/products/e1"):
@@ -317,4 +321,4 @@ def test_names_with_a_right_to_left_override_are_isolated(service, sql):
     store = http("GET", service.base + "/dashboard/stores/4").text
     for name in ("Evil Store", "Town", "gpj.exe", "Brand", "Flower"):
         assert f"<bdi>{RLO}{name}</bdi>" in store
-    assert f'<option value="{RLO}Brand">\u2068{RLO}Brand\u2069</option>' in store  # the filter still sends the name
+    assert f'<option value="5">\u2068{RLO}Brand\u2069 (1)</option>' in store  # the filter sends the brand's id
