@@ -304,9 +304,7 @@ def test_names_with_a_right_to_left_override_are_isolated(service, sql):
         "INSERT INTO dispensaries (id, name, city, state, platform_dispensary_id) VALUES (4, %s, %s, 'AZ', 'p-4')",
         (f"{RLO}Evil Store", f"{RLO}Town"),
     )
-    sql(
-        "INSERT INTO brands (id, key, name, normalized_name) VALUES (5, 'n:brand', %s, 'brand')", (f"{RLO}Brand",)
-    )
+    sql("INSERT INTO brands (id, key, name, normalized_name) VALUES (5, 'n:brand', %s, 'brand')", (f"{RLO}Brand",))
     sql(
         "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, category, "
         "price_rec, stock_status, is_in_stock, canonical_brand_id) VALUES (4, 'e1', %s, %s, %s, %s, 10, 'in_stock', "
