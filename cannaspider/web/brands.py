@@ -9,9 +9,10 @@ GET /api/brands/{id}/market           its availability per state and day, its sh
 GET /dashboard/brands                 search
 GET /dashboard/brands/{id}            the brand's page: the same figures
 
-The stores come from the current rows (store_products); availability and share of shelf from the
-market tables the analytics refresh rolls (market_brand_daily, market_category_daily): a store's
-products seen by its complete crawls of the day, so the numerator and the denominator count alike.
+The stores come from the current rows (store_products); availability from the market table the
+analytics refresh rolls (market_brand_daily: stores carrying it over the stores crawled, per day);
+share of shelf from the view it refreshes (brand_shelf_now, migration 042): its store products in
+stock over every brand's, per state and category, both counted over the same stores.
 """
 
 from __future__ import annotations
@@ -56,25 +57,14 @@ SELECT state, day, stores, stores_crawled, stores::float8 / nullif(stores_crawle
  ORDER BY state, day
 """
 
-# share of shelf: the brand's store products seen on each state's last rolled day, per category,
-# over every store product of that category seen that day (market_category_daily, city ''); both
-# count the product-days of complete-crawled stores (cannaspider/analytics/market.py, SEEN)
+# share of shelf: the brand's store products in stock now per state and category, over every
+# brand's (brand_shelf_now, migration 042: as of the last analytics refresh)
 SHELF = """
-WITH last AS (SELECT state, max(day) AS day FROM market_state_daily GROUP BY state),
-mine AS (
-    SELECT coalesce(d.state, '') AS state, coalesce(sp.category, '') AS category, count(*) AS products,
-           count(DISTINCT p.dispensary_id) AS stores
-      FROM store_products sp
-      JOIN dispensaries d ON d.id = sp.dispensary_id
-      JOIN last l ON l.state = coalesce(d.state, '')
-      JOIN analytics_product_daily p ON p.store_product_id = sp.id AND p.day = l.day
-      JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day
-     WHERE sp.canonical_brand_id = %(b)s
-     GROUP BY 1, 2)
-SELECT m.state, m.category, l.day, m.products, m.stores, c.products AS category_products,
-       c.stores AS category_stores, m.products::float8 / nullif(c.products, 0) AS share
-  FROM mine m JOIN last l ON l.state = m.state
-  JOIN market_category_daily c ON c.state = m.state AND c.day = l.day AND c.category = m.category AND c.city = ''
+SELECT m.state, m.category, m.products, m.stores, t.products AS category_products, t.stores AS category_stores,
+       m.products::float8 / nullif(t.products, 0) AS share
+  FROM brand_shelf_now m
+  JOIN brand_shelf_now t ON t.brand_id = 0 AND t.state = m.state AND t.category = m.category
+ WHERE m.brand_id = %(b)s
  ORDER BY m.state, share DESC, m.category
 """
 
@@ -129,10 +119,9 @@ class AvailabilityOut(BaseModel):
 class ShelfOut(BaseModel):
     state: str
     category: str
-    day: date = Field(description="the state's last rolled day")
-    products: int = Field(description="its store products seen that day in the category")
+    products: int = Field(description="its store products in stock in the category (stores whose menu is not empty)")
     stores: int
-    category_products: int = Field(description="every brand's store products seen that day in the category")
+    category_products: int = Field(description="every brand's store products in stock in the category")
     category_stores: int
     share: float | None = Field(description="products / category_products (0 to 1)")
 
@@ -153,7 +142,7 @@ class BrandEventOut(BaseModel):
 class BrandMarketOut(BaseModel):
     brand_id: int
     availability: list[AvailabilityOut] = Field(description="per state, oldest day first")
-    shelf: list[ShelfOut] = Field(description="per state, largest share first")
+    shelf: list[ShelfOut] = Field(description="per state, largest share first; as of the last analytics refresh")
     events: list[BrandEventOut] = Field(description="its products' latest events, newest first")
 
 

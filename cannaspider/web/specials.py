@@ -10,7 +10,11 @@ name, type, discount, percent_discount, bundle_price, required_quantity, Jane's 
 products of one store naming the same deal are that deal's products. A product on special whose
 menu names no deal (`special` flag or a special price alone) is in an unnamed deal of its store.
 "Now" is the products' current rows: in stock, on special, in a store whose menu is not empty
-(dispensaries.menu_empty_since NULL: a menu gone dark says nothing of what runs).
+(dispensaries.menu_empty_since NULL: a menu gone dark says nothing of what runs). The deals are
+read from them at each request, in store order from a partial index, the page's only; the
+figures over every deal of the market or a state (products, stores, per category) come from the
+view the analytics refresh keeps (specials_category_now: grouping the market's 100,000 products
+on special per request took hundreds of ms), a store's or a brand's from the rows.
 
 Since when: a product's special began at the crawl that saw it start (its latest `special_started`
 event, docs/analytics.md "Events"), or, on special since it was first listed, when it was first
@@ -66,36 +70,25 @@ deals AS (
 SELECT g.dispensary_id, d.name AS store, d.city, coalesce(d.state, '') AS state, d.platform,
        g.name, g.type, g.discount::float8 AS discount, g.percent_discount::boolean AS percent_discount,
        g.bundle_price::float8 AS bundle_price, g.required_quantity::float8::int AS required_quantity, g.special_id,
-       g.products, since.at AS since, b.ids AS brand_ids, b.names AS brand_names, c.categories, cov.covers
+       g.products, p.since, p.brand_ids, p.categories, p.covers
   FROM deals g JOIN dispensaries d ON d.id = g.dispensary_id
  CROSS JOIN LATERAL (
        SELECT min(coalesce((SELECT max(e.occurred_at) FROM product_events e
-                             WHERE e.store_product_id = sp.id AND e.type = 'special_started'), sp.first_seen_at)) AS at
-         FROM store_products sp WHERE sp.id = ANY(g.ids)) since
- CROSS JOIN LATERAL (
-       SELECT array_agg(x.id ORDER BY x.name, x.id) AS ids, array_agg(x.name ORDER BY x.name, x.id) AS names
-         FROM (SELECT DISTINCT br.id, coalesce(br.display_name, br.name) AS name
-                 FROM store_products sp JOIN brands br ON br.id = sp.canonical_brand_id
-                WHERE sp.id = ANY(g.ids)) x) b
- CROSS JOIN LATERAL (
-       SELECT array_agg(DISTINCT sp.category ORDER BY sp.category) AS categories
-         FROM store_products sp WHERE sp.id = ANY(g.ids) AND sp.category IS NOT NULL) c
- CROSS JOIN LATERAL (
-       SELECT coalesce(jsonb_agg(jsonb_build_object(
-                  'provider_product_id', p.provider_product_id, 'name', p.name, 'brand_id', p.canonical_brand_id,
-                  'brand', p.brand, 'category', p.category, 'price_rec', p.price_rec,
-                  'price_rec_special', p.price_rec_special, 'unit_price', p.unit_price,
-                  'unit_price_special', p.unit_price_special, 'unit_price_basis', p.unit_price_basis)
-                  ORDER BY p.name, p.provider_product_id), '[]') AS covers
-         FROM (SELECT sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS name, sp.canonical_brand_id,
-                      coalesce(br.display_name, br.name) AS brand, sp.category, sp.price_rec::float8 AS price_rec,
-                      sp.price_rec_special::float8 AS price_rec_special, sp.unit_price::float8 AS unit_price,
-                      sp.unit_price_special::float8 AS unit_price_special, sp.unit_price_basis
-                 FROM store_products sp LEFT JOIN brands br ON br.id = sp.canonical_brand_id
-                WHERE sp.id = ANY(g.ids)
-                ORDER BY 2, 1 LIMIT %(covers)s) p) cov
+                             WHERE e.store_product_id = sp.id AND e.type = 'special_started'),
+                           sp.first_seen_at)) AS since,
+              array_agg(DISTINCT sp.canonical_brand_id) FILTER (WHERE sp.canonical_brand_id IS NOT NULL) AS brand_ids,
+              array_agg(DISTINCT sp.category) FILTER (WHERE sp.category IS NOT NULL) AS categories,
+              (array_agg(jsonb_build_object(
+                  'provider_product_id', sp.provider_product_id, 'name', coalesce(sp.name, sp.name_raw),
+                  'brand_id', sp.canonical_brand_id, 'category', sp.category,
+                  'price_rec', sp.price_rec::float8, 'price_rec_special', sp.price_rec_special::float8,
+                  'unit_price', sp.unit_price::float8, 'unit_price_special', sp.unit_price_special::float8,
+                  'unit_price_basis', sp.unit_price_basis)
+                  ORDER BY coalesce(sp.name, sp.name_raw), sp.provider_product_id))[1:%(covers)s] AS covers
+         FROM store_products sp WHERE sp.id = ANY(g.ids)) p
  ORDER BY g.dispensary_id, g.name NULLS LAST, g.type, g.discount, g.special_id
 """
+BRAND_NAMES = "SELECT id, coalesce(display_name, name) FROM brands WHERE id = ANY(%s)"
 
 # per category, over every product of the filters on special: list against discounted price, and
 # the same per unit where the category has one basis (a price per gram of flower, per unit of a
@@ -118,6 +111,23 @@ SELECT coalesce(category, '') AS category, count(*) AS products, count(DISTINCT 
 TOTALS = f"""
 WITH {ON_SPECIAL}
 SELECT count(*) AS products, count(DISTINCT dispensary_id) AS stores FROM on_special
+"""
+
+# the same two, for the whole market or a state, from the view the analytics refresh keeps
+# (specials_category_now, migration 042: state NULL is every state, category NULL every category)
+CATEGORIES_NOW = """
+SELECT category, products, stores, list_price, special_price, discount, unit_price_basis, list_unit_price,
+       special_unit_price
+  FROM specials_category_now
+ WHERE state IS NOT DISTINCT FROM %(state)s AND category IS NOT NULL
+   AND (%(category)s::text IS NULL OR category = %(category)s)
+ ORDER BY category
+"""
+TOTALS_NOW = """
+SELECT coalesce(max(products), 0) AS products, coalesce(max(stores), 0) AS stores,
+       (SELECT max(started_at) FROM analytics_refreshes WHERE view_name = 'specials_category_now') AS as_of
+  FROM specials_category_now
+ WHERE state IS NOT DISTINCT FROM %(state)s AND category IS NOT DISTINCT FROM %(category)s
 """
 
 STATES = "SELECT DISTINCT state FROM dispensaries WHERE state IS NOT NULL ORDER BY 1"
@@ -172,8 +182,12 @@ class SpecialCategoryOut(BaseModel):
 
 
 class SpecialsOut(BaseModel):
-    products: int = Field(description="products on special now under the filters")
+    products: int = Field(description="products on special under the filters (as of categories_as_of)")
     stores: int
+    categories_as_of: datetime | None = Field(
+        description="products, stores and categories of the market or a state are as of this analytics refresh"
+        " (specials_category_now); null: computed now (a store or brand asked for)"
+    )
     deals: list[DealOut] = Field(description="by store, then deal name; at most `limit`")
     categories: list[SpecialCategoryOut]
 
@@ -192,13 +206,29 @@ async def specials(
     covers: int = 10,
 ) -> dict[str, Any]:
     params = {"state": state, "store": store, "brand": brand, "category": category, "limit": limit, "covers": covers}
-    totals = (await _all(conn, TOTALS, params))[0]
+    if store is None and brand is None:  # the market or a state: its figures from the refreshed view
+        totals = (await _all(conn, TOTALS_NOW, params))[0]
+        categories = await _all(conn, CATEGORIES_NOW, params)
+    else:  # a store's or a brand's few: from the rows, now
+        totals = {**(await _all(conn, TOTALS, params))[0], "as_of": None}
+        categories = await _all(conn, CATEGORIES, params)
     deals = await _all(conn, DEALS, params)
+    ids = sorted({b for deal in deals for b in deal["brand_ids"] or ()})
+    names: dict[int, str | None] = dict(await (await conn.execute(BRAND_NAMES, (ids,))).fetchall()) if ids else {}
     for deal in deals:
-        deal["brand_ids"] = deal["brand_ids"] or []
-        deal["brand_names"] = deal["brand_names"] or []
+        deal["brand_ids"] = sorted(deal["brand_ids"] or (), key=lambda b: (names.get(b) or "", b))
+        deal["brand_names"] = [names.get(b) for b in deal["brand_ids"]]
         deal["categories"] = deal["categories"] or []
-    return {**totals, "deals": deals, "categories": await _all(conn, CATEGORIES, params)}
+        for product in deal["covers"] or ():
+            product["brand"] = names.get(product["brand_id"])
+        deal["covers"] = deal["covers"] or []
+    return {
+        "products": totals["products"],
+        "stores": totals["stores"],
+        "categories_as_of": totals["as_of"],
+        "deals": deals,
+        "categories": categories,
+    }
 
 
 async def checked_filters(conn: AsyncConnection, store: int | None, brand: int | None) -> None:

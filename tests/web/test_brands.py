@@ -68,13 +68,14 @@ def test_a_brands_availability_shelf_share_and_events_are_the_market_tables(api,
     )
     assert [(a["state"], a["day"], a["stores"], a["stores_crawled"]) for a in body["availability"]] == expected
     assert [a["availability"] for a in body["availability"] if a["state"] == "AZ"] == [1.0, 1.0]
-    # AZ's Flower on 2026-11-29: Café Nuit's a1, a2, b1 of the 4 flower products seen (a5 Mohave's, b2)
+    # AZ's Flower in stock: Café Nuit's a1, a2, b1 of the 5 (a5 Mohave's, b2); e1 is in an empty menu
     az = {s["category"]: s for s in body["shelf"] if s["state"] == "AZ"}
-    ((seen,),) = sql(
-        "SELECT products FROM market_category_daily WHERE state = 'AZ' AND city = '' AND category = 'Flower' "
-        "AND day = '2026-11-29'"
+    ((shelf,),) = sql(
+        "SELECT count(*) FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id "
+        "WHERE d.state = 'AZ' AND sp.category = 'Flower' AND sp.stock_status = 'in_stock' "
+        "AND d.menu_empty_since IS NULL"
     )
-    assert (az["Flower"]["products"], az["Flower"]["category_products"]) == (3, seen) == (3, 5)
+    assert (az["Flower"]["products"], az["Flower"]["category_products"]) == (3, shelf) == (3, 5)
     assert az["Flower"]["share"] == pytest.approx(3 / 5)
     assert [e["type"] for e in body["events"]] == ["special_started"]
     assert http("GET", api.base + "/api/brands/999999/market").status == 404

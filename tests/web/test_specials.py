@@ -70,6 +70,11 @@ def test_list_against_discounted_price_per_category_is_the_sql_median(api, marke
     assert got == [(c, n, float(lp), float(spp)) for c, n, lp, spp in expected]
     flower = next(c for c in body["categories"] if c["category"] == "Flower")
     assert flower["unit_price_basis"] == "g" and flower["list_unit_price"] is not None
+    # the market's and a state's from the view the refresh keeps; a store's from its rows, now
+    assert body["categories_as_of"] is not None
+    store = http("GET", api.base + f"/api/specials?store={market['a']}").json()
+    assert store["categories_as_of"] is None
+    assert [(c["category"], c["products"]) for c in store["categories"]] == [("Edible", 1), ("Flower", 3)]
 
 
 def test_filters_by_store_brand_and_category(api, market):
