@@ -11,8 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import psycopg
+import pytest
 
 from tests.analytics.test_market import MARKET_TABLES, ROLLED_TABLES, crawl, event, refresh, seen
+from tests.web.test_dashboard import recording_page
 
 SALE = {"name": "20% off Flower", "type": "sale", "discount": 20, "percent_discount": True, "bundle_price": None,
         "required_quantity": None}  # fmt: skip
@@ -121,3 +123,17 @@ def seeded(db: str) -> dict[str, int]:
     with ThreadPoolExecutor(1) as pool:
         pool.submit(refresh, db).result()
     return ids
+
+
+@pytest.fixture
+def market(db):
+    """The market seeded and rolled; its ids by key ('a', 'cafe', 'a1', …)."""
+    return seeded(db)
+
+
+@pytest.fixture
+def page(browser, tmp_path):
+    """A phone-sized page, like the dashboard's; no request of it may leave 127.0.0.1."""
+    with recording_page(browser, tmp_path, viewport={"width": 390, "height": 844}) as (pg, requests):
+        yield pg
+    assert requests and all(u.startswith("http://127.0.0.1:") for u in requests), requests

@@ -8,22 +8,12 @@ from __future__ import annotations
 import pytest
 
 from tests.httpclient import http
-from tests.web.analyst_market import seeded
-from tests.web.test_dashboard import browser, recording_page, shot  # noqa: F401 - fixtures
+from tests.web import analyst_market
+from tests.web.test_dashboard import browser, shot  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
-
-@pytest.fixture
-def market(db):
-    return seeded(db)
-
-
-@pytest.fixture
-def page(browser, tmp_path):  # noqa: F811 - a phone, like the dashboard's
-    with recording_page(browser, tmp_path, viewport={"width": 390, "height": 844}) as (pg, requests):
-        yield pg
-    assert requests and all(u.startswith("http://127.0.0.1:") for u in requests), requests
+market, page = analyst_market.market, analyst_market.page  # the seeded market; a phone-sized page
 
 
 def _search(api, q: str) -> list[str]:
