@@ -27,7 +27,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from psycopg import AsyncConnection
 from pydantic import BaseModel, Field
@@ -232,17 +232,18 @@ async def specials(
 
 
 async def checked_filters(conn: AsyncConnection, store: int | None, brand: int | None) -> None:
-    """A store or brand that names nothing is a 422 saying so (not an empty answer: a typo)."""
+    """A well-formed store or brand id that names nothing is a 404 saying which (not an empty
+    answer: a typo); a malformed one is FastAPI's 422."""
     if store is not None and not await _all(conn, STORE_EXISTS, (store,)):
-        raise unprocessable("store", f"no store {store}")
+        raise HTTPException(404, f"no store {store}")
     if brand is not None and not await _all(conn, BRAND_EXISTS, (brand,)):
-        raise unprocessable("brand", f"no canonical brand {brand} (GET /api/brands?q=)")
+        raise HTTPException(404, f"no canonical brand {brand} (GET /api/brands?q=)")
 
 
 router = APIRouter(prefix="/api", tags=["specials"])
 
 
-@router.get("/specials", response_model=SpecialsOut, responses=refused_with(503))
+@router.get("/specials", response_model=SpecialsOut, responses=refused_with(404, 503))
 async def get_specials(
     request: Request,
     state: str | None = Query(None, min_length=2, max_length=2, pattern="^[A-Za-z]{2}$"),

@@ -82,9 +82,7 @@ def test_filters_by_store_brand_and_category(api, market):
     [
         ("state=Arizona", "state"),
         ("store=0", "store"),
-        ("store=999999", "store"),
         ("brand=abc", "brand"),
-        ("brand=999999", "brand"),
         ("limit=0", "limit"),
         ("category=%00", "category"),
         ("colour=red", "colour"),
@@ -94,6 +92,12 @@ def test_a_bad_filter_is_a_422_saying_which(api, market, query, field):
     reply = http("GET", api.base + "/api/specials?" + query)
     assert reply.status == 422, reply.text
     assert reply.json()["detail"][0]["loc"][-1] == field
+
+
+def test_a_store_or_brand_that_names_nothing_is_a_404_saying_which(api, market):
+    for query, detail in (("store=999999", "no store 999999"), ("brand=999999", "no canonical brand 999999")):
+        reply = http("GET", api.base + "/api/specials?" + query)
+        assert reply.status == 404 and reply.json()["detail"].startswith(detail), reply.text
 
 
 def test_the_specials_page_shows_the_deals_and_categories_as_sql_says(api, market, page, sql):
