@@ -144,7 +144,8 @@ def database_ms(conn: psycopg.Connection[Any], p: dict[str, Any]) -> dict[str, f
             [
                 (brands.AVAILABILITY, {**b, "days": 28, "until": last[0] if last else None}),
                 (brands.SHELF, b),
-                (brands.EVENTS, {**b, "limit": 50}),
+                (brands.BRAND_SIZE, (p["brand"], brands.SMALL_BRAND + 1)),
+                (brands.EVENTS, {**b, "limit": 50, "window": brands.EVENTS_WINDOW}),
             ],
             rounds=5,
         ),

@@ -29,7 +29,7 @@ from cannaspider.identity import brand_key_name
 from cannaspider.web import market_queries as market_q
 from cannaspider.web.chart import line_chart
 from cannaspider.web.dashboard import templates
-from cannaspider.web.dashboard_queries import _all
+from cannaspider.web.dashboard_queries import _all, planned
 from cannaspider.web.models import refused_with
 
 MAX_ID = 2**63 - 1
@@ -68,17 +68,37 @@ SELECT m.state, m.category, m.products, m.stores, t.products AS category_product
  ORDER BY m.state, share DESC, m.category
 """
 
-EVENTS = """
-SELECT e.id, e.occurred_at, e.type, e.dispensary_id, d.name AS store, coalesce(d.state, '') AS state,
+EVENT_COLUMNS = """e.id, e.occurred_at, e.type, e.dispensary_id, d.name AS store, coalesce(d.state, '') AS state,
        sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product,
-       e.price_rec_old::float8 AS price_rec_old, e.price_rec::float8 AS price_rec
-  FROM product_events e
-  JOIN store_products sp ON sp.id = e.store_product_id
+       e.price_rec_old::float8 AS price_rec_old, e.price_rec::float8 AS price_rec"""
+# A brand's latest events: no index leads from a brand to its events, so two ways, by its size.
+# A brand of few store products (SMALL_BRAND at most): each product's latest events by their index
+# (some 50 µs a product). A larger one: the market's newest events read back until enough are its
+# (a brand of a thousand store products in 800,000 owns one event in 800: 50 are some 40,000
+# back); at most the newest EVENTS_WINDOW are read (a large brand with no event among them shows
+# none: GET /api/events has them all).
+EVENTS_OF_FEW = f"""
+SELECT {EVENT_COLUMNS}
+  FROM store_products sp
+ CROSS JOIN LATERAL (SELECT * FROM product_events x WHERE x.store_product_id = sp.id
+                      ORDER BY x.id DESC LIMIT %(limit)s) e
   JOIN dispensaries d ON d.id = e.dispensary_id
  WHERE sp.canonical_brand_id = %(b)s
  ORDER BY e.id DESC
  LIMIT %(limit)s
 """
+EVENTS = f"""
+SELECT {EVENT_COLUMNS}
+  FROM product_events e
+  JOIN store_products sp ON sp.id = e.store_product_id
+  JOIN dispensaries d ON d.id = e.dispensary_id
+ WHERE sp.canonical_brand_id = %(b)s AND e.id > (SELECT coalesce(max(id), 0) FROM product_events) - %(window)s
+ ORDER BY e.id DESC
+ LIMIT %(limit)s
+"""
+SMALL_BRAND = 300
+EVENTS_WINDOW = 50_000
+BRAND_SIZE = "SELECT count(*) FROM (SELECT 1 FROM store_products WHERE canonical_brand_id = %s LIMIT %s) x"
 
 EXISTS = "SELECT 1 FROM brands WHERE id = %s AND canonical_brand_id IS NULL"
 
@@ -143,7 +163,9 @@ class BrandMarketOut(BaseModel):
     brand_id: int
     availability: list[AvailabilityOut] = Field(description="per state, oldest day first")
     shelf: list[ShelfOut] = Field(description="per state, largest share first; as of the last analytics refresh")
-    events: list[BrandEventOut] = Field(description="its products' latest events, newest first")
+    events: list[BrandEventOut] = Field(
+        description=f"its products' latest events, newest first, among the market's newest {EVENTS_WINDOW:,}"
+    )
 
 
 async def _exists(conn: AsyncConnection, brand_id: int) -> None:
@@ -154,7 +176,7 @@ async def _exists(conn: AsyncConnection, brand_id: int) -> None:
 async def stores(
     conn: AsyncConnection, brand_id: int, *, state: str | None, stock: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    return await _all(conn, STORES, {"b": brand_id, "state": state, "stock": stock, "limit": limit})
+    return await planned(conn, STORES, {"b": brand_id, "state": state, "stock": stock, "limit": limit})
 
 
 async def brand_market(
@@ -162,10 +184,17 @@ async def brand_market(
 ) -> dict[str, Any]:
     return {
         "brand_id": brand_id,
-        "availability": await _all(conn, AVAILABILITY, {"b": brand_id, "days": days, "until": until}),
-        "shelf": await _all(conn, SHELF, {"b": brand_id}),
-        "events": await _all(conn, EVENTS, {"b": brand_id, "limit": events}),
+        "availability": await planned(conn, AVAILABILITY, {"b": brand_id, "days": days, "until": until}),
+        "shelf": await planned(conn, SHELF, {"b": brand_id}),
+        "events": await brand_events(conn, brand_id, events),
     }
+
+
+async def brand_events(conn: AsyncConnection, brand_id: int, limit: int) -> list[dict[str, Any]]:
+    """Its products' latest events, newest first (EVENTS_OF_FEW or EVENTS, by its size)."""
+    row = await (await conn.execute(BRAND_SIZE, (brand_id, SMALL_BRAND + 1))).fetchone()
+    query = EVENTS_OF_FEW if row and row[0] <= SMALL_BRAND else EVENTS
+    return await planned(conn, query, {"b": brand_id, "limit": limit, "window": EVENTS_WINDOW})
 
 
 router = APIRouter(prefix="/api", tags=["market"])

@@ -33,7 +33,7 @@ from psycopg import AsyncConnection
 from pydantic import BaseModel, Field
 
 from cannaspider.web.dashboard import templates
-from cannaspider.web.dashboard_queries import _all
+from cannaspider.web.dashboard_queries import _all, planned
 from cannaspider.web.events import unprocessable
 from cannaspider.web.models import NO_NUL, refused_with
 
@@ -210,9 +210,9 @@ async def specials(
         totals = (await _all(conn, TOTALS_NOW, params))[0]
         categories = await _all(conn, CATEGORIES_NOW, params)
     else:  # a store's or a brand's few: from the rows, now
-        totals = {**(await _all(conn, TOTALS, params))[0], "as_of": None}
-        categories = await _all(conn, CATEGORIES, params)
-    deals = await _all(conn, DEALS, params)
+        totals = {**(await planned(conn, TOTALS, params))[0], "as_of": None}
+        categories = await planned(conn, CATEGORIES, params)
+    deals = await planned(conn, DEALS, params)
     ids = sorted({b for deal in deals for b in deal["brand_ids"] or ()})
     names: dict[int, str | None] = dict(await (await conn.execute(BRAND_NAMES, (ids,))).fetchall()) if ids else {}
     for deal in deals:
