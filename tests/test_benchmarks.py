@@ -28,6 +28,16 @@ ING = ["--stores", "1", "--products", "5", "--crawls", "1", "--repeats", "1"]
 CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
     ("conversion", [("conversion.py", ["--rounds", "1", "--images", "4"], r"Pillow")]),
     (
+        "analyst",
+        [
+            (
+                "analyst.py",
+                ["--stores", "3", "--products", "10", "--crawls", "2", "--samples", "5"],
+                r"/api/specials .*p95",
+            )
+        ],
+    ),
+    (
         "history+market",
         [
             (

@@ -1,4 +1,4 @@
-"""Canonical brands: the operator's aliases and the brand list (`scrapy brands`, docs/analytics.md,
+"""Canonical brands: the operator's aliases, names and the brand list (`scrapy brands`, docs/analytics.md,
 "One brand, one product"). The product writer links each store product to its brand and canonical
 product as it writes it (pipelines/product_writer.py); an alias merges brands already linked.
 
@@ -128,7 +128,7 @@ def list_brands(conn: psycopg.Connection) -> list[BrandRow]:
     rows = conn.execute(
         """
         WITH canon AS (SELECT coalesce(canonical_brand_id, id) AS brand_id, name FROM brands)
-        SELECT b.id, b.name,
+        SELECT b.id, coalesce(b.display_name, b.name),
                (SELECT array_agg(DISTINCT c.name ORDER BY c.name) FROM canon c
                  WHERE c.brand_id = b.id AND c.name IS NOT NULL),
                (SELECT coalesce(array_agg(a.alias ORDER BY a.alias), '{}') FROM brand_aliases a
@@ -136,7 +136,48 @@ def list_brands(conn: psycopg.Connection) -> list[BrandRow]:
                (SELECT count(DISTINCT sp.dispensary_id) FROM store_products sp WHERE sp.canonical_brand_id = b.id),
                (SELECT count(*) FROM store_products sp WHERE sp.canonical_brand_id = b.id),
                (SELECT count(*) FROM canonical_products cp WHERE cp.canonical_brand_id = b.id)
-          FROM brands b WHERE b.canonical_brand_id IS NULL ORDER BY b.name, b.id
+          FROM brands b WHERE b.canonical_brand_id IS NULL ORDER BY coalesce(b.display_name, b.name), b.id
         """
     ).fetchall()
     return [BrandRow(r[0], r[1], list(r[2] or []), list(r[3]), r[4], r[5], r[6]) for r in rows]
+
+
+@dataclass
+class RenameResult:
+    brand_id: int
+    old_name: str | None  # the name shown before (its display name, else the first spelling seen)
+    new_name: str
+    alias_added: bool  # the new name's key now finds the brand (search, and brands seen later)
+
+
+def rename(conn: psycopg.Connection, ref: str, new_name: str) -> RenameResult:
+    """Show the canonical brand `ref` (a name in any spelling, or an id) as `new_name` everywhere
+    (brands.display_name; the spellings the menus sent stay as they were). The new name's key
+    becomes an alias of it, so a search by it finds the brand and a menu that sends it later joins
+    it; a name that is another brand's already is refused (`scrapy brands alias` merges brands)."""
+    name = " ".join(new_name.split())
+    key = brand_key_name(name)
+    if key is None:
+        raise BrandError(f"{new_name!r} has no letters or digits to show")
+    with conn.transaction():
+        target, _ = resolve_brand(conn, ref)
+        row = conn.execute("SELECT coalesce(display_name, name) FROM brands WHERE id = %s", (target,)).fetchone()
+        owners = {
+            r[0]
+            for r in conn.execute(
+                "SELECT coalesce(canonical_brand_id, id) FROM brands WHERE normalized_name = %(k)s "
+                "UNION SELECT brand_id FROM brand_aliases WHERE alias = %(k)s",
+                {"k": key},
+            )
+        }
+        if owners - {target}:
+            other = min(owners - {target})
+            raise BrandError(
+                f"{name!r} is the name of brand {other}: `scrapy brands alias {name!r} {target}` merges it into"
+                " this one"
+            )
+        conn.execute("UPDATE brands SET display_name = %s WHERE id = %s", (name, target))
+        added = not owners
+        if added:
+            conn.execute("INSERT INTO brand_aliases (alias, brand_id) VALUES (%s, %s)", (key, target))
+    return RenameResult(target, row[0] if row else None, name, added)

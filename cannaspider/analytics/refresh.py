@@ -40,6 +40,8 @@ VIEWS: tuple[str, ...] = (
     ROLLED,
     "analytics_store_daily",
     "market_brands_now",  # GET /api/brands (migrations/020_market_analytics.sql)
+    "specials_category_now",  # GET /api/specials' categories (migrations/042_specials_brand_search.sql)
+    "brand_shelf_now",  # a brand's share of shelf (GET /api/brands/{id}/market, migration 042)
     market.STEP,
 )
 INCREMENTAL = (ROLLED, market.STEP)

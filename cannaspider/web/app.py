@@ -41,6 +41,7 @@ from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
 from cannaspider.web import (
+    brands,
     dashboard,
     dashboard_api,
     events,
@@ -49,6 +50,7 @@ from cannaspider.web import (
     keyword_profile,
     market_api,
     probes,
+    specials,
 )
 from cannaspider.web.guards import BodyLimit, WriteGuard, require_token
 from cannaspider.web.images import image_router
@@ -119,6 +121,10 @@ def create_app(
     app.include_router(image_router(settings))
     app.include_router(market_api.router)  # canonical brands and products, GET /api/market
     app.include_router(dashboard.market_router)  # /dashboard/market/{state}
+    app.include_router(specials.router)  # GET /api/specials (docs/analytics.md, "Specials")
+    app.include_router(specials.page_router)  # /dashboard/specials
+    app.include_router(brands.router)  # GET /api/brands/{id}/stores, …/market (docs/analytics.md, "Finding a brand")
+    app.include_router(brands.page_router)  # /dashboard/brands, /dashboard/brands/{id}
     app.include_router(probes.router)  # /healthz, /readyz, /metrics (docs/operations.md)
     install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 

@@ -97,6 +97,7 @@ templates.env.filters["ago"] = _ago
 templates.env.filters["when"] = _when
 templates.env.filters["change_pct"] = _change_pct
 templates.env.filters["money"] = _money
+templates.env.filters["zip"] = lambda a, b: zip(a, b, strict=True)
 templates.env.filters["event_label"] = lambda kind: EVENT_LABELS.get(kind, kind)
 
 
@@ -125,7 +126,8 @@ async def stores_page(request: Request, state: str | None = Query(None, max_leng
 async def store_page(
     store_id: int,
     request: Request,
-    brand: str | None = Query(None, pattern=NO_NUL),
+    brand_id: str | None = Query(None, pattern="^[0-9]{0,18}$"),  # '' (the form's "all"): no filter
+    brand: str | None = Query(None, pattern=NO_NUL),  # a name in any spelling (a link from before)
     category: str | None = Query(None, pattern=NO_NUL),
     stock: str | None = None,  # anything but in_stock, oos, missing: no filter
 ) -> HTMLResponse:
@@ -135,10 +137,11 @@ async def store_page(
         if store is None:
             raise HTTPException(404, f"store {store_id} does not exist")
         brands, categories = await q.facets(conn, store_id)
+        brand_ids = await api.brand_filter(conn, int(brand_id) if brand_id else None, brand)
         rows = await q.products(
             conn,
             store_id,
-            brand=brand or None,
+            brand_ids=brand_ids,
             category=category or None,
             stock=stock_filter,  # type: ignore[arg-type]
         )
@@ -151,7 +154,7 @@ async def store_page(
         "events": events,
         "brands": brands,
         "categories": categories,
-        "f": {"brand": brand or "", "category": category or "", "stock": stock_filter or ""},
+        "f": {"brand_ids": brand_ids or [], "category": category or "", "stock": stock_filter or ""},
         "nav": "stores",
     }
     return templates.TemplateResponse(request, "store.html", context)

@@ -3,7 +3,8 @@ in dashboard.py render the same data):
 
 GET /api/stores                                               stores, last crawl, status, last error, menu empty since
 GET /api/stores/{id}                                          one store, with its menu's emptied/returned events
-GET /api/stores/{id}/products?brand=&category=&stock=         a store's products, filtered
+GET /api/stores/{id}/products?brand_id=&category=&stock=      a store's products with unit prices, filtered by
+                                                              canonical brand (brand=: a name in any spelling)
 GET /api/stores/{id}/products/{provider_product_id}/history   a product's snapshots, events and out-of-stock
                                                               intervals, oldest first
 GET /api/health                                               overview figures and the monitors' last results
@@ -61,28 +62,43 @@ class StoreDetailOut(StoreOut):
 class ProductOut(BaseModel):
     provider_product_id: str
     name: str
-    brand: str | None
+    brand: str | None = Field(description="the brand as the menu spells it")
+    canonical_brand_id: int | None = Field(
+        description="its canonical brand (GET /api/brands/{id}; its page /dashboard/brands/{id})"
+    )
+    canonical_brand: str | None = Field(description="the canonical brand's name, whatever the spelling")
     category: str | None
     subcategory: str | None
+    size_key: str | None = Field(description="its option sizes, smallest first ('1g,3.5g'); '' when not weighed")
     price_rec: float | None
     price_rec_special: float | None
     price_med: float | None
+    unit_price: float | None = Field(description="price_rec per unit_price_basis")
+    unit_price_special: float | None
+    unit_price_basis: Literal["g", "100mg_thc", "unit"] | None = Field(
+        description="per gram (weighed), per 100 mg THC (an edible with its potency in mg), else per unit"
+    )
     is_on_special: bool
     stock_status: Literal["in_stock", "oos"]
     is_in_stock: bool
     quantity_available: int | None
     consecutive_misses: int = Field(description="complete crawls in a row that did not list it (3: out of stock)")
     last_seen_at: datetime
-    canonical_brand_id: int | None = Field(description="its canonical brand (the brand page: /dashboard/brands/{id})")
     oos_since: datetime | None = Field(
         description="out of stock: since its out_of_stock event (null while in stock, or when it went out before "
         "events were written)"
     )
 
 
+class BrandFacetOut(BaseModel):
+    id: int = Field(description="a canonical brand: the `brand_id` filter")
+    name: str | None
+    products: int = Field(description="the store's products of it")
+
+
 class StoreProductsOut(BaseModel):
     store: int
-    brands: list[str] = Field(description="the store's brands (filter choices)")
+    brands: list[BrandFacetOut] = Field(description="the store's canonical brands (filter choices): one per brand")
     categories: list[str]
     products: list[ProductOut]
 
@@ -171,6 +187,15 @@ async def crawl_reports(request: Request) -> list[CrawlHealthOut]:
     return out
 
 
+async def brand_filter(conn: Any, brand_id: int | None, brand: str | None) -> list[int] | None:
+    """The canonical brands a store's products are filtered by: `brand_id`, and the brands `brand`
+    is in any spelling (both given: the products of both); None: no filter."""
+    if brand_id is None and not brand:
+        return None
+    ids = [brand_id] if brand_id is not None else []
+    return ids + (await q.brands_named(conn, brand) if brand else [])
+
+
 @router.get("/stores", response_model=list[StoreOut])
 async def list_stores(
     request: Request,
@@ -194,7 +219,10 @@ async def store_detail(store_id: int, request: Request) -> dict[str, Any]:
 async def store_products(
     store_id: int,
     request: Request,
-    brand: str | None = Query(None, pattern=NO_NUL),
+    brand_id: int | None = Query(None, ge=1, le=2**63 - 1, description="a canonical brand (GET /api/brands?q=)"),
+    brand: str | None = Query(
+        None, max_length=200, pattern=NO_NUL, description="a brand name in any spelling: its canonical brand's products"
+    ),
     category: str | None = Query(None, pattern=NO_NUL),
     stock: q.StockFilter | None = Query(None, description="in_stock, oos, or missing (missed by 1-2 crawls)"),
     limit: int = Query(1000, ge=1, le=10000),
@@ -204,7 +232,12 @@ async def store_products(
             raise HTTPException(404, f"store {store_id} does not exist")
         brands, categories = await q.facets(conn, store_id)
         rows = await q.products(
-            conn, store_id, brand=brand or None, category=category or None, stock=stock, limit=limit
+            conn,
+            store_id,
+            brand_ids=await brand_filter(conn, brand_id, brand),
+            category=category or None,
+            stock=stock,
+            limit=limit,
         )
     return {"store": store_id, "brands": brands, "categories": categories, "products": rows}
 

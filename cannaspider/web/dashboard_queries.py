@@ -18,6 +18,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from cannaspider.history.reader import cold_history
+from cannaspider.identity import brand_key_name
 
 StockFilter = Literal["in_stock", "oos", "missing"]
 
@@ -64,36 +65,54 @@ SELECT occurred_at, type, products, crawl_run_id FROM store_events
  WHERE dispensary_id = %s ORDER BY id DESC LIMIT %s
 """
 
+# a store's products with their canonical brand (the filter: every spelling of a brand is one
+# choice) and unit prices; `brand` is a name in any spelling, resolved to the canonical brands of
+# its key (identity.brand_key_name) by the caller
 PRODUCTS = """
-SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category, subcategory,
-       price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special,
-       price_med::float8 AS price_med, is_on_special, stock_status, is_in_stock, quantity_available,
-       consecutive_misses, last_seen_at, canonical_brand_id,
+SELECT sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS name, sp.brand_name_raw AS brand,
+       sp.canonical_brand_id, coalesce(b.display_name, b.name) AS canonical_brand, sp.category, sp.subcategory,
+       cp.size_key, sp.price_rec::float8 AS price_rec, sp.price_rec_special::float8 AS price_rec_special,
+       sp.price_med::float8 AS price_med, sp.unit_price::float8 AS unit_price,
+       sp.unit_price_special::float8 AS unit_price_special, sp.unit_price_basis, sp.is_on_special, sp.stock_status,
+       sp.is_in_stock, sp.quantity_available, sp.consecutive_misses, sp.last_seen_at,
        -- since when it is out of stock: set with its out_of_stock event (migrations/014_product_events.sql)
        (SELECT es.oos_since FROM product_event_state es
-         WHERE es.store_product_id = store_products.id AND stock_status = 'oos') AS oos_since
-  FROM store_products
- WHERE dispensary_id = %(d)s
-   AND (%(brand)s::text IS NULL OR brand_name_raw = %(brand)s)
-   AND (%(category)s::text IS NULL OR category = %(category)s)
+         WHERE es.store_product_id = sp.id AND sp.stock_status = 'oos') AS oos_since
+  FROM store_products sp
+  LEFT JOIN brands b ON b.id = sp.canonical_brand_id
+  LEFT JOIN canonical_products cp ON cp.id = sp.canonical_product_id
+ WHERE sp.dispensary_id = %(d)s
+   AND (%(brand_ids)s::bigint[] IS NULL OR sp.canonical_brand_id = ANY(%(brand_ids)s))
+   AND (%(category)s::text IS NULL OR sp.category = %(category)s)
    AND (%(stock)s::text IS NULL
-        OR (%(stock)s = 'in_stock' AND stock_status = 'in_stock')
-        OR (%(stock)s = 'oos' AND stock_status = 'oos')
-        OR (%(stock)s = 'missing' AND consecutive_misses > 0 AND stock_status = 'in_stock'))
- ORDER BY coalesce(name, name_raw), provider_product_id
+        OR (%(stock)s = 'in_stock' AND sp.stock_status = 'in_stock')
+        OR (%(stock)s = 'oos' AND sp.stock_status = 'oos')
+        OR (%(stock)s = 'missing' AND sp.consecutive_misses > 0 AND sp.stock_status = 'in_stock'))
+ ORDER BY coalesce(sp.name, sp.name_raw), sp.provider_product_id
  LIMIT %(limit)s
 """
 
+# the canonical brands a name in any spelling is (its key, or an operator's alias of it)
+BRANDS_NAMED = """
+SELECT coalesce(array_agg(DISTINCT coalesce(canonical_brand_id, id)), '{}') FROM brands WHERE normalized_name = %(key)s
+ UNION ALL SELECT coalesce(array_agg(brand_id), '{}') FROM brand_aliases WHERE alias = %(key)s
+"""
+
+# the store's brands (canonical: one choice per brand, whatever its spellings) and categories
 FACETS = """
-SELECT array_agg(DISTINCT brand_name_raw ORDER BY brand_name_raw) FILTER (WHERE brand_name_raw IS NOT NULL),
-       array_agg(DISTINCT category ORDER BY category) FILTER (WHERE category IS NOT NULL)
-  FROM store_products WHERE dispensary_id = %s
+SELECT coalesce((SELECT jsonb_agg(jsonb_build_object('id', f.id, 'name', f.name, 'products', f.products)
+                                  ORDER BY f.name, f.id)
+                   FROM (SELECT b.id, coalesce(b.display_name, b.name) AS name, count(*) AS products
+                           FROM store_products sp JOIN brands b ON b.id = sp.canonical_brand_id
+                          WHERE sp.dispensary_id = %(d)s GROUP BY b.id) f), '[]'),
+       (SELECT array_agg(DISTINCT category ORDER BY category) FROM store_products
+         WHERE dispensary_id = %(d)s AND category IS NOT NULL)
 """
 
 PRODUCT = """
-SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category,
+SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, canonical_brand_id, category,
        price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special, stock_status,
-       consecutive_misses, canonical_brand_id
+       consecutive_misses
   FROM store_products WHERE dispensary_id = %s AND provider_product_id = %s
 """
 
@@ -110,6 +129,17 @@ SELECT captured_at, crawl_run_id, price_rec::float8 AS price_rec, price_rec_spec
 async def _all(conn: AsyncConnection, query: str, params: Any) -> list[dict[str, Any]]:
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query, params)
+        return await cur.fetchall()
+
+
+async def planned(conn: AsyncConnection, query: str, params: Any) -> list[dict[str, Any]]:
+    """`_all`, planned for these very values every time: never a prepared statement. psycopg
+    prepares a query run five times, and PostgreSQL may then keep one generic plan for every value;
+    for optional filters (`%(store)s::bigint IS NULL OR …`) or a brand of 13,000 rows against one
+    of 10, that plan reads what the values would have spared (GET /api/specials?store=: 1.4 ms
+    planned for its store, some 300 ms generic at 2,000 stores, benchmarks/analyst.py)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params, prepare=False)
         return await cur.fetchall()
 
 
@@ -139,19 +169,30 @@ async def products(
     conn: AsyncConnection,
     dispensary_id: int,
     *,
-    brand: str | None = None,
+    brand_ids: list[int] | None = None,
     category: str | None = None,
     stock: StockFilter | None = None,
     limit: int = 1000,
 ) -> list[dict[str, Any]]:
-    params = {"d": dispensary_id, "brand": brand, "category": category, "stock": stock, "limit": limit}
+    """The store's products; `brand_ids`: of these canonical brands only."""
+    params = {"d": dispensary_id, "brand_ids": brand_ids, "category": category, "stock": stock, "limit": limit}
     return await _all(conn, PRODUCTS, params)
 
 
-async def facets(conn: AsyncConnection, dispensary_id: int) -> tuple[list[str], list[str]]:
-    """The brands and categories a store's products have (the filters' choices)."""
-    row = await (await conn.execute(FACETS, (dispensary_id,))).fetchone()
-    assert row is not None  # an aggregate without GROUP BY returns its one row
+async def brands_named(conn: AsyncConnection, name: str) -> list[int]:
+    """The canonical brands a brand name in any spelling is: none when no brand has its key."""
+    key = brand_key_name(name)
+    if key is None:
+        return []
+    rows = await (await conn.execute(BRANDS_NAMED, {"key": key})).fetchall()
+    return sorted({brand for (ids,) in rows for brand in ids})
+
+
+async def facets(conn: AsyncConnection, dispensary_id: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The canonical brands ({id, name, products}) and categories a store's products have (the
+    filters' choices)."""
+    row = await (await conn.execute(FACETS, {"d": dispensary_id})).fetchone()
+    assert row is not None  # scalar subqueries: one row
     return row[0] or [], row[1] or []
 
 

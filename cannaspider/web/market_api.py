@@ -1,6 +1,7 @@
 """Canonical brands and products over HTTP (docs/analytics.md, "One brand, one product"):
 
 GET /api/brands?state=&limit=    canonical brands by the stores carrying them: stores per state, median price
+GET /api/brands?q=cafe           the brands whose name contains q (any case, accent or punctuation)
 GET /api/brands/{id}             one brand: its spellings and aliases, per state and per category
 GET /api/products/{canonical_id} a canonical product and every store that sells it, with price and stock
 GET /api/market?state=AZ         a state's market on a day: brand availability and its change, movers,
@@ -16,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from cannaspider.analytics import market
+from cannaspider.identity import brand_key_name
 from cannaspider.web import market_queries as q
 from cannaspider.web.events import unprocessable
 from cannaspider.web.models import NO_NUL, refused_with
@@ -108,9 +110,23 @@ async def list_brands(
     request: Request,
     state: str | None = Query(None, min_length=2, max_length=2, pattern="^[A-Za-z]{2}$"),
     limit: int = Query(100, ge=1, le=1000),
+    search: str | None = Query(
+        None,
+        alias="q",
+        min_length=1,
+        max_length=200,
+        pattern=NO_NUL,
+        description="brands whose name contains this, in any case, with or without accents and punctuation"
+        " ('cafe' finds 'Café Nuit', 'mohave cannabis co' finds 'MOHAVE CANNABIS COMPANY')",
+    ),
 ) -> list[dict[str, Any]]:
+    key = None
+    if search is not None:
+        key = brand_key_name(search)
+        if key is None:
+            raise unprocessable("q", "q has no letter or digit to search by")
     async with request.app.state.pool.connection() as conn:
-        rows = await q.brands(conn, state=state.upper() if state else None, limit=limit)
+        rows = await q.brands(conn, state=state.upper() if state else None, limit=limit, q=key)
     return rows
 
 

@@ -23,7 +23,8 @@ from cannaspider.web.dashboard_queries import _all
 # arrays, zipped in brands(): psycopg reads arrays in C, where a jsonb per row cost a JSON decode
 # in Python each (60 a request: half the handler's CPU time, benchmarks/market.py)
 BRANDS = """
-SELECT b.id, b.name, n.stores, n.products, n.store_products, n.median_price, s.states, s.state_stores
+SELECT b.id, coalesce(b.display_name, b.name) AS name, n.stores, n.products, n.store_products, n.median_price,
+       s.states, s.state_stores
   FROM market_brands_now n JOIN brands b ON b.id = n.brand_id
  CROSS JOIN LATERAL (
        SELECT array_agg(p.state ORDER BY p.state) AS states, array_agg(p.stores ORDER BY p.state) AS state_stores
@@ -35,8 +36,40 @@ SELECT b.id, b.name, n.stores, n.products, n.store_products, n.median_price, s.s
  LIMIT %(limit)s
 """
 
+# brands by name (GET /api/brands?q=): `q` is folded as the stored keys are (identity.brand_key_name:
+# case, accents, punctuation, a company's suffix), found inside a spelling's key or an alias through
+# their trigram indexes (migration 042); a key that starts with it first, then the most stores.
+# A brand carried nowhere now is found too, with no stores.
+BRANDS_SEARCH = """
+WITH matched AS (
+    SELECT coalesce(b.canonical_brand_id, b.id) AS id, bool_or(b.normalized_name LIKE %(prefix)s) AS lead
+      FROM brands b WHERE b.normalized_name LIKE %(inside)s GROUP BY 1
+    UNION ALL
+    SELECT a.brand_id, a.alias LIKE %(prefix)s FROM brand_aliases a WHERE a.alias LIKE %(inside)s),
+found AS (SELECT id, bool_or(lead) AS lead FROM matched GROUP BY id)
+SELECT b.id, coalesce(b.display_name, b.name) AS name, coalesce(n.stores, 0) AS stores,
+       coalesce(n.products, 0) AS products, coalesce(n.store_products, 0) AS store_products, n.median_price,
+       s.states, s.state_stores
+  FROM found f JOIN brands b ON b.id = f.id
+  LEFT JOIN market_brands_now n ON n.brand_id = b.id AND n.state IS NOT DISTINCT FROM %(state)s::text
+ CROSS JOIN LATERAL (
+       SELECT array_agg(p.state ORDER BY p.state) AS states, array_agg(p.stores ORDER BY p.state) AS state_stores
+         FROM market_brands_now p
+        WHERE p.brand_id = b.id AND p.state IS NOT NULL
+          AND (%(state)s::text IS NULL OR p.state = %(state)s)) s
+ WHERE %(state)s::text IS NULL OR n.brand_id IS NOT NULL
+ ORDER BY f.lead DESC, coalesce(n.stores, 0) DESC, coalesce(b.display_name, b.name), b.id
+ LIMIT %(limit)s
+"""
+
+
+def like_pattern(key: str) -> str:
+    """`key` as a LIKE pattern's literal text (keys hold no % or _, but a pattern must not trust it)."""
+    return key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 BRAND = """
-SELECT b.id, b.name,
+SELECT b.id, coalesce(b.display_name, b.name) AS name,
        coalesce((SELECT array_agg(DISTINCT o.name ORDER BY o.name) FROM brands o
                   WHERE coalesce(o.canonical_brand_id, o.id) = b.id AND o.name IS NOT NULL), '{}') AS spellings,
        coalesce((SELECT array_agg(DISTINCT o.provider_brand_id ORDER BY o.provider_brand_id) FROM brands o
@@ -79,7 +112,7 @@ SELECT coalesce(sp.category, '') AS category, count(DISTINCT sp.canonical_produc
 
 PRODUCT = """
 SELECT cp.id, cp.name, cp.category, cp.size_key, cp.enterprise_product_id, cp.canonical_brand_id AS brand_id,
-       b.name AS brand
+       coalesce(b.display_name, b.name) AS brand
   FROM canonical_products cp LEFT JOIN brands b ON b.id = cp.canonical_brand_id
  WHERE cp.id = %s
 """
@@ -97,9 +130,15 @@ SELECT sp.dispensary_id, d.name AS store, d.city, d.state, d.platform, sp.provid
 """
 
 
-async def brands(conn: AsyncConnection, *, state: str | None, limit: int) -> list[dict[str, Any]]:
-    """Each brand with `stores_by_state` ({state: stores}, in state order)."""
-    rows = await _all(conn, BRANDS, {"state": state, "limit": limit})
+async def brands(conn: AsyncConnection, *, state: str | None, limit: int, q: str | None = None) -> list[dict[str, Any]]:
+    """Each brand with `stores_by_state` ({state: stores}, in state order); with `q` (a brand key:
+    identity.brand_key_name), the brands whose name contains it."""
+    if q is None:
+        rows = await _all(conn, BRANDS, {"state": state, "limit": limit})
+    else:
+        literal = like_pattern(q)
+        params = {"state": state, "limit": limit, "prefix": literal + "%", "inside": "%" + literal + "%"}
+        rows = await _all(conn, BRANDS_SEARCH, params)
     for row in rows:
         row["stores_by_state"] = dict(zip(row.pop("states") or (), row.pop("state_stores") or (), strict=True))
     return rows
@@ -148,7 +187,7 @@ SELECT n.day, n.stores_crawled, n.products_seen, n.listed, n.price_changed, n.pr
 
 # every brand carried on either day: a brand carried then and not now has availability 0 now
 MARKET_BRANDS = """
-SELECT coalesce(n.canonical_brand_id, t.canonical_brand_id) AS id, b.name,
+SELECT coalesce(n.canonical_brand_id, t.canonical_brand_id) AS id, coalesce(b.display_name, b.name) AS name,
        coalesce(n.stores, 0) AS stores, coalesce(t.stores, 0) AS stores_then, n.products, n.median_price::float8,
        coalesce(n.stores_by_platform, '{}') AS stores_by_platform,
        coalesce(t.stores_by_platform, '{}') AS stores_by_platform_then

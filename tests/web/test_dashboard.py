@@ -40,10 +40,18 @@ INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, 
                             price_rec, price_rec_special, is_on_special, stock_status, is_in_stock,
                             quantity_available, consecutive_misses) VALUES
   (1, 'a1', 'Gelato 1g', 'Gelato 1g', 'Alpine', 'Flower', 25, 20, true, 'in_stock', true, 7, 0),
-  (1, 'a2', 'Mints 10pk', 'Mints 10pk', 'Alpine', 'Edible', 18, NULL, false, 'in_stock', true, 3, 1),
+  (1, 'a2', 'Mints 10pk', 'Mints 10pk', 'ALPINE', 'Edible', 18, NULL, false, 'in_stock', true, 3, 1),
   (1, 'b1', 'Live Resin', 'Live Resin', 'Boulder', 'Concentrate', 45, NULL, false, 'oos', false, 0, 3),
   (1, 'b2', 'Pre-roll', 'Pre-roll', 'Boulder', 'Flower', 10, NULL, false, 'in_stock', true, 20, 0),
   (2, 'c1', 'Gummies', 'Gummies', 'Cactus', 'Edible', 15, NULL, false, 'in_stock', true, 9, 0);
+-- canonical brands: 'ALPINE' (a2) is another spelling of Alpine, one filter choice with it
+INSERT INTO brands (id, key, provider_brand_id, name, normalized_name, canonical_brand_id) VALUES
+  (1, 'n:alpine', NULL, 'Alpine', 'alpine', NULL), (2, 'n:boulder', NULL, 'Boulder', 'boulder', NULL),
+  (3, 'n:cactus', NULL, 'Cactus', 'cactus', NULL), (4, 'd:alp', 'alp', 'ALPINE', 'alpine', 1);
+UPDATE store_products SET canonical_brand_id = CASE WHEN brand_name_raw ILIKE 'alpine' THEN 1
+                                                    WHEN brand_name_raw = 'Boulder' THEN 2 ELSE 3 END,
+                          unit_price = CASE provider_product_id WHEN 'a1' THEN 25 WHEN 'b2' THEN 10 ELSE price_rec END,
+                          unit_price_basis = CASE WHEN category = 'Flower' THEN 'g' ELSE 'unit' END;
 INSERT INTO product_snapshots (store_product_id, crawl_run_id, captured_at, price_rec, price_rec_special,
                                is_on_special, is_in_stock, quantity_available)
 SELECT sp.id, g, now() - make_interval(hours => 4 * (5 - g)), 30 - g, CASE WHEN g >= 4 THEN 20 END, g >= 4,
@@ -156,10 +164,18 @@ def test_store_products_and_filters(service, page):
     assert "$25.00" in row and "$20.00" in row and "in stock" in row
     assert "out of stock" in page.locator('tr[data-product="b1"]').inner_text()
     shot(page, "store")
-    page.select_option("select[name=brand]", "Alpine")
+    # one choice per canonical brand: 'Alpine' and 'ALPINE' are one, its two products
+    assert page.locator("select[name=brand_id] option").all_inner_texts() == [
+        "all",
+        "\u2068Alpine\u2069 (2)",
+        "\u2068Boulder\u2069 (2)",
+    ]
+    page.select_option("select[name=brand_id]", "1")
     page.click("button[type=submit]")
-    page.wait_for_url("**brand=Alpine**")
+    page.wait_for_url("**brand_id=1**")
     assert sorted(_listed(page)) == ["a1", "a2"]
+    assert page.locator('tr[data-product="a1"] [data-k="unit_price"]').inner_text() == "$25.00/g"
+    assert page.locator('tr[data-product="a1"] a[href="/dashboard/brands/1"]').count() == 1
     page.select_option("select[name=category]", "Flower")
     page.click("button[type=submit]")
     page.wait_for_url("**category=Flower**")
@@ -214,7 +230,19 @@ def test_the_json_api_is_documented_and_matches_the_pages(service):
     assert [s["id"] for s in stores] == [1, 3, 2] and stores[2]["last_run_status"] == "incomplete"
     products = http("GET", service.base + "/api/stores/1/products?brand=Boulder&stock=in_stock").json()
     assert [p["provider_product_id"] for p in products["products"]] == ["b2"]
-    assert products["brands"] == ["Alpine", "Boulder"]
+    assert products["brands"] == [
+        {"id": 1, "name": "Alpine", "products": 2},
+        {"id": 2, "name": "Boulder", "products": 2},
+    ]
+    # by canonical brand, whatever the spelling asked for or sent; with unit prices
+    alpine = http("GET", service.base + "/api/stores/1/products?brand=alpine").json()["products"]
+    assert [(p["provider_product_id"], p["brand"], p["canonical_brand_id"]) for p in alpine] == [
+        ("a1", "Alpine", 1),
+        ("a2", "ALPINE", 1),
+    ]
+    assert (alpine[0]["unit_price"], alpine[0]["unit_price_basis"]) == (25, "g")
+    by_id = http("GET", service.base + "/api/stores/1/products?brand_id=1").json()["products"]
+    assert by_id == alpine
     history = http("GET", service.base + "/api/stores/1/products/a1/history").json()
     assert [s["price_rec"] for s in history["snapshots"]] == [29, 28, 27, 26, 25]
     health = http("GET", service.base + "/api/health").json()
@@ -276,9 +304,11 @@ def test_names_with_a_right_to_left_override_are_isolated(service, sql):
         "INSERT INTO dispensaries (id, name, city, state, platform_dispensary_id) VALUES (4, %s, %s, 'AZ', 'p-4')",
         (f"{RLO}Evil Store", f"{RLO}Town"),
     )
+    sql("INSERT INTO brands (id, key, name, normalized_name) VALUES (5, 'n:brand', %s, 'brand')", (f"{RLO}Brand",))
     sql(
         "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, category, "
-        "price_rec, stock_status, is_in_stock) VALUES (4, 'e1', %s, %s, %s, %s, 10, 'in_stock', true)",
+        "price_rec, stock_status, is_in_stock, canonical_brand_id) VALUES (4, 'e1', %s, %s, %s, %s, 10, 'in_stock', "
+        "true, 5)",
         (f"{RLO}gpj.exe", f"{RLO}gpj.exe", f"{RLO}Brand", f"{RLO}Flower"),
     )
     for path in ("/dashboard/stores", "/dashboard/stores/4", "/dashboard/stores/4/products/e1"):
@@ -289,4 +319,4 @@ def test_names_with_a_right_to_left_override_are_isolated(service, sql):
     store = http("GET", service.base + "/dashboard/stores/4").text
     for name in ("Evil Store", "Town", "gpj.exe", "Brand", "Flower"):
         assert f"<bdi>{RLO}{name}</bdi>" in store
-    assert f'<option value="{RLO}Brand">\u2068{RLO}Brand\u2069</option>' in store  # the filter still sends the name
+    assert f'<option value="5">\u2068{RLO}Brand\u2069 (1)</option>' in store  # the filter sends the brand's id
