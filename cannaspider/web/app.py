@@ -39,7 +39,7 @@ from scrapy.utils.project import get_project_settings
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
-from cannaspider.web import dashboard, dashboard_api, events, guards, keyword_profile, market_api, probes
+from cannaspider.web import dashboard, dashboard_api, events, guards, jobs, keyword_profile, market_api, probes
 from cannaspider.web.guards import BodyLimit, WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.models import (
@@ -98,6 +98,7 @@ def create_app(
     app.state.settings = settings  # /readyz (the migrations folder), /metrics (ALERTS_MAX_ATTEMPTS)
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)
+    app.include_router(jobs.router)  # GET /api/jobs: every node's crawl jobs, why the failed ones failed
     # GET /api/keywords/{id}/profile and its dashboard pages (docs/onpage.md)
     app.include_router(keyword_profile.api_router)
     app.include_router(keyword_profile.page_router)

@@ -231,3 +231,20 @@ def test_a_crawl_without_a_log_file_prints_its_error_line_once(scrapy_env):
     result = run_scrapy("crawl", "product_resync", "-a", "follow=maybe", env=scrapy_env)
     assert result.returncode == 2
     assert result.stderr.count("follow must be 1 or 0") == 1, result.stderr[-2000:]
+
+
+def test_each_crawl_is_a_row_of_crawl_jobs_with_its_exit_code_and_reason(db, sql, sandbox, scrapy_env):
+    """Scrapyd's job id is the `_job` argument it passes; the error: line stays stderr's last."""
+    failed = run_scrapy("crawl", "product_resync", "-a", "follow=maybe", "-a", "_job=j-bad", env=scrapy_env)
+    assert failed.returncode == 2 and _last_line(failed).startswith("error: product_resync: follow must be 1 or 0")
+    d = add_store(db, sandbox.stores("AZ")[0])
+    done = run_scrapy("crawl", "product_resync", "-a", f"dispensary_id={d}", env=scrapy_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = sql(
+        "SELECT job, spider, arguments, exit_code, error, finish_reason, started_at IS NOT NULL, host, pid"
+        " FROM crawl_jobs ORDER BY id"
+    )
+    (job, spider, arguments, code, error, _, _, host, pid), ok = rows
+    assert (job, spider, arguments, code) == ("j-bad", "product_resync", {"follow": "maybe"}, 2)
+    assert error == _last_line(failed).removeprefix("error: ") and host and pid > 0
+    assert ok[:7] == (None, "product_resync", {"dispensary_id": str(d)}, 0, None, "finished", True)
