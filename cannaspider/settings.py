@@ -256,6 +256,10 @@ FEED_STORAGES = {
 # (s3://bucket/prefix/, gs://…, ftp://…). None: CANNASPIDER_DATA_DIR/images.
 IMAGES_STORE = None
 IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCURRENT_REQUESTS)
+# A large crawl's image phase says how far it is (images done out of those queued, waiting,
+# downloading, stored, failed) every this many seconds, when something moved; 0: never. Per crawl:
+# `-s IMAGES_PROGRESS_INTERVAL_S=10` (Scrapyd: schedule.json's setting=…).
+IMAGES_PROGRESS_INTERVAL_S = 30.0
 IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
 IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb); /img too
 # the pixels the conversions under way decode together (each counted from its header; more wait
