@@ -67,3 +67,38 @@ def test_the_demo_refuses_to_drop_the_database_that_database_url_names(admin_url
     assert f"the demo's database ({own}) must not be DATABASE_URL's own" in result.stderr
     with psycopg.connect(admin_url) as conn:  # still there
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_without_chromium_the_demo_goes_on_with_the_stores_that_need_none(empty_database, admin_url, tmp_path):
+    """CHROMIUM_PATH pointing nowhere (apt locked, a non-root user): entry_point_discovery fails only the
+    stores whose menu is on their own website, each with its resolution_error, and exits 3 for them
+    (not 2); the demo says so and crawls the others."""
+    name = psycopg.conninfo.conninfo_to_dict(empty_database)["dbname"]
+    missing = tmp_path / "no-chromium"
+    env = {
+        **os.environ,
+        "DATABASE_URL": admin_url,
+        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
+        "CHROMIUM_PATH": str(missing),
+    }
+    env.pop("DUTCHIE_GRAPHQL_URL", None)
+    result = run_scrapy("demo", "--state", "NV", "--database", name, "--resyncs", "1", env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reason = f"Chromium not found at CHROMIUM_PATH ({missing})"
+    note = re.search(
+        rf"^\((\d+) store\(s\) whose menu is on their own website not resolved: {re.escape(reason)}; the demo goes on"
+        r" with the others\)$",
+        result.stdout,
+        re.M,
+    )
+    assert note, result.stdout[-3000:]
+    n = int(note[1])
+    assert f"error: {n} unit(s) of work incomplete" in result.stderr  # exit 3, said once: not 2
+    assert re.search(rf"^\s+stores\s+12 \(\d+ resolved, {n} with a resolution error\)$", result.stdout, re.M)
+    with psycopg.connect(empty_database) as conn:
+        errors = conn.execute(
+            "SELECT resolution_error, count(*) FROM dispensaries WHERE resolution_error IS NOT NULL GROUP BY 1"
+        ).fetchall()
+        statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
+    assert errors == [(reason, n)]
+    assert statuses == {"complete": 12 * 2}  # the stores discovery gave a platform id are crawled all the same
