@@ -419,7 +419,7 @@ class UnitLifecycle:
                 total, of = len(targets), "target(s)"
             else:
                 total, of = (self.drain.claimed if self.drain else 0), "task(s) claimed so far"
-            if (done, total) == said or (said is None and total and done >= total):
+            if (done, total) == said or (said is None and done >= total):  # nothing moved, or nothing to say yet
                 continue
             said = done, total
             failed = sum(u.failed for u in targets) if targets is not None else (self.drain.failed if self.drain else 0)
