@@ -93,6 +93,10 @@ CRAWL_COMPLETION_BATCH_GRACE_S = 5.0
 # process on this host is gone. A stopped crawl closes its open runs as 'incomplete' itself.
 CRAWL_RUN_HEARTBEAT_S = 30.0
 CRAWL_RUN_STALE_AFTER_S = 120.0
+# A long crawl says how far it is, when something moved since its last line: its units (stores,
+# keywords, tasks) closed out of its `-a` targets, or out of the tasks claimed so far, every
+# UNITS_PROGRESS_INTERVAL_S (units/lifecycle.py; 0: never; per crawl `-s UNITS_PROGRESS_INTERVAL_S=10`).
+UNITS_PROGRESS_INTERVAL_S = 60.0
 CANNASPIDER_MIGRATIONS_DIR = None  # None: migrations/ beside scrapy.cfg
 # A complete crawl that sees fewer than this share of the store's in-stock products is an incident
 # (a collapsed menu), not evidence: it counts no misses and its crawl_runs row is marked suspect
@@ -269,6 +273,10 @@ FEED_STORAGES = {
 # (s3://bucket/prefix/, gs://…, ftp://…). None: CANNASPIDER_DATA_DIR/images.
 IMAGES_STORE = None
 IMAGES_CONCURRENCY = 8  # image downloads at a time, beside the crawl (of CONCURRENT_REQUESTS)
+# A large crawl's image phase says how far it is (images done out of those queued, waiting,
+# downloading, stored, failed) every this many seconds, when something moved; 0: never. Per crawl:
+# `-s IMAGES_PROGRESS_INTERVAL_S=10` (Scrapyd: schedule.json's setting=…).
+IMAGES_PROGRESS_INTERVAL_S = 30.0
 IMAGES_WEBP_QUALITY = 90  # the stored full-resolution copy; /img re-encodes from it
 IMAGES_MAX_PIXELS = 50_000_000  # a larger image is refused from its header (a decompression bomb); /img too
 # the pixels the conversions under way decode together (each counted from its header; more wait

@@ -55,6 +55,7 @@ TABLES = (
     "image_sources",
     "history_archive",  # the months in the cold tier (migration 032)
     "crawl_health_reports",  # every node's crawl-health reports (migration 033)
+    "crawl_jobs",  # every crawl process's exit (migration 044)
 )
 
 

@@ -24,6 +24,8 @@ import pytest
 from cannaspider.analytics.refresh import VIEWS
 from cannaspider.tasks import queue
 from tests.helpers import ROOT, add_store, products_of, run_scrapy, runs_of
+from tests.httpclient import http
+from tests.web.conftest import Service
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
@@ -95,12 +97,22 @@ def test_schedule_json_runs_a_crawl_from_the_deployed_egg(nodes, db, sandbox):
     assert set(products_of(db, dispensary)) == set(sandbox.menu(store["id"], 0))
 
 
-def test_a_failed_job_says_why_in_its_own_log(nodes, db, sandbox):
-    """Scrapyd keeps a job's stderr in its daemon log only: the `error:` line is in the job's log too."""
+def test_a_failed_job_says_why_in_its_own_log_and_on_the_jobs_page(nodes, db, sandbox):
+    """Scrapyd keeps a job's stderr in its daemon log only, and listjobs.json shows the job finished like
+    any other: the `error:` line is in the job's log too, and the job is failed, exit code 2 and its
+    reason, in crawl_jobs, GET /api/jobs and /dashboard/jobs (its id: the `-a _job=` Scrapyd passes)."""
     [node] = nodes(1)
     job = node.schedule("product_resync", follow="maybe")
     log = node.wait_finished(job, timeout=60)
     assert "ERROR: error: product_resync: follow must be 1 or 0" in log and "(exit code 2)" in log, log[-3000:]
+    with Service(db, None) as service:
+        [found] = http("GET", f"{service.base}/api/jobs?job={job}").json()["jobs"]
+        page = http("GET", f"{service.base}/dashboard/jobs?status=failed").text
+    assert (found["status"], found["exit_code"], found["spider"]) == ("failed", 2, "product_resync")
+    assert found["error"].startswith("product_resync: follow must be 1 or 0") and found["error"] in log
+    assert found["log_file"] and Path(found["log_file"]).name == f"{job}.log"
+    assert found["arguments"] == {"follow": "maybe"}  # _job is the job's id, not an argument shown
+    assert f'data-job="{job}" data-status="failed" data-exit="2"' in page
 
 
 # -- nodes that drain the queue ------------------------------------------------------------------------------

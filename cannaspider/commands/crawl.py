@@ -20,6 +20,9 @@ line `error: …` on stderr (passwords masked, no traceback) when:
 With LOG_FILE set (Scrapyd sets one per job) the crawl's log goes there, not to stderr: the same
 `error:` line is then also appended to that file, at ERROR with its exit code, so the job's own log
 says why it failed (Scrapyd keeps stderr in its daemon log only).
+
+Every crawl's exit is also a row of crawl_jobs (cannaspider/db/crawl_jobs.py: its Scrapyd job id,
+exit code and this reason), which the dashboard's jobs page and GET /api/jobs show for every node.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from cannaspider.crawl_outcome import FATAL_ERROR_STAT, FEED_ERROR_STAT, UNITS_INCOMPLETE_STAT
+from cannaspider.db import crawl_jobs
 from cannaspider.db.errors import DatabaseSetupError, redact
 from cannaspider.spiders.base import SpiderArgumentError
 from cannaspider.tasks.drain import TaskDrain
@@ -64,12 +68,14 @@ class Command(ScrapyCrawlCommand):
         _collect_failure(self.crawler_process.crawl(crawler, **opts.spargs), errors)
         self.crawler_process.start()
         message = self._fatal(crawler, errors)
+        if message is None and self.crawler_process.bootstrap_failed:
+            self.exitcode = EXIT_BUG
+        # before the error: line, which stays stderr's last (a row that cannot be written says so in a line)
+        crawl_jobs.record(crawler.settings, _job(crawler, opts.spargs, self.exitcode, message))
         if message is not None:
             line = f"error: {redact(message)}"
             print(line, file=sys.stderr)
             _append_to_log_file(crawler.settings, line, self.exitcode)
-        elif self.crawler_process.bootstrap_failed:
-            self.exitcode = EXIT_BUG
 
     def _fatal(self, crawler: Crawler, errors: list[BaseException]) -> str | None:
         for exc in errors:
@@ -105,6 +111,24 @@ class Command(ScrapyCrawlCommand):
             parts.append(f"{tasks} of the {drain.claimed} {drain.role} task(s) it took not completed")
         reason = crawler.stats.get_value("finish_reason")
         return "; ".join(parts) + (f" (the crawl ended: {reason})" if reason else "")
+
+
+def _job(crawler: Crawler, arguments: dict[str, str], exitcode: int, message: str | None) -> crawl_jobs.CrawlJob:
+    try:
+        stats = crawler.stats
+    except (AttributeError, RuntimeError):  # the crawl never started (Scrapy sets stats when it does)
+        stats = None
+    started = stats.get_value("start_time") if stats is not None else None
+    reason = stats.get_value("finish_reason") if stats is not None else None
+    return crawl_jobs.CrawlJob(
+        spider=crawler.spidercls.name,
+        arguments=arguments,
+        exit_code=exitcode,
+        error=message,
+        started_at=started,
+        finish_reason=reason,
+        log_file=crawler.settings.get("LOG_FILE") or None,
+    )
 
 
 def _append_to_log_file(settings: BaseSettings, line: str, exitcode: int) -> None:

@@ -4,7 +4,8 @@ node_exporter's textfile collector (METRICS_TEXTFILE_DIR). Off (NotConfigured) w
 
 Each stat becomes a gauge `scrapy_<stat>` (its name lower-cased, every character outside
 [a-z0-9_] an underscore: `downloader/response_status_count/403` → `scrapy_downloader_response_status_count_403`),
-labelled with the spider, the host and the Scrapyd job (SCRAPY_JOB; empty outside Scrapyd);
+labelled with the spider, the host and the Scrapyd job (the `_job` spider argument Scrapyd 1.5 passes;
+it sets no SCRAPY_JOB variable; empty outside Scrapyd);
 `scrapy_crawl_running` is 1 while it runs, 0 in the last export. The fleet's view (store crawls,
 queue, alerts) is the web service's /metrics, read from the database (fleet.py): this one is what
 only the crawl process knows (requests, responses, retries, memory, its item rate) while it runs.
@@ -31,6 +32,8 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
+
+from cannaspider.db.crawl_jobs import JOB_ARGUMENT
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class CrawlMetrics:
         self.crawler = crawler
         self.period = settings.getfloat("METRICS_EXPORT_PERIOD_S")
         self.textfile_dir = Path(textfile_dir) if textfile_dir else None
-        self.job = os.environ.get("SCRAPY_JOB", "")
+        self.job = ""  # the spider's _job, known when it opens
         self.host = socket.gethostname()
         self.loop: task.LoopingCall | None = None
         self.pending: Deferred[None] | None = None  # one export at a time: a slow gateway skips ticks
@@ -91,6 +94,7 @@ class CrawlMetrics:
 
     def spider_opened(self, spider: Spider) -> None:
         self.spider_name = spider.name
+        self.job = str(getattr(spider, JOB_ARGUMENT, "") or "")
         self.loop = task.LoopingCall(self.export, running=True)
         self.loop.start(self.period, now=False)
 

@@ -67,6 +67,10 @@ class ProductImagesPipeline:
         self.workers: set[asyncio.Task[None]] = set()
         self.waiting_for_download = 0  # jobs taken by a worker whose response has not arrived
         self.holding = False  # spider_idle kept the crawl open for this pipeline's work
+        self.done = 0  # jobs a worker finished, whatever their outcome (stored, shared, failed)
+        self.progress_interval = crawler.settings.getfloat("IMAGES_PROGRESS_INTERVAL_S")
+        self.progress: asyncio.Task[None] | None = None
+        self.progress_said: tuple[int, int] | None = None  # (done, total) of the last progress line
         self.planner = ImagePlanner(crawler, self.db, self.queue, self._start_workers, self._wake_if_settled)
         sources = ImageSources(self.db, crawler.settings.getfloat("IMAGES_SOURCE_LEASE_S"))
         self.fetcher = ImageFetcher(crawler, backend, self.paths, self.planner.release, sources)
@@ -93,6 +97,8 @@ class ProductImagesPipeline:
         # done-callback runs, a loop step later: counted as live it would leave this job without a
         # worker, and the spider open forever (spider_idle). Only unfinished workers count.
         live = sum(not worker.done() for worker in self.workers)
+        if self.progress is None and self.progress_interval > 0:
+            self.progress = asyncio.ensure_future(self._report_progress())
         for _ in range(min(self.concurrency - live, len(self.queue))):
             worker = asyncio.ensure_future(self._work())
             self.workers.add(worker)
@@ -113,6 +119,32 @@ class ProductImagesPipeline:
             except Exception as exc:  # a bug must cost one image, never the crawl
                 logger.exception("images: %s: unexpected %s", job.url, type(exc).__name__)
                 self.fetcher.abandon(job)
+            finally:
+                self.done += 1
+
+    # -- progress --------------------------------------------------------------------------
+    # A large crawl's image phase runs on after its stores are done (thousands of images behind
+    # one proxy): every IMAGES_PROGRESS_INTERVAL_S a line says how far it is, when something moved.
+    # A crawl whose images all finish within the first interval says nothing.
+    async def _report_progress(self) -> None:
+        while True:
+            await asyncio.sleep(self.progress_interval)
+            self._say_progress()
+
+    def _say_progress(self) -> None:
+        now = (self.done, self.planner.queued_total)
+        if now == self.progress_said or (self.progress_said is None and not self._holds_crawl()):
+            return
+        self.progress_said = now
+        logger.info(
+            "images: %d of %d done, %d queued, %d downloading (%d stored, %d failed)",
+            self.done,
+            self.planner.queued_total,
+            len(self.queue),
+            self.waiting_for_download,
+            self.planner.stats.get_value("cannaspider/images_stored", 0),
+            sum(v for k, v in self.planner.stats.get_stats().items() if k.startswith("cannaspider/images_failed/")),
+        )
 
     # -- the end of the crawl ------------------------------------------------------------
     def _engine_running(self) -> bool:
@@ -148,6 +180,8 @@ class ProductImagesPipeline:
 
     async def close_spider(self) -> None:
         self.planner.close()  # nothing more is queued, nor taken by a worker
+        if self.progress is not None:
+            self.progress.cancel()
         loading = self.planner.loading
         # a crawl cut short: these stay NULL and the next crawl backfills them (a store query still
         # out with no product waiting for it leaves nothing undone)
@@ -157,6 +191,8 @@ class ProductImagesPipeline:
         self.queue.clear()
         while self.workers or self.planner.loaders:
             await asyncio.gather(*self.workers, *self.planner.loaders, return_exceptions=True)
+        if self.progress_said is not None:  # the phase's last line, where its progress was said
+            self._say_progress()
         try:
             await self.paths.close()
         except Exception:  # noqa: BLE001 - logged by the writer: those products keep NULL and are downloaded again
@@ -212,6 +248,7 @@ class ImagePlanner:
         self.loading: dict[int, list[StoreProduct]] = {}  # products waiting for their store's query
         self.loaders: set[asyncio.Task[None]] = set()
         self.claimed: set[str] = set()  # paths queued, written or found in this crawl
+        self.queued_total = 0  # jobs queued in this crawl (a released path queued again counts again)
         self.logo_paths: dict[tuple[str | None, str], str] = {}  # (brand name, logo URL) -> its path
         self.closing = False  # the pipeline is closing: nothing more is queued
         # `scrapy check` opens no database for requests alone (crawl_database.py): only items ask
@@ -306,5 +343,6 @@ class ImagePlanner:
             return False
         self.claimed.add(job.path)
         self.jobs.append(job)
+        self.queued_total += 1
         self.queued()
         return True

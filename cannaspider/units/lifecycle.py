@@ -184,6 +184,7 @@ class UnitLifecycle:
         # are found by their response: the pipelines may hand on another object, a StoreProduct
         # for a RawProduct)
         self._items: dict[int, Unit] = {}
+        self._progress: asyncio.Future[None] | None = None  # the progress lines' loop, once units run
         for handler, signal in (
             (self._idle, signals.spider_idle),
             (self._spider_closed, signals.spider_closed),
@@ -294,6 +295,7 @@ class UnitLifecycle:
         """The crawl's units, by one path for every role: the `-a` targets (Units without a task,
         `targets`; an empty list: none to work) or, when `targets` is None (no target given), a
         Unit.of(task) for each task the role's queue hands out until the drain ends."""
+        self._start_progress(role, targets)
         if targets is not None:
             for unit in targets:
                 yield unit
@@ -396,11 +398,40 @@ class UnitLifecycle:
         if self._closing:
             raise DontCloseSpider
 
+    # -- progress ------------------------------------------------------------------------------
+    # A long crawl (a state's hundred stores, a queue of thousands of tasks) says how far it is every
+    # UNITS_PROGRESS_INTERVAL_S, when something moved: the units closed out of the `-a` targets, or
+    # out of the tasks claimed so far (a drain's total is not known ahead). A crawl done within the
+    # first interval says nothing.
+    def _start_progress(self, role: str, targets: Sequence[Unit] | None) -> None:
+        interval = self.crawler.settings.getfloat("UNITS_PROGRESS_INTERVAL_S")
+        if interval > 0 and self._progress is None:
+            self._progress = asyncio.ensure_future(self._report_progress(role, targets, interval))
+
+    async def _report_progress(self, role: str, targets: Sequence[Unit] | None, interval: float) -> None:
+        said: tuple[int, int] | None = None
+        stats = self.crawler.stats
+        assert stats is not None
+        while True:
+            await asyncio.sleep(interval)
+            done = stats.get_value(UNITS_CLOSED_STAT, 0)
+            if targets is not None:
+                total, of = len(targets), "target(s)"
+            else:
+                total, of = (self.drain.claimed if self.drain else 0), "task(s) claimed so far"
+            if (done, total) == said or (said is None and done >= total):  # nothing moved, or nothing to say yet
+                continue
+            said = done, total
+            failed = sum(u.failed for u in targets) if targets is not None else (self.drain.failed if self.drain else 0)
+            logger.info("%s: %d of %d %s done (%d failed)", role, done, total, of, failed)
+
     async def _spider_closed(self) -> None:
         """A stop (not idle) can find closes still pending: they finish before the crawl ends. Then
         the tasks still held go back to the queue (their attempt not counted), once the crawl database
         has closed the runs of the units still open as incomplete (counted: one close path, whatever
         the stop found them doing)."""
+        if self._progress is not None:
+            self._progress.cancel()
         while self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
         if self.drain is None:

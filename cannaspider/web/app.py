@@ -46,6 +46,7 @@ from cannaspider.web import (
     dashboard_api,
     events,
     guards,
+    jobs,
     keyword_gap,
     keyword_profile,
     market_api,
@@ -110,6 +111,7 @@ def create_app(
     app.state.settings = settings  # /readyz (the migrations folder), /metrics (ALERTS_MAX_ATTEMPTS)
     app.include_router(dashboard_api.router)
     app.include_router(dashboard.router)
+    app.include_router(jobs.router)  # GET /api/jobs: every node's crawl jobs, why the failed ones failed
     # GET /api/keywords/{id}/profile and its dashboard pages (docs/onpage.md)
     app.include_router(keyword_profile.api_router)
     app.include_router(keyword_profile.page_router)

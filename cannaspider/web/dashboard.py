@@ -1,12 +1,12 @@
 """The dashboard's pages, rendered on the server from templates/ (Jinja2): an overview, the stores, a
 store's products (filterable) and latest events, a product's history chart and events, the crawl
-health, and the market pages (a state's morning page: its day's figures and events, price per gram
-by category over time, brand availability ranked with its 4-week change, the brand and price movers;
-the same figures as GET /api/market). Every page is plain HTML with its CSS inline in base.html,
-light on a phone, and one small script of ours, static/tables.js (served here, nothing fetched from
-anywhere else): it makes every table sortable by a column and downloadable as CSV. Times show
-their time zone (UTC), in a <time> element that carries the instant. The JSON behind each page is
-the documented API in dashboard_api.py."""
+health, every node's crawl jobs (jobs.py), and the market pages (a state's morning page: its day's
+figures and events, price per gram by category over time, brand availability ranked with its 4-week
+change, the brand and price movers; the same figures as GET /api/market). Every page is plain HTML
+with its CSS inline in base.html, light on a phone, and one small script of ours, static/tables.js
+(served here, nothing fetched from anywhere else): it makes every table sortable by a column and
+downloadable as CSV. Times show their time zone (UTC), in a <time> element that carries the instant.
+The JSON behind each page is the documented API in dashboard_api.py (jobs.py for the jobs page)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -24,6 +24,7 @@ from markupsafe import Markup
 
 from cannaspider.web import dashboard_api as api
 from cannaspider.web import dashboard_queries as q
+from cannaspider.web import jobs
 from cannaspider.web import market_queries as market_q
 from cannaspider.web.chart import EVENT_LABELS, line_chart, price_chart
 from cannaspider.web.events import product_timeline, store_events
@@ -181,6 +182,15 @@ async def product_page(
         "nav": "stores",
     }
     return templates.TemplateResponse(request, "product.html", context)
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+async def jobs_page(request: Request, filters: dict[str, Any] = Depends(jobs.job_filters)) -> HTMLResponse:
+    """Every node's crawl jobs, the failed ones with their exit code and reason (GET /api/jobs)."""
+    found = await jobs.read(request, filters)
+    shown = {key: value for key, value in filters.items() if value is not None and key != "limit"}
+    context = {**found, "f": shown, "nav": "jobs"}
+    return templates.TemplateResponse(request, "jobs.html", context)
 
 
 @router.get("/health", response_class=HTMLResponse)

@@ -26,6 +26,13 @@ router = APIRouter(prefix="/api", tags=["events"])
 MAX_LIMIT = 1000
 CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"  # base64url without its padding: what cursor() makes
 SINCE_PATTERN = "^(?!0000)[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])([Tt ][0-9]{2}:[0-9]{2}|$)"
+# what parse_since() takes, as the schema can say it (also GET /api/jobs' since and until)
+SINCE_SCHEMA = {
+    "type": "string",
+    "maxLength": 40,
+    "pattern": SINCE_PATTERN,
+    "anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}],
+}
 PARAMETERS = {"state", "dispensary_id", "brand", "type", "since", "cursor", "limit"}
 EventType = Literal["listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock"]
 assert get_args(EventType) == ev.EVENT_TYPES  # one list of types (the table's CHECK has it too)
@@ -129,12 +136,7 @@ async def list_events(
         description="a date (UTC midnight) or an ISO 8601 time",
         # what parse_since() takes, as the schema can say it: a date or a date-time (RFC 3339),
         # whose year is 1 or later (a format alone validates nothing: the pattern does)
-        json_schema_extra={
-            "type": "string",
-            "maxLength": 40,
-            "pattern": SINCE_PATTERN,
-            "anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}],
-        },
+        json_schema_extra=SINCE_SCHEMA,
     ),
     cursor: str | None = Query(
         None, max_length=200, pattern=CURSOR_PATTERN, description="a previous page's next_cursor, as it was given"

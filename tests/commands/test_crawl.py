@@ -3,6 +3,7 @@ stopped or killed crawl leaves in crawl_runs (real subprocesses, real signals)."
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -231,3 +232,38 @@ def test_a_crawl_without_a_log_file_prints_its_error_line_once(scrapy_env):
     result = run_scrapy("crawl", "product_resync", "-a", "follow=maybe", env=scrapy_env)
     assert result.returncode == 2
     assert result.stderr.count("follow must be 1 or 0") == 1, result.stderr[-2000:]
+
+
+def test_each_crawl_is_a_row_of_crawl_jobs_with_its_exit_code_and_reason(db, sql, sandbox, scrapy_env):
+    """Scrapyd's job id is the `_job` argument it passes; the error: line stays stderr's last."""
+    failed = run_scrapy("crawl", "product_resync", "-a", "follow=maybe", "-a", "_job=j-bad", env=scrapy_env)
+    assert failed.returncode == 2 and _last_line(failed).startswith("error: product_resync: follow must be 1 or 0")
+    d = add_store(db, sandbox.stores("AZ")[0])
+    done = run_scrapy("crawl", "product_resync", "-a", f"dispensary_id={d}", env=scrapy_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = sql(
+        "SELECT job, spider, arguments, exit_code, error, finish_reason, started_at IS NOT NULL, host, pid"
+        " FROM crawl_jobs ORDER BY id"
+    )
+    (job, spider, arguments, code, error, _, _, host, pid), ok = rows
+    assert (job, spider, arguments, code) == ("j-bad", "product_resync", {"follow": "maybe"}, 2)
+    assert error == _last_line(failed).removeprefix("error: ") and host and pid > 0
+    assert ok[:7] == (None, "product_resync", {"dispensary_id": str(d)}, 0, None, "finished", True)
+
+
+def test_a_long_crawl_says_how_many_of_its_stores_are_done(db, sandbox, scrapy_env):
+    """UNITS_PROGRESS_INTERVAL_S: the stores closed out of the crawl's targets, while it runs."""
+    stores = sorted(sandbox.stores("AZ"), key=lambda s: s["product_count"])[:3]
+    sandbox.faults({"kind": "slow", "store": stores[-1]["id"], "pages": [0], "delay": 3.0})
+    ids = [add_store(db, store) for store in stores]
+    argv = ("crawl", "product_resync", "-a", "dispensary_id=" + ",".join(map(str, ids)))
+    result = run_scrapy(*argv, "-s", "UNITS_PROGRESS_INTERVAL_S=0.3", env=scrapy_env, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = [
+        (int(done), int(total))
+        for done, total in re.findall(
+            r"INFO: product_resync: (\d+) of (\d+) target\(s\) done \(0 failed\)", result.stderr
+        )
+    ]
+    assert said and said == sorted(set(said)), result.stderr[-3000:]  # only when something moved
+    assert all(total == 3 for _, total in said) and said[0][0] < 3  # said while the slow one was out

@@ -169,3 +169,39 @@ def test_the_demo_refuses_more_days_than_the_sandbox_month_has(admin_url, tmp_pa
     result = run_scrapy("demo", "--days", str(month.DAYS + 1), "--database", "never_created", env=env, timeout=120)
     assert result.returncode == 2
     assert f"--days must be 1 to {month.DAYS}" in result.stderr
+
+
+def test_without_chromium_the_demo_goes_on_with_the_stores_that_need_none(empty_database, admin_url, tmp_path):
+    """CHROMIUM_PATH pointing nowhere (apt locked, a non-root user): entry_point_discovery fails only the
+    stores whose menu is on their own website, each with its resolution_error, and exits 3 for them
+    (not 2); the demo says so and crawls the others."""
+    name = psycopg.conninfo.conninfo_to_dict(empty_database)["dbname"]
+    missing = tmp_path / "no-chromium"
+    env = {
+        **os.environ,
+        "DATABASE_URL": admin_url,
+        "CANNASPIDER_DATA_DIR": str(tmp_path / "data"),
+        "CHROMIUM_PATH": str(missing),
+    }
+    env.pop("DUTCHIE_GRAPHQL_URL", None)
+    result = run_scrapy("demo", "--state", "NV", "--database", name, "--days", "2", env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reason = f"Chromium not found at CHROMIUM_PATH ({missing})"
+    note = re.search(
+        rf"^\((\d+) store\(s\) whose menu is on their own website not resolved: {re.escape(reason)}; the demo goes on"
+        r" with the others\)$",
+        result.stdout,
+        re.M,
+    )
+    assert note, result.stdout[-3000:]
+    n = int(note[1])
+    assert re.search(rf"^\s+stores\s+12 \(\d+ resolved, {n} with a resolution error\)$", result.stdout, re.M)
+    with psycopg.connect(empty_database) as conn:
+        errors = conn.execute(
+            "SELECT resolution_error, count(*) FROM dispensaries WHERE resolution_error IS NOT NULL GROUP BY 1"
+        ).fetchall()
+        statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
+    assert errors == [(reason, n)]
+    assert statuses == {
+        "complete": 12 * 2
+    }  # two days  # the stores discovery gave a platform id are crawled all the same

@@ -9,6 +9,7 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -92,3 +93,15 @@ def test_the_stats_are_pushed_to_a_pushgateway(tmp_path):
     assert "/spider/product_resync" in path
     got = parsed(body.decode())
     assert got["scrapy_item_scraped_count"][1] == 1200 and got["scrapy_crawl_running"][1] == 0
+
+
+def test_the_job_label_is_the_scrapyd_job_argument(tmp_path):
+    """Scrapyd 1.5 names its job with `-a _job=<id>` (it sets no SCRAPY_JOB): the label and the file are the job's."""
+    ext = exporter(METRICS_TEXTFILE_DIR=str(tmp_path))
+    ext.spider_opened(SimpleNamespace(name="product_resync", _job="6487ec5c"))
+    assert ext.loop is not None
+    ext.loop.stop()
+    ext._write_now(running=True)
+    (path,) = tmp_path.glob("cannaspider_product_resync_*.prom")
+    assert path.name == "cannaspider_product_resync_6487ec5c.prom"
+    assert parsed(path.read_text())["scrapy_item_scraped_count"][0]["job"] == "6487ec5c"

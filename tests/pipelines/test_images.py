@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 from pathlib import Path
 
 import psycopg
@@ -706,3 +707,30 @@ def test_a_brand_logo_that_failed_is_asked_for_again_by_the_brands_next_product(
     assert [p.relative_to(tmp_path / "images").as_posix() for p in (tmp_path / "images").rglob("*.webp")] == [
         brand_logo_path("Bud Bros", logo)
     ]
+
+
+@pytest.mark.integration
+def test_the_image_phase_says_how_far_it_is_at_the_interval(db, sandbox, store, tmp_path, caplog):
+    """IMAGES_PROGRESS_INTERVAL_S: images done out of those queued, while they download, then the last."""
+    d, base = store["id"], store["base"]
+    sandbox.faults({"kind": "slow", "operation": "image", "delay": 0.3})
+    items = [product(d, f"{i:024x}", f"{base}/images/products/p{i}.png") for i in range(12)]
+    harness = Harness(db, tmp_path / "images", IMAGES_PROGRESS_INTERVAL_S=0.2, IMAGES_CONCURRENCY=2)
+    with caplog.at_level(logging.INFO, logger="cannaspider.pipelines.images"):
+        asyncio.run(harness.crawl(items))
+    lines = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("images: ") and " of " in r.getMessage()
+    ]
+    said = [tuple(map(int, re.match(r"images: (\d+) of (\d+) done", line).groups())) for line in lines]
+    assert len(said) >= 3 and said == sorted(said) and len(set(said)) == len(said), lines  # only when it moved
+    assert said[0][0] < 12 and lines[-1] == "images: 12 of 12 done, 0 queued, 0 downloading (12 stored, 0 failed)"
+
+
+@pytest.mark.integration
+def test_images_that_finish_within_the_interval_say_nothing(db, sandbox, store, tmp_path, caplog):
+    d, base = store["id"], store["base"]
+    harness = Harness(db, tmp_path / "images", IMAGES_PROGRESS_INTERVAL_S=30)
+    with caplog.at_level(logging.INFO, logger="cannaspider.pipelines.images"):
+        asyncio.run(harness.crawl([product(d, "a" * 24, f"{base}/images/products/p1.png")]))
+    assert harness.stat("images_stored") == 1
+    assert not [r for r in caplog.records if " done, " in r.getMessage()]

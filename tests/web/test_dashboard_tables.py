@@ -105,9 +105,11 @@ def test_a_stores_tables_sort_and_download_as_sql_says(service, page, sql):  # n
     # the download: the rows in the order shown, each cell as SQL has it
     rows = download(page, "products")
     want = sql(
-        "SELECT sp.name, sp.brand_name_raw, sp.category, sp.price_rec::float8, sp.stock_status, es.oos_since, "
-        "sp.consecutive_misses FROM store_products sp LEFT JOIN product_event_state es ON es.store_product_id = sp.id "
-        "WHERE sp.dispensary_id = 1"
+        # the brand column shows the canonical brand's name where the product has one (analyst-brands)
+        "SELECT sp.name, coalesce(b.display_name, b.name, sp.brand_name_raw), sp.category, sp.price_rec::float8, "
+        "sp.stock_status, es.oos_since, sp.consecutive_misses FROM store_products sp "
+        "LEFT JOIN product_event_state es ON es.store_product_id = sp.id "
+        "LEFT JOIN brands b ON b.id = sp.canonical_brand_id WHERE sp.dispensary_id = 1"
     )
     by_name = {w[0]: w for w in want}
     assert [r["product"] for r in rows] == [
@@ -126,8 +128,10 @@ def test_a_stores_tables_sort_and_download_as_sql_says(service, page, sql):  # n
         "product",
         "brand",
         "category",
+        "size",
         "price",
         "special",
+        "unit price",
         "stock",
         "out of stock since",
         "misses",
