@@ -3,7 +3,9 @@
 Per state and UTC day: the stores with a complete crawl that saw a menu (a store whose every
 complete crawl of the day found its menu empty is left out: migrations/025_empty_menus.sql), the
 day's events by type, each canonical brand's carrying stores (its availability is stores /
-stores_crawled), price per gram per category (state and city), and the day's largest price moves.
+stores_crawled), price per gram per category (state and city) over every weighed size, the price
+of each size per category (each size its own SKU: migrations/041_sizes_as_skus.sql), and the
+day's largest price moves.
 One step of the analytics refresh (refresh.py), run after analytics_product_daily is rolled and
 analytics_store_daily refreshed: it reads those (one row per product per day, not per snapshot: the
 snapshots were read once by the product roll) and the events of the days it rewrites. The days
@@ -68,26 +70,41 @@ INSERT INTO market_roll_state (rolled_upto, rolled_at) VALUES ((SELECT rolled_up
 ON CONFLICT (only_row) DO UPDATE SET rolled_upto = EXCLUDED.rolled_upto, rolled_at = EXCLUDED.rolled_at
 """
 TAKEN = "UPDATE analytics_roll_state SET market_from = NULL"  # the days written are rolled now
-DELETE = ("market_state_daily", "market_brand_daily", "market_category_daily", "market_movers")
+DELETE = ("market_state_daily", "market_brand_daily", "market_category_daily", "market_size_daily", "market_movers")
 
-# the product-days of complete-crawled stores, with what the market groups them by; price per
-# gram: the day's closing price over the grams of the option (current unit_price / price_rec).
-# Its texts compare bytewise (COLLATE "C"): the groupings sort them, several times faster than
+# the product-days of complete-crawled stores, with what the market groups them by (their SKUs'
+# prices: market_skus). Its texts compare bytewise (COLLATE "C"): the groupings sort them, several times faster than
 # by the database's locale; the tables' keys only need equality.
 SEEN = """
 CREATE TEMP TABLE market_seen ON COMMIT DROP AS
 SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') COLLATE "C" AS city,
        p.dispensary_id, d.platform COLLATE "C" AS platform, sp.canonical_brand_id, sp.canonical_product_id,
        coalesce(sp.category, '') COLLATE "C" AS category,
-       p.price_close, coalesce(p.special_close, false) AS on_special,
-       CASE WHEN sp.unit_price_basis = 'g' AND sp.price_rec > 0
-            THEN p.price_close * sp.unit_price / sp.price_rec END AS price_per_g
+       p.price_close, coalesce(p.special_close, false) AS on_special, p.store_product_id
   FROM analytics_product_daily p
   JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day
   JOIN store_products sp ON sp.id = p.store_product_id
   JOIN dispensaries d ON d.id = p.dispensary_id
  WHERE p.day >= coalesce(%(from)s::date, '-infinity')
    AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
+"""
+
+# Each size its own SKU (migrations/041_sizes_as_skus.sql): every weighed option of the day's
+# product-days, priced per gram (store_products.options[].unit_price_basis 'g': identity.unit_prices
+# sizes only a weighed category's grams; an implausible one has no unit price and is left out).
+# The snapshots keep the product's price (its cheapest option's), so an option's price on a day
+# is that day's closing price times the option's current price over the cheapest's: the cheapest
+# option's own closing price, the others' as they stand to it now (docs/analytics.md, "Sizes as SKUs").
+SKUS = """
+CREATE TEMP TABLE market_skus ON COMMIT DROP AS
+SELECT s.state, s.city, s.day, s.category, s.dispensary_id, s.platform, o.grams, o.price, o.price / o.grams AS price_per_g
+  FROM market_seen s JOIN store_products sp ON sp.id = s.store_product_id
+ CROSS JOIN LATERAL (
+       SELECT round((e->>'size_value')::numeric, 3) AS grams,
+              round(s.price_close * (e->>'price_rec')::numeric / sp.price_rec, 2) AS price
+         FROM jsonb_array_elements(sp.options) e
+        WHERE e->>'unit_price_basis' = 'g' AND (e->>'size_value')::numeric > 0) o
+ WHERE sp.price_rec > 0 AND s.price_close IS NOT NULL AND o.grams > 0
 """
 
 STATES = f"""
@@ -149,7 +166,9 @@ SELECT s.state, s.day, s.canonical_brand_id, count(DISTINCT s.dispensary_id), c.
 
 # the state's figures (city '') and each named city's
 CATEGORIES = """
-INSERT INTO market_category_daily
+INSERT INTO market_category_daily (state, city, day, category, stores, products, on_special, price_per_g_p25,
+                                   price_per_g_median, price_per_g_p75, stores_by_platform, skus_weighed,
+                                   price_per_g_mean)
 WITH by_platform AS (
     SELECT state, city, day, category, jsonb_object_agg(platform, stores) AS stores_by_platform
       FROM (SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
@@ -157,18 +176,44 @@ WITH by_platform AS (
               FROM market_seen
              GROUP BY GROUPING SETS ((state, day, category, platform), (state, day, category, city, platform))) p
      WHERE whole = 1 OR city <> ''
-     GROUP BY 1, 2, 3, 4)
-SELECT g.state, g.city, g.day, g.category, stores, products, on_special, p25, p50, p75, b.stores_by_platform
+     GROUP BY 1, 2, 3, 4),
+per_g AS (  -- over every weighed SKU (market_skus), equivalized to the gram
+    SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
+           day, category, count(*) AS skus, avg(price_per_g)::numeric(16, 4) AS mean,
+           (percentile_cont(0.25) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p25,
+           (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p50,
+           (percentile_cont(0.75) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p75
+      FROM market_skus
+     GROUP BY GROUPING SETS ((state, day, category), (state, day, category, city)))
+SELECT g.state, g.city, g.day, g.category, stores, products, on_special, w.p25, w.p50, w.p75, b.stores_by_platform,
+       coalesce(w.skus, 0), w.mean
   FROM (SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
                day, category, count(DISTINCT dispensary_id) AS stores, count(*) AS products,
-               count(*) FILTER (WHERE on_special) AS on_special,
-               (percentile_cont(0.25) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p25,
-               (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p50,
-               (percentile_cont(0.75) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p75
+               count(*) FILTER (WHERE on_special) AS on_special
           FROM market_seen
          GROUP BY GROUPING SETS ((state, day, category), (state, day, category, city))) g
   JOIN by_platform b ON b.state = g.state AND b.city = g.city AND b.day = g.day AND b.category = g.category
- WHERE whole = 1 OR g.city <> ''
+  LEFT JOIN per_g w ON w.state = g.state AND w.city = g.city AND w.day = g.day AND w.category = g.category
+                   AND w.whole = g.whole
+ WHERE g.whole = 1 OR g.city <> ''
+"""
+
+# each weighed size of a category, the state's (market_skus); its stores per platform as the others'
+SIZES = """
+INSERT INTO market_size_daily
+WITH by_platform AS (
+    SELECT state, day, category, grams, jsonb_object_agg(platform, stores) AS stores_by_platform
+      FROM (SELECT state, day, category, grams, platform, count(DISTINCT dispensary_id) AS stores
+              FROM market_skus GROUP BY 1, 2, 3, 4, 5) p
+     GROUP BY 1, 2, 3, 4)
+SELECT s.state, s.day, s.category, s.grams, count(DISTINCT s.dispensary_id), count(*), avg(s.price)::numeric(12, 2),
+       (percentile_cont(0.25) WITHIN GROUP (ORDER BY s.price))::numeric(12, 2),
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY s.price))::numeric(12, 2),
+       (percentile_cont(0.75) WITHIN GROUP (ORDER BY s.price))::numeric(12, 2),
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY s.price_per_g))::numeric(16, 4), b.stores_by_platform
+  FROM market_skus s
+  JOIN by_platform b ON b.state = s.state AND b.day = s.day AND b.category = s.category AND b.grams = s.grams
+ GROUP BY s.state, s.day, s.category, s.grams, b.stores_by_platform
 """
 
 MOVERS = f"""
@@ -197,6 +242,7 @@ SELECT state, sum(stores)::int FROM (
     UNION ALL SELECT state, 0 FROM market_state_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
     UNION ALL SELECT state, 0 FROM market_brand_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
     UNION ALL SELECT state, 0 FROM market_category_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
+    UNION ALL SELECT state, 0 FROM market_size_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
     UNION ALL SELECT state, 0 FROM market_movers WHERE day >= coalesce(%(from)s::date, '-infinity')) s
  GROUP BY state
 """
@@ -221,10 +267,11 @@ async def _rewrite(conn: psycopg.AsyncConnection, params: dict[str, Any]) -> int
             params,
         )
     await conn.execute(SEEN, params)
+    await conn.execute(SKUS)
     written = 0
-    for statement in (STATES, BRANDS, CATEGORIES, MOVERS):
+    for statement in (STATES, BRANDS, CATEGORIES, SIZES, MOVERS):
         written += (await conn.execute(statement, params)).rowcount
-    await conn.execute("DROP TABLE market_seen")
+    await conn.execute("DROP TABLE market_skus, market_seen")
     return written
 
 
