@@ -97,7 +97,8 @@ SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') C
 # option's own closing price, the others' as they stand to it now (docs/analytics.md, "Sizes as SKUs").
 SKUS = """
 CREATE TEMP TABLE market_skus ON COMMIT DROP AS
-SELECT s.state, s.city, s.day, s.category, s.dispensary_id, s.platform, o.grams, o.price, o.price / o.grams AS price_per_g
+SELECT s.state, s.city, s.day, s.category, s.dispensary_id, s.platform, o.grams, o.price,
+       o.price / o.grams AS price_per_g
   FROM market_seen s JOIN store_products sp ON sp.id = s.store_product_id
  CROSS JOIN LATERAL (
        SELECT round((e->>'size_value')::numeric, 3) AS grams,
