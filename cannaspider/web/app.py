@@ -106,6 +106,7 @@ def create_app(
     app.include_router(image_router(settings))
     app.include_router(market_api.router)  # canonical brands and products, GET /api/market
     app.include_router(dashboard.market_router)  # /dashboard/market/{state}
+    app.include_router(dashboard.products_router)  # /dashboard/products/{canonical_id}
     app.include_router(probes.router)  # /healthz, /readyz, /metrics (docs/operations.md)
     install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 
