@@ -26,6 +26,7 @@ import psycopg
 
 from cannaspider.analytics import parts
 from cannaspider.analytics.plausible import price_move_plausible_sql
+from cannaspider.identity import WEIGHED_CATEGORIES
 
 # a price_changed event's move is a drop, a rise or a mover only when plausible (plausible.py)
 PLAUSIBLE_MOVE = price_move_plausible_sql("e.price_rec_old", "e.price_rec")
@@ -80,7 +81,11 @@ CREATE TEMP TABLE market_seen ON COMMIT DROP AS
 SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') COLLATE "C" AS city,
        p.dispensary_id, d.platform COLLATE "C" AS platform, sp.canonical_brand_id, sp.canonical_product_id,
        coalesce(sp.category, '') COLLATE "C" AS category,
-       p.price_close, coalesce(p.special_close, false) AS on_special, p.store_product_id
+       p.price_close, coalesce(p.special_close, false) AS on_special,
+       -- the options of a weighed category's product (the others have no per-gram size: SKUS)
+       CASE WHEN sp.price_rec > 0 AND (sp.category IS NULL OR sp.category = ANY(%(weighed)s)) THEN sp.options END
+           AS options,
+       sp.price_rec AS price_now
   FROM analytics_product_daily p
   JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day
   JOIN store_products sp ON sp.id = p.store_product_id
@@ -99,13 +104,13 @@ SKUS = """
 CREATE TEMP TABLE market_skus ON COMMIT DROP AS
 SELECT s.state, s.city, s.day, s.category, s.dispensary_id, s.platform, o.grams, o.price,
        o.price / o.grams AS price_per_g
-  FROM market_seen s JOIN store_products sp ON sp.id = s.store_product_id
+  FROM market_seen s
  CROSS JOIN LATERAL (
        SELECT round((e->>'size_value')::numeric, 3) AS grams,
-              round(s.price_close * (e->>'price_rec')::numeric / sp.price_rec, 2) AS price
-         FROM jsonb_array_elements(sp.options) e
+              round(s.price_close * (e->>'price_rec')::numeric / s.price_now, 2) AS price
+         FROM jsonb_array_elements(s.options) e
         WHERE e->>'unit_price_basis' = 'g' AND (e->>'size_value')::numeric > 0) o
- WHERE sp.price_rec > 0 AND s.price_close IS NOT NULL AND o.grams > 0
+ WHERE s.options IS NOT NULL AND s.price_close IS NOT NULL
 """
 
 STATES = f"""
@@ -206,15 +211,18 @@ WITH by_platform AS (
     SELECT state, day, category, grams, jsonb_object_agg(platform, stores) AS stores_by_platform
       FROM (SELECT state, day, category, grams, platform, count(DISTINCT dispensary_id) AS stores
               FROM market_skus GROUP BY 1, 2, 3, 4, 5) p
-     GROUP BY 1, 2, 3, 4)
-SELECT s.state, s.day, s.category, s.grams, count(DISTINCT s.dispensary_id), count(*), avg(s.price)::numeric(12, 2),
-       (percentile_cont(0.25) WITHIN GROUP (ORDER BY s.price))::numeric(12, 2),
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY s.price))::numeric(12, 2),
-       (percentile_cont(0.75) WITHIN GROUP (ORDER BY s.price))::numeric(12, 2),
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY s.price_per_g))::numeric(16, 4), b.stores_by_platform
-  FROM market_skus s
-  JOIN by_platform b ON b.state = s.state AND b.day = s.day AND b.category = s.category AND b.grams = s.grams
- GROUP BY s.state, s.day, s.category, s.grams, b.stores_by_platform
+     GROUP BY 1, 2, 3, 4),
+figures AS (
+    SELECT state, day, category, grams, count(DISTINCT dispensary_id) AS stores, count(*) AS skus,
+           avg(price)::numeric(12, 2) AS mean,
+           (percentile_cont(0.25) WITHIN GROUP (ORDER BY price))::numeric(12, 2) AS p25,
+           (percentile_cont(0.5) WITHIN GROUP (ORDER BY price))::numeric(12, 2) AS p50,
+           (percentile_cont(0.75) WITHIN GROUP (ORDER BY price))::numeric(12, 2) AS p75,
+           (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS per_g
+      FROM market_skus GROUP BY 1, 2, 3, 4)
+SELECT f.state, f.day, f.category, f.grams, f.stores, f.skus, f.mean, f.p25, f.p50, f.p75, f.per_g, b.stores_by_platform
+  FROM figures f
+  JOIN by_platform b ON b.state = f.state AND b.day = f.day AND b.category = f.category AND b.grams = f.grams
 """
 
 MOVERS = f"""
@@ -256,7 +264,12 @@ async def _changed(conn: psycopg.AsyncConnection, movers_per_day: int) -> dict[s
     everything, from_day = row
     if not everything and from_day is None:
         return None
-    return {"from": None if everything else from_day, "movers": movers_per_day, "states": None}
+    return {
+        "from": None if everything else from_day,
+        "movers": movers_per_day,
+        "states": None,
+        "weighed": sorted(WEIGHED_CATEGORIES),
+    }
 
 
 async def _rewrite(conn: psycopg.AsyncConnection, params: dict[str, Any]) -> int:
