@@ -14,7 +14,8 @@ and /api/products/{id}/history (a random canonical product's last 30 days across
 store sells every product here, so a product's history has a row per store and day). Targets:
 p95 <= 50 ms each. The machine may be shared: beside the wall-clock percentiles it prints two
 figures that load moves far less, the CPU time per request (this process: client and server,
-which runs in a thread of it) and each endpoint's statements' execution time in PostgreSQL (median of EXPLAIN ANALYZE over the same parameters).
+which runs in a thread of it) and each endpoint's statements' execution time in PostgreSQL
+(median of EXPLAIN ANALYZE over the same parameters).
 """
 
 from __future__ import annotations
