@@ -28,5 +28,32 @@ CREATE TABLE market_size_daily (
     PRIMARY KEY (state, day, category, grams)
 );
 
+-- 3. A canonical product across stores per day (GET /api/products/{id}/history), rolled with the
+--    market tables over the same days: the stores whose complete crawl listed it, and per size (a
+--    weighed option by its grams, '3.5g', any other by its name, 'N/A') the stores listing that size
+--    and its lowest, median and highest price that day, with the median unit price. Keyed by the
+--    product: a product's days are one index range, whatever the stores that sell it.
+CREATE TABLE product_listed_daily (
+    canonical_product_id  bigint  NOT NULL,
+    day                   date    NOT NULL,
+    stores                integer NOT NULL,  -- stores whose complete crawl that day listed it
+    store_products        integer NOT NULL,  -- their listings (analytics_product_daily rows)
+    snapshots             integer NOT NULL,  -- the snapshots behind those rows
+    PRIMARY KEY (canonical_product_id, day)
+);
+CREATE TABLE product_size_daily (
+    canonical_product_id  bigint         NOT NULL,
+    day                   date           NOT NULL,
+    size                  text           NOT NULL,
+    grams                 numeric(10, 3),            -- NULL: not weighed
+    stores                integer        NOT NULL,
+    price_min             numeric(12, 2) NOT NULL,
+    price_median          numeric(12, 2) NOT NULL,
+    price_max             numeric(12, 2) NOT NULL,
+    unit_price_median     numeric(16, 4),
+    unit_price_basis      text,                      -- NULL when its stores price it on different bases
+    PRIMARY KEY (canonical_product_id, day, size)
+);
+
 -- the rolled days are rebuilt at the next refresh, with every size priced
 DELETE FROM market_roll_state;

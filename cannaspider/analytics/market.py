@@ -243,6 +243,53 @@ SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id
 """
 
 
+# A canonical product is product × size for prices: each option of a store product is a SKU,
+# named by its size in grams ('3.5g') when weighed, else by the option's own name ('N/A', '10pk').
+# `factor` is the option's price over the store product's (its cheapest option's: the price the
+# snapshots keep), so a day's closing price times it is the option's price that day; `unit_factor`
+# its unit price per dollar. Over `sp` (a store_products row): GET /api/products/{id} reads it too.
+SKUS_OF = """
+SELECT CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
+            THEN trim_scale(round((e->>'size_value')::numeric, 3))::text || 'g' ELSE coalesce(e->>'option', '') END
+           AS size,
+       CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
+            THEN round((e->>'size_value')::numeric, 3) END AS grams,
+       (e->>'price_rec')::numeric AS price, (e->>'unit_price')::numeric AS unit_price,
+       e->>'unit_price_basis' AS basis,
+       (e->>'price_rec')::numeric / sp.price_rec AS factor,
+       (e->>'unit_price')::numeric / (e->>'price_rec')::numeric AS unit_factor
+  FROM jsonb_array_elements(sp.options) e
+ WHERE (e->>'price_rec')::numeric > 0 AND sp.price_rec > 0
+"""
+
+# A canonical product's days across stores (migration 041, GET /api/products/{id}/history): the
+# product-days of stores crawled completely that day, as the market counts them, of the products
+# in this part's share (canonical_product_id % n = k: a product's figures are over every state).
+PRODUCT_DAYS = f"""
+WITH listed AS MATERIALIZED (
+    SELECT sp.canonical_product_id, p.day, sp.dispensary_id, p.snapshots, p.price_close, sp.price_rec, sp.options
+      FROM analytics_product_daily p
+      JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day AND a.crawls > a.empty_crawls
+      JOIN store_products sp ON sp.id = p.store_product_id
+     WHERE p.day >= coalesce(%(from)s::date, '-infinity') AND sp.canonical_product_id IS NOT NULL
+       AND (%(n)s::int IS NULL OR sp.canonical_product_id %% %(n)s = %(k)s)),
+days AS (
+    INSERT INTO product_listed_daily
+    SELECT canonical_product_id, day, count(DISTINCT dispensary_id), count(*), sum(snapshots)
+      FROM listed GROUP BY 1, 2)
+INSERT INTO product_size_daily
+SELECT sp.canonical_product_id, sp.day, k.size, k.grams, count(DISTINCT sp.dispensary_id),
+       min(round(sp.price_close * k.factor, 2)),
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY round(sp.price_close * k.factor, 2)))::numeric(12, 2),
+       max(round(sp.price_close * k.factor, 2)),
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_close * k.factor * k.unit_factor))::numeric(16, 4),
+       CASE WHEN count(DISTINCT k.basis) = 1 THEN min(k.basis) END
+  FROM listed sp CROSS JOIN LATERAL ({SKUS_OF}) k
+ WHERE sp.price_close IS NOT NULL
+ GROUP BY 1, 2, 3, 4
+"""
+PRODUCT_TABLES = ("product_listed_daily", "product_size_daily")
+
 # every state a part may have to rewrite: the stores' (weighed by their count, which the work
 # follows) and those of the rows it deletes (a state no store is in any more)
 STATES_OF = """
@@ -289,6 +336,22 @@ async def _rewrite(conn: psycopg.AsyncConnection, params: dict[str, Any]) -> int
     return written
 
 
+async def _rewrite_products(
+    conn: psycopg.AsyncConnection, params: dict[str, Any], share: tuple[int, int] | None
+) -> int:
+    """Rewrite the canonical products' days from params["from"], of the products `share` = (n, k)
+    names (canonical_product_id % n = k; None: all); the rows written."""
+    by = {**params, "n": share[0] if share else None, "k": share[1] if share else None}
+    for table in PRODUCT_TABLES:  # constant names, never input
+        await conn.execute(
+            f"DELETE FROM {table} WHERE day >= coalesce(%(from)s::date, '-infinity')"
+            " AND (%(n)s::int IS NULL OR canonical_product_id %% %(n)s = %(k)s)",
+            by,
+        )
+    cur = await conn.execute(PRODUCT_DAYS, by)
+    return cur.rowcount
+
+
 async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_DAY) -> int:
     """Rewrite the market tables from the earliest day changed since the last roll; the rows written.
 
@@ -297,7 +360,7 @@ async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_D
     # no product roll meanwhile: the days it writes would be taken (TAKEN) but not read
     await conn.execute("LOCK TABLE analytics_product_daily IN SHARE MODE")
     params = await _changed(conn, movers_per_day)
-    written = 0 if params is None else await _rewrite(conn, params)
+    written = 0 if params is None else await _rewrite(conn, params) + await _rewrite_products(conn, params, None)
     await conn.execute(MARK)
     await conn.execute(TAKEN)
     return written
@@ -306,6 +369,11 @@ async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_D
 async def _part(url: str, work_mem: str, params: dict[str, Any]) -> int:
     async with parts.own_transaction(url, work_mem) as conn:
         return await _rewrite(conn, params)
+
+
+async def _products_part(url: str, work_mem: str, params: dict[str, Any], share: tuple[int, int]) -> int:
+    async with parts.own_transaction(url, work_mem) as conn:
+        return await _rewrite_products(conn, params, share)
 
 
 async def roll_in_parts(
@@ -327,6 +395,12 @@ async def roll_in_parts(
                 tasks = [
                     group.create_task(_part(url, work_mem, {**params, "states": share}))
                     for share in parts.split(weights, parts_at_most)
+                ]
+            # then the canonical products' days, split by product (each over every state)
+            async with asyncio.TaskGroup() as group:
+                tasks += [
+                    group.create_task(_products_part(url, work_mem, params, (parts_at_most, k)))
+                    for k in range(max(1, parts_at_most))
                 ]
             written = sum(t.result() for t in tasks)
         await conn.execute(MARK)

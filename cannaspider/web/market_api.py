@@ -148,9 +148,9 @@ class HistoryDayOut(BaseModel):
     day: date
     stores: int = Field(description="stores whose complete crawl that day listed it (the market's rule)")
     store_products: int
-    snapshots: int = Field(description="the crawls' snapshots behind the day's figures")
-    store_product_ids: list[int] = Field(
-        description="the listings (GET /api/stores/{id}/products/{pid}/history gives their snapshots and runs)"
+    snapshots: int = Field(
+        description="the crawls' snapshots behind the day's figures (its listings: GET /api/products/{id}'s stores;"
+        " each one's snapshots and runs: GET /api/stores/{id}/products/{pid}/history)"
     )
     sizes: list[HistorySizeOut] = Field(description=SKU_PRICES)
 

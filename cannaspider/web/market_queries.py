@@ -16,6 +16,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from cannaspider.analytics.market import SKUS_OF
 from cannaspider.web.dashboard_queries import _all
 
 # from the view the analytics refresh keeps (market_brands_now: state NULL is every state), not
@@ -104,25 +105,6 @@ SELECT sp.dispensary_id, d.name AS store, d.city, d.state, d.platform, sp.provid
 """
 
 
-# A canonical product is product × size for prices: each option of a store product linked to it
-# is a SKU (store_products.options, priced by identity.unit_prices), named by its size in grams
-# ('3.5g') when weighed, else by the option's own name ('N/A', '10pk'). `factor` is the option's
-# price over the store product's (its cheapest option's: the price the snapshots keep), so a day's
-# closing price times it is the option's price that day; `unit_factor` its unit price per dollar.
-SKUS_OF = """
-SELECT CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
-            THEN trim_scale(round((e->>'size_value')::numeric, 3))::text || 'g' ELSE coalesce(e->>'option', '') END
-           AS size,
-       CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
-            THEN round((e->>'size_value')::numeric, 3) END AS grams,
-       (e->>'price_rec')::numeric AS price, (e->>'unit_price')::numeric AS unit_price,
-       e->>'unit_price_basis' AS basis,
-       (e->>'price_rec')::numeric / sp.price_rec AS factor,
-       (e->>'unit_price')::numeric / (e->>'price_rec')::numeric AS unit_factor
-  FROM jsonb_array_elements(sp.options) e
- WHERE (e->>'price_rec')::numeric > 0 AND sp.price_rec > 0
-"""
-
 # its sizes now, over the store products in stock (a store whose menu is empty now says nothing)
 PRODUCT_SIZES = f"""
 SELECT k.size, k.grams::float8, count(DISTINCT sp.dispensary_id) AS stores, count(*) AS skus,
@@ -136,37 +118,19 @@ SELECT k.size, k.grams::float8, count(DISTINCT sp.dispensary_id) AS stores, coun
  GROUP BY k.size, k.grams ORDER BY k.grams NULLS LAST, k.size
 """
 
-# its days across stores: the product-days (analytics_product_daily: each the closing price of a
-# store's day, from its snapshots) of stores crawled completely that day, as the market counts them
+# its days across stores, as the analytics refresh rolled them (migration 041, analytics/market.py)
 PRODUCT_DAYS = """
-SELECT p.day, count(DISTINCT sp.dispensary_id) AS stores, count(*) AS store_products,
-       sum(p.snapshots)::int AS snapshots,
-       array_agg(p.store_product_id ORDER BY p.store_product_id) AS store_product_ids
-  FROM store_products sp
-  JOIN analytics_product_daily p ON p.store_product_id = sp.id AND p.day BETWEEN %(since)s AND %(until)s
-  JOIN analytics_store_daily a ON a.dispensary_id = sp.dispensary_id AND a.day = p.day AND a.crawls > a.empty_crawls
- WHERE sp.canonical_product_id = %(id)s
- GROUP BY p.day ORDER BY p.day
+SELECT day, stores, store_products, snapshots FROM product_listed_daily
+ WHERE canonical_product_id = %(id)s AND day BETWEEN %(since)s AND %(until)s ORDER BY day
 """
-PRODUCT_DAY_SIZES = f"""
-SELECT p.day, k.size, k.grams::float8, count(DISTINCT sp.dispensary_id) AS stores,
-       min(round(p.price_close * k.factor, 2))::float8 AS price_min,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY round(p.price_close * k.factor, 2)))::float8 AS price_median,
-       max(round(p.price_close * k.factor, 2))::float8 AS price_max,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY p.price_close * k.factor * k.unit_factor))::numeric(16, 4)::float8
-           AS unit_price_median,
-       CASE WHEN count(DISTINCT k.basis) = 1 THEN min(k.basis) END AS unit_price_basis
-  FROM store_products sp
-  JOIN analytics_product_daily p ON p.store_product_id = sp.id AND p.day BETWEEN %(since)s AND %(until)s
-  JOIN analytics_store_daily a ON a.dispensary_id = sp.dispensary_id AND a.day = p.day AND a.crawls > a.empty_crawls
- CROSS JOIN LATERAL ({SKUS_OF}) k
- WHERE sp.canonical_product_id = %(id)s AND p.price_close IS NOT NULL
- GROUP BY p.day, k.size, k.grams ORDER BY p.day, k.grams NULLS LAST, k.size
+PRODUCT_DAY_SIZES = """
+SELECT day, size, grams::float8, stores, price_min::float8, price_median::float8, price_max::float8,
+       unit_price_median::float8, unit_price_basis
+  FROM product_size_daily
+ WHERE canonical_product_id = %(id)s AND day BETWEEN %(since)s AND %(until)s
+ ORDER BY day, grams NULLS LAST, size
 """
-PRODUCT_LAST_DAY = """
-SELECT max(p.day) FROM store_products sp JOIN analytics_product_daily p ON p.store_product_id = sp.id
- WHERE sp.canonical_product_id = %s
-"""
+PRODUCT_LAST_DAY = "SELECT max(day) FROM product_listed_daily WHERE canonical_product_id = %s"
 
 
 async def brands(conn: AsyncConnection, *, state: str | None, limit: int) -> list[dict[str, Any]]:

@@ -499,3 +499,46 @@ def test_an_implausible_price_move_is_counted_not_a_drop_rise_or_mover(db, histo
     movers = rows(db, "SELECT state, kind, store_product_id, change_pct FROM market_movers WHERE day = %s", (D30,))
     assert movers == [("AZ", "drop", history["pb2"], Decimal("-16.67"))]
     assert rows(db, "SELECT sum(price_changes_implausible) FROM market_state_daily WHERE day < %s", (D30,)) == [(0,)]
+
+
+def test_a_canonical_products_days_are_rolled_alike_in_one_part_or_by_product_share(db, history):
+    """pa1 (3.5 g, 7 g, 'N/A') and pc1, pm1 (1 g) are one canonical product, pb1 another: their
+    days across stores, rolled in one part, then rebuilt in 3 parts by product share."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        one, other = (
+            conn.execute(
+                "INSERT INTO canonical_products (key, category, name, name_key, size_key) "
+                "VALUES (%s, 'Flower', %s, %s, '') RETURNING id",
+                (key, key, key),
+            ).fetchone()[0]
+            for key in ("one", "other")
+        )
+        conn.execute(
+            "UPDATE store_products SET canonical_product_id = CASE provider_product_id WHEN 'pb1' THEN %s ELSE %s END "
+            "WHERE category = 'Flower'",
+            (other, one),
+        )
+        conn.execute("TRUNCATE market_roll_state")
+    refresh(db)
+    tables = {t: f"SELECT * FROM {t} ORDER BY 1, 2, 3" for t in market.PRODUCT_TABLES}
+    rolled = {t: rows(db, q) for t, q in tables.items()}
+    assert rolled["product_listed_daily"] == [
+        (one, D0, 2, 2, 2),  # A and C (C's day 28 crawl failed: not then), M on day 28
+        (one, D28, 2, 2, 2),
+        (other, D0, 1, 1, 1),
+    ]
+    assert [r[:8] for r in rolled["product_size_daily"] if r[0] == one] == [
+        (one, D0, "1g", Decimal("1.000"), 1, *[Decimal("30.00")] * 3),
+        (one, D0, "3.5g", Decimal("3.500"), 1, *[Decimal("35.00")] * 3),
+        (one, D0, "7g", Decimal("7.000"), 1, *[Decimal("62.50")] * 3),
+        (one, D0, "N/A", None, 1, *[Decimal("6.25")] * 3),
+        (one, D28, "1g", Decimal("1.000"), 1, *[Decimal("40.00")] * 3),
+        (one, D28, "3.5g", Decimal("3.500"), 1, *[Decimal("28.00")] * 3),
+        (one, D28, "7g", Decimal("7.000"), 1, *[Decimal("50.00")] * 3),
+        (one, D28, "N/A", None, 1, *[Decimal("5.00")] * 3),
+    ]
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE market_roll_state")
+        conn.execute("UPDATE product_size_daily SET stores = 99")  # a rebuild rewrites every day
+    refresh(db, parts=3)
+    assert {t: rows(db, q) for t, q in tables.items()} == rolled

@@ -77,15 +77,15 @@ def test_a_canonical_products_days_across_stores_per_size(api, rolled, sql):
     }
     units = {z["size"]: (z["unit_price_median"], z["unit_price_basis"]) for z in day28["sizes"]}
     assert units == {"1g": (40.0, "g"), "3.5g": (8.0, "g"), "7g": (7.1429, "g"), "N/A": (5.0, "unit")}
-    # traceable: the listings are the product-days of complete crawls, as SQL has them
+    # traceable: the figures are the product-days of complete crawls, as SQL has them
     listed = sql(
-        "SELECT p.day::text, array_agg(p.store_product_id ORDER BY p.store_product_id), sum(p.snapshots) "
+        "SELECT p.day::text, count(DISTINCT sp.dispensary_id), count(*), sum(p.snapshots) "
         "FROM analytics_product_daily p JOIN store_products sp ON sp.id = p.store_product_id "
         "JOIN analytics_store_daily a ON a.dispensary_id = sp.dispensary_id AND a.day = p.day "
         "WHERE sp.canonical_product_id = %s AND a.crawls > a.empty_crawls GROUP BY 1 ORDER BY 1",
         (rolled["flower"],),
     )
-    assert [(d["day"], d["store_product_ids"], d["snapshots"]) for d in body["days"]] == listed
+    assert [(d["day"], d["stores"], d["store_products"], d["snapshots"]) for d in body["days"]] == listed
     # a range: one day
     one = http("GET", f"{api.base}/api/products/{rolled['flower']}/history?since={D28}&until={D28}").json()
     assert [d["day"] for d in one["days"]] == [D28]
