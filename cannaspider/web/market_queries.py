@@ -11,7 +11,7 @@ it is left out of the brands' figures (migrations/031_empty_menus_now.sql)."""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -174,7 +174,10 @@ async def product_history(
         return None
     if until is None:
         last = await _all(conn, PRODUCT_LAST_DAY, (product_id,))
-        until = last[0]["max"] if last and last[0]["max"] else (since or date.today()) + timedelta(days=days - 1)
+        if last and last[0]["max"]:
+            until = last[0]["max"]
+        else:  # nothing rolled: the span from since, or up to today
+            until = since + timedelta(days=days - 1) if since else datetime.now(UTC).date()
     if since is None:
         since = until - timedelta(days=days - 1)
     params = {"id": product_id, "since": since, "until": until}

@@ -8,6 +8,7 @@ SQL, no request leaving 127.0.0.1."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -115,8 +116,14 @@ def test_a_bad_range_is_a_422_with_the_reason(api, rolled, query, field):
     assert answer.json()["detail"][0]["loc"][-1] == field
 
 
-def test_an_unknown_product_is_a_404_and_the_schema_documents_the_history(api, rolled):
+def test_an_unknown_product_is_a_404_and_the_schema_documents_the_history(api, rolled, sql):
     assert http("GET", f"{api.base}/api/products/999999/history").status == 404
+    # a product never rolled: no day, up to today, or the span from since
+    ((lone,),) = sql("INSERT INTO canonical_products (key, name) VALUES ('lone', 'Lone') RETURNING id")
+    body = http("GET", f"{api.base}/api/products/{lone}/history").json()
+    assert body["days"] == [] and body["until"] == str(datetime.now(UTC).date())
+    body = http("GET", f"{api.base}/api/products/{lone}/history?since=2026-11-01&days=5").json()
+    assert (body["since"], body["until"], body["days"]) == ("2026-11-01", "2026-11-05", [])
     schema = http("GET", f"{api.base}/openapi.json").json()
     history = schema["paths"]["/api/products/{canonical_id}/history"]["get"]
     assert {"200", "404", "422"} <= set(history["responses"])
