@@ -246,8 +246,9 @@ SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id
 # A canonical product is product × size for prices: each option of a store product is a SKU,
 # named by its size in grams ('3.5g') when weighed, else by the option's own name ('N/A', '10pk').
 # `factor` is the option's price over the store product's (its cheapest option's: the price the
-# snapshots keep), so a day's closing price times it is the option's price that day; `unit_factor`
-# its unit price per dollar. Over `sp` (a store_products row): GET /api/products/{id} reads it too.
+# snapshots keep), so a day's closing price times it is the option's price that day; `per` what one
+# unit holds (its grams, a pack's pieces, its THC / 100 mg: price / unit price). Over `sp` (a
+# store_products row): GET /api/products/{id} reads it too.
 SKUS_OF = """
 SELECT CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
             THEN trim_scale(round((e->>'size_value')::numeric, 3))::text || 'g' ELSE coalesce(e->>'option', '') END
@@ -257,7 +258,7 @@ SELECT CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
        (e->>'price_rec')::numeric AS price, (e->>'unit_price')::numeric AS unit_price,
        e->>'unit_price_basis' AS basis,
        (e->>'price_rec')::numeric / sp.price_rec AS factor,
-       (e->>'unit_price')::numeric / (e->>'price_rec')::numeric AS unit_factor
+       round((e->>'price_rec')::numeric / nullif((e->>'unit_price')::numeric, 0), 3) AS per
   FROM jsonb_array_elements(sp.options) e
  WHERE (e->>'price_rec')::numeric > 0 AND sp.price_rec > 0
 """
@@ -276,17 +277,21 @@ WITH listed AS MATERIALIZED (
 days AS (
     INSERT INTO product_listed_daily
     SELECT canonical_product_id, day, count(DISTINCT dispensary_id), count(*), sum(snapshots)
-      FROM listed GROUP BY 1, 2)
+      FROM listed GROUP BY 1, 2),
+skus AS (
+    SELECT sp.canonical_product_id, sp.day, sp.dispensary_id, k.size, k.grams, k.basis, k.per,
+           round(sp.price_close * k.factor, 2) AS price
+      FROM listed sp CROSS JOIN LATERAL ({SKUS_OF}) k
+     WHERE sp.price_close IS NOT NULL)
+-- the median unit price is the median price over what a unit holds, when every store's SKU holds
+-- the same (one sort a group: the median's)
 INSERT INTO product_size_daily
-SELECT sp.canonical_product_id, sp.day, k.size, k.grams, count(DISTINCT sp.dispensary_id),
-       min(round(sp.price_close * k.factor, 2)),
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY round(sp.price_close * k.factor, 2)))::numeric(12, 2),
-       max(round(sp.price_close * k.factor, 2)),
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_close * k.factor * k.unit_factor))::numeric(16, 4),
-       CASE WHEN count(DISTINCT k.basis) = 1 THEN min(k.basis) END
-  FROM listed sp CROSS JOIN LATERAL ({SKUS_OF}) k
- WHERE sp.price_close IS NOT NULL
- GROUP BY 1, 2, 3, 4
+SELECT canonical_product_id, day, size, grams, count(DISTINCT dispensary_id), min(price),
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY price))::numeric(12, 2), max(price),
+       CASE WHEN min(per) = max(per)
+            THEN ((percentile_cont(0.5) WITHIN GROUP (ORDER BY price)) / min(per))::numeric(16, 4) END,
+       CASE WHEN min(basis) = max(basis) THEN min(basis) END
+  FROM skus GROUP BY 1, 2, 3, 4
 """
 PRODUCT_TABLES = ("product_listed_daily", "product_size_daily")
 
