@@ -90,7 +90,7 @@ SELECT array_agg(DISTINCT brand_name_raw ORDER BY brand_name_raw) FILTER (WHERE 
 PRODUCT = """
 SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category,
        price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special, stock_status,
-       consecutive_misses
+       consecutive_misses, canonical_product_id
   FROM store_products WHERE dispensary_id = %s AND provider_product_id = %s
 """
 

@@ -208,6 +208,8 @@ def test_the_product_page_shows_its_sizes_and_days_as_the_api_has_them(api, roll
     shot(page, "canonical-product")
     page.locator("#stores a").first.click()
     page.wait_for_url("**/dashboard/stores/*/products/*")
+    page.click("#across-stores")  # and back, from the store's product
+    page.wait_for_url(f"**/dashboard/products/{rolled['flower']}")
 
 
 def test_the_market_pages_show_the_sizes_and_the_states_table(api, rolled, page, sql):
