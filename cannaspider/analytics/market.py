@@ -248,11 +248,12 @@ SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id
 # `factor` is the option's price over the store product's (its cheapest option's: the price the
 # snapshots keep), so a day's closing price times it is the option's price that day; `per` what one
 # unit holds (its grams, a pack's pieces, its THC / 100 mg: price / unit price). Over `sp` (a
-# store_products row): GET /api/products/{id} reads it too.
+# store_products row): GET /api/products/{id} reads it too. Sizes compare bytewise (COLLATE "C", as
+# market_seen's texts): the roll sorts them, the table's key only needs equality.
 SKUS_OF = """
 SELECT CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
             THEN trim_scale(round((e->>'size_value')::numeric, 3))::text || 'g' ELSE coalesce(e->>'option', '') END
-           AS size,
+           COLLATE "C" AS size,
        CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
             THEN round((e->>'size_value')::numeric, 3) END AS grams,
        (e->>'price_rec')::numeric AS price, (e->>'unit_price')::numeric AS unit_price,
@@ -278,7 +279,7 @@ days AS (
     INSERT INTO product_listed_daily
     SELECT canonical_product_id, day, count(DISTINCT dispensary_id), count(*), sum(snapshots)
       FROM listed GROUP BY 1, 2),
-skus AS (
+skus AS MATERIALIZED (  -- the options' expressions once, then sorted as plain columns
     SELECT sp.canonical_product_id, sp.day, sp.dispensary_id, k.size, k.grams, k.basis, k.per,
            round(sp.price_close * k.factor, 2) AS price
       FROM listed sp CROSS JOIN LATERAL ({SKUS_OF}) k
