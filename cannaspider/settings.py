@@ -214,6 +214,13 @@ ONPAGE_PARSE_MAX_MEMORY_MB = 1024
 # heaviest PROFILE_MAX_TERMS are kept.
 PROFILE_MIN_PAGES = 2
 PROFILE_MAX_TERMS = 200
+# Our page against the SERP (docs/onpage.md, "Our page against theirs"): a term is one "most top
+# pages use" when at least GAP_MIN_SHARE of the weighed pages use it; our page under-uses it when
+# its weight there is below GAP_UNDER_RATIO of the SERP's (over-uses it past the inverse); at most
+# GAP_MAX_TERMS terms in each of the gap's lists (missing, under-used, over-used, heading terms).
+GAP_MIN_SHARE = 0.5
+GAP_UNDER_RATIO = 0.5
+GAP_MAX_TERMS = 30
 
 # --- Pipelines and feeds --------------------------------------------------------------------
 # Every pipeline sees every item, and each step costs a few microseconds per item whether it
@@ -241,8 +248,14 @@ ADDONS = {
 }
 CANNASPIDER_FEED_DIR = None  # None: CANNASPIDER_DATA_DIR/feeds
 FEED_EXPORT_ENCODING = "utf-8"
-# -O file.csv: flat columns, nested values as JSON text (cannaspider/exporters.py)
-FEED_EXPORTERS = {"csv": "cannaspider.exporters.FlatCsvItemExporter"}
+# -O file.csv / file.xml: flat columns or elements, nested values as JSON text (cannaspider/exporters.py)
+FEED_EXPORTERS = {
+    "csv": "cannaspider.exporters.FlatCsvItemExporter",
+    "xml": "cannaspider.exporters.FlatXmlItemExporter",
+}
+# a crawl that exported nothing (the analytics refresh, a store whose menu failed, a spider whose
+# items are not of the feed's item_classes) leaves no file, rather than an empty one to wade through
+FEED_STORE_EMPTY = False
 FEED_URI_PARAMS = "cannaspider.feeds.uri_params"
 # a feed file that cannot be written (a full disk) is one error line and exit 4, not a traceback
 # per item; the crawl and its database writes go on (cannaspider/feed_storage.py)

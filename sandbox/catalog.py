@@ -16,6 +16,7 @@ from functools import lru_cache
 from importlib import resources
 
 from cannaspider.platforms.geography import haversine_miles, us_places
+from sandbox import month
 
 
 def dispensary_template() -> dict:
@@ -311,8 +312,15 @@ class Catalog:
         return sorted(found, key=lambda pair: pair[1])
 
     # -- menus ---------------------------------------------------------------------------
-    def present(self, store: Store, index: int, epoch: int) -> bool:
-        """Whether product `index` is on the menu at `epoch` (the evolution rules)."""
+    def present(self, store: Store, index: int, epoch: int, key: str | None = None) -> bool:
+        """Whether product `index` is on the menu at `epoch` (the evolution rules; the month's on
+        its days: month.py). `key`: the store's key in the catalog (a Jane store's: jane_key)."""
+        day = month.day_of(epoch)
+        if day is not None:
+            store_key = key or store.id
+            brand = product_truth(self.config.seed, store_key, index).brand
+            collapsing = key is None and store.index == month.COLLAPSING_STORE
+            return month.present(h, self.config.seed, store_key, index, day, brand, collapsing)
         k = index % 37
         if k == 5:  # gone at epochs 1-3, back at 4: the three-miss OOS story
             return not (1 <= epoch <= 3)
@@ -400,12 +408,19 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
     else:
         options = [["1g"], [".5g", "1g"], ["each"]][ident("opt") % 3]
     base_price = 10 + r("price") % 60
-    drift = 1 + 0.05 * ((h(seed, store_id, index, "drift", epoch) % 3) - 1) if r("vol") % 4 == 0 else 1
+    day = month.day_of(epoch)
+    if day is None:  # the tests' epochs
+        drift = 1 + 0.05 * ((h(seed, store_id, index, "drift", epoch) % 3) - 1) if r("vol") % 4 == 0 else 1
+        discount = 20 if h(seed, store_id, index, "special", epoch) % 7 == 0 else None
+    else:  # a day of the demo's month
+        drift = month.price_factor(h, seed, store_id, index, day, category, volatile=r("vol") % 4 == 0)
+        discount = month.special_discount(h, seed, store_id, index, day)
+    on_special = discount is not None
+    off = 1 - (discount or 0) / 100
     rec_prices = [round(base_price * (1 + 1.6 * j) * drift, 2) for j in range(len(options))]
     med_prices = [round(p * 0.9, 2) for p in rec_prices] if r("med") % 3 else []
-    on_special = h(seed, store_id, index, "special", epoch) % 7 == 0
-    rec_special = [round(p * 0.8, 2) for p in rec_prices] if on_special else []
-    med_special = [round(p * 0.8, 2) for p in med_prices] if on_special and med_prices else []
+    rec_special = [round(p * off, 2) for p in rec_prices] if on_special else []
+    med_special = [round(p * off, 2) for p in med_prices] if on_special and med_prices else []
 
     unit = ["PERCENTAGE", "PERCENTAGE", "MILLIGRAMS", "MILLIGRAMS_PER_GRAM"][ident("unit") % 4]
     if category in ("Edible", "Tincture"):
@@ -435,7 +450,12 @@ def _product(seed: int, store_id: str, index: int, epoch: int, base: str) -> dic
     if on_special:
         specials = {
             "saleSpecials": [
-                {"specialName": "20% off " + category, "specialType": "sale", "discount": 20, "percentDiscount": True}
+                {
+                    "specialName": f"{discount}% off {category}",
+                    "specialType": "sale",
+                    "discount": discount,
+                    "percentDiscount": True,
+                }
             ],
             "bogoSpecials": [
                 {

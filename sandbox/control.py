@@ -1,4 +1,5 @@
-"""The sandbox's control API (under /_sandbox/): epoch, faults, persisted hashes, compression, catalog views.
+"""The sandbox's control API (under /_sandbox/): epoch, the demo month's day, faults, persisted
+hashes, compression, catalog views.
 
 Tests, the demo and benchmarks drive the sandbox through it over HTTP, so it works the same
 whether the sandbox runs in-process, in another process or on another terminal.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from cannaspider.platforms.dutchie.operations import DEFAULT_PERSISTED_HASHES
-from sandbox import jane_api
+from sandbox import jane_api, month
 from sandbox.dutchie_api import DUTCHIE, DutchieState
 from sandbox.edge_compression import EDGE, ENCODINGS
 
@@ -23,6 +24,7 @@ async def get_state(request: web.Request) -> web.Response:
     return web.json_response(
         {
             "epoch": s.epoch,
+            "day": month.day_of(s.epoch),
             "current_hashes": s.current_hashes,
             "faults": s.faults.as_dicts(),
             "requests": dict(s.requests),
@@ -37,6 +39,18 @@ async def set_epoch(request: web.Request) -> web.Response:
     body = await request.json()
     s.epoch = int(body["epoch"]) if "epoch" in body else s.epoch + int(body.get("advance", 1))
     return web.json_response({"epoch": s.epoch})
+
+
+async def set_day(request: web.Request) -> web.Response:
+    """`{"day": d}`: both platforms' menus on day d of the demo's month (sandbox/month.py)."""
+    body = await request.json()
+    day = int(body.get("day", 0))
+    if not 1 <= day <= month.DAYS:
+        return web.json_response({"error": f"day must be 1 to {month.DAYS}"}, status=400)
+    _state(request).epoch = month.epoch_of(day)
+    if jane_api.JANE in request.app:
+        request.app[jane_api.JANE].epoch = month.epoch_of(day)
+    return web.json_response({"day": day, "epoch": month.epoch_of(day)})
 
 
 async def set_faults(request: web.Request) -> web.Response:
@@ -130,6 +144,7 @@ async def set_compression(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sandbox/state", get_state)
     app.router.add_post("/_sandbox/epoch", set_epoch)
+    app.router.add_post("/_sandbox/day", set_day)
     app.router.add_post("/_sandbox/faults", set_faults)
     app.router.add_post("/_sandbox/hashes", set_hashes)
     app.router.add_post("/_sandbox/reset", reset)

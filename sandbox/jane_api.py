@@ -130,8 +130,8 @@ class JaneCatalog:
         }
 
     def product_indices(self, store: JaneStore, epoch: int) -> list[int]:
-        present = self.dutchie.present
-        return [i for i in range(store.product_count) if present(store, i, epoch)]  # type: ignore[arg-type]
+        present, key = self.dutchie.present, jane_key(store.id)
+        return [i for i in range(store.product_count) if present(store, i, epoch, key)]  # type: ignore[arg-type]
 
     def product_ids(self, store: JaneStore, epoch: int) -> list[str]:
         return [str(product_id(store.id, i)) for i in self.product_indices(store, epoch)]

@@ -63,6 +63,10 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
             )
         ],
     ),
+    (
+        "export",
+        [("export.py", ["--stores", "2", "--products", "10", "--crawls", "2"], r"snapshots, both months .* rows/s")],
+    ),
     ("ingest", [("ingest.py", ING, r"full pipeline")]),
     ("ingest-market-cost", [("ingest.py", [*ING, "--market-cost", "--database", "cannaspider_bench_mc"], "without")]),
     ("ingest-converters", [("ingest.py", [*ING, "--converters", "--database", "cannaspider_bench_cv"], "Pillow")]),

@@ -1,15 +1,17 @@
-"""`-O file.csv`: flat columns a spreadsheet or pandas reads (cannaspider/exporters.py)."""
+"""`-O file.csv`: flat columns a spreadsheet or pandas reads; `-O file.xml`: elements of the same text,
+which an XML parser reads (cannaspider/exporters.py)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+from xml.etree import ElementTree
 
 import pytest
 from scrapy.exporters import JsonLinesItemExporter
 
-from cannaspider.exporters import FlatCsvItemExporter
+from cannaspider.exporters import FlatCsvItemExporter, FlatXmlItemExporter
 from cannaspider.items import RawProduct
 from cannaspider.platforms.dutchie.normalizer import normalize
 from cannaspider.storable import Losses
@@ -92,3 +94,23 @@ def test_a_text_a_spreadsheet_would_run_as_a_formula_gets_a_quote_and_json_lines
     lines = io.BytesIO()
     JsonLinesItemExporter(lines).export_item(item)
     assert json.loads(lines.getvalue()) == item  # a JSON feed is data: every value as it was seen
+
+
+def test_the_xml_feed_holds_text_and_json_never_a_python_repr_and_parses():
+    raw = _product(CatalogConfig().seed, 1, 3, 0, "http://127.0.0.1:1")
+    product = normalize(RawProduct(7, None, raw), Losses())
+    product.name = "Gelato\x0b 1g"  # a control character a menu may hold: not allowed in XML 1.0
+    product.brand_id = None
+    out = io.BytesIO()
+    exporter = FlatXmlItemExporter(out)
+    exporter.start_exporting()
+    exporter.export_item(product)
+    exporter.finish_exporting()
+    text = out.getvalue().decode()
+    assert "Potency(" not in text and "ProductOption(" not in text and ">None<" not in text
+    [item] = ElementTree.fromstring(text)  # a parser reads it back
+    fields = {el.tag: el.text or "" for el in item}
+    assert fields["name"] == "Gelato\ufffd 1g" and fields["brand_id"] == ""
+    assert fields["is_on_special"] in ("true", "false")
+    assert [o["option"] for o in json.loads(fields["options"])] == [o.option for o in product.options]
+    assert json.loads(fields["thc"])["value"] == product.thc.value

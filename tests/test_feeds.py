@@ -116,3 +116,19 @@ def test_dispensary_records_are_stored_with_their_raw_object_and_exported_withou
         exporter.export_item(item)
     line = json.loads(path.read_text())
     assert "raw" not in line and line["platform_dispensary_id"] == "a" * 24 and line["dispensary_id"]
+
+
+@pytest.mark.integration
+def test_a_crawl_that_exports_nothing_leaves_no_feed_file_and_one_that_does_leaves_its_items(
+    crawl, db, sandbox, scrapy_env
+):
+    feeds = Path(scrapy_env["CANNASPIDER_FEED_DIR"])
+    # the analytics refresh yields no item of the feed's classes: FEED_STORE_EMPTY = False
+    result = crawl("analytics_refresh")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert not [p for p in feeds.rglob("*") if p.is_file()]
+    store = sandbox.stores("AZ")[0]
+    result = crawl("product_resync", dispensary_id=add_store(db, store))
+    assert result.returncode == 0, result.stderr[-2000:]
+    [feed] = [p for p in feeds.rglob("*") if p.is_file()]
+    assert len(feed.read_text().splitlines()) == len(sandbox.menu(store["id"], 0))

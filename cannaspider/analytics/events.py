@@ -125,26 +125,33 @@ COLUMNS = (
     ("price_med_special", "e.price_med_special::float8"),
 )
 
+
 # Static SQL, every filter optional; the id order walks each month's id index (Merge Append) and
-# `since` prunes the months before it.
-SELECT = f"""
-SELECT {", ".join(f"{expr} AS {name}" for name, expr in COLUMNS)}
+# `since` prunes the months before it (`until`, the exports' end, those after it).
+def select(columns: tuple[tuple[str, str], ...] = COLUMNS) -> str:
+    """The events query with `columns` (the exports add some to the API's)."""
+    return f"""
+SELECT {", ".join(f"{expr} AS {name}" for name, expr in columns)}
   FROM product_events e
   JOIN dispensaries d ON d.id = e.dispensary_id
   JOIN store_products sp ON sp.id = e.store_product_id
  WHERE e.id > %(after)s
    AND (%(since)s::timestamptz IS NULL OR e.occurred_at >= %(since)s::timestamptz)
+   AND (%(until)s::timestamptz IS NULL OR e.occurred_at < %(until)s::timestamptz)
    AND (%(state)s::text IS NULL OR d.state = %(state)s::text)
    AND (%(dispensary_id)s::bigint IS NULL OR e.dispensary_id = %(dispensary_id)s::bigint)
    AND (%(brand)s::text IS NULL OR lower(sp.brand_name_raw) = lower(%(brand)s::text))
    AND (%(types)s::text[] IS NULL OR e.type = ANY(%(types)s::text[]))
  ORDER BY e.id
 """
+
+
+SELECT = select()
 PAGE = SELECT + " LIMIT %(limit)s"
 
 
-def page_params(where: EventFilter, after_id: int, limit: int | None) -> dict[str, Any]:
-    return {**where.params(), "after": after_id, "limit": limit}
+def page_params(where: EventFilter, after_id: int, limit: int | None, until: datetime | None = None) -> dict[str, Any]:
+    return {**where.params(), "after": after_id, "limit": limit, "until": until}
 
 
 # A product's own events and its out-of-stock intervals (the history API)

@@ -1,4 +1,5 @@
-"""`scrapy keywords import FILE.json | list`: load SERP snapshots (docs/onpage.md), list keywords."""
+"""`scrapy keywords import FILE.json | list`: load SERP snapshots and our pages (docs/onpage.md),
+list keywords."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class Command(CannaspiderCommand):
             f"{report.snapshots} snapshot(s) read: {report.keywords_created} new keyword(s), "
             f"{report.snapshots_changed} snapshot(s) written, "
             f"{report.snapshots - report.snapshots_changed} unchanged"
+            + (f"; {report.own_pages_changed} own page(s) set or removed" if report.own_pages_changed else "")
         )
 
     def _list(self) -> None:
@@ -51,10 +53,14 @@ class Command(CannaspiderCommand):
                 "SELECT k.id, k.keyword, l.key, jsonb_array_length(l.value -> 'competitors'), "
                 "(SELECT string_agg(s.status || ' ' || s.n, ', ' ORDER BY s.status) FROM ("
                 "   SELECT coalesce(c ->> 'crawlStatus', 'not crawled') AS status, count(*) AS n "
-                "     FROM jsonb_array_elements(l.value -> 'competitors') c GROUP BY 1) s) "
+                "     FROM jsonb_array_elements(l.value -> 'competitors') c GROUP BY 1) s), "
+                "w.url, coalesce(w.crawl ->> 'crawlStatus', 'not crawled') "
                 "FROM keywords k LEFT JOIN LATERAL jsonb_each(k.serp) l ON "
-                "jsonb_typeof(l.value -> 'competitors') = 'array' ORDER BY k.id, l.key"
+                "jsonb_typeof(l.value -> 'competitors') = 'array' "
+                "LEFT JOIN keyword_own_pages w ON w.keyword_id = k.id AND w.locale = l.key ORDER BY k.id, l.key"
             ).fetchall()
-        for keyword_id, keyword, locale, count, statuses in rows:
+        for keyword_id, keyword, locale, count, statuses, own_url, own_status in rows:
             where = f"{locale}: {count} competitor(s), {statuses or 'none'}" if locale else "no SERP"
+            if own_url:
+                where += f"; our page {own_url} ({own_status})"
             print(f"{keyword_id:>6}  {keyword}  [{where}]")

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from cannaspider.firecrawl.api import FirecrawlClient, PageError
+from cannaspider.firecrawl.progress import pages_done
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +79,10 @@ async def run_batch(
     poll_interval_s: float,
     budget_s: float,
     label: str = "",
+    on_poll: Callable[[int], Awaitable[None]] | None = None,
 ) -> BatchOutcome:
-    """Raises FirecrawlError when Firecrawl itself fails (start, a poll or the errors call)."""
+    """Raises FirecrawlError when Firecrawl itself fails (start, a poll or the errors call).
+    `on_poll`, after each poll, gets how many of the URLs Firecrawl is done with (progress.py)."""
     started = await client.start(urls)
     deadline = time.monotonic() + budget_s
     outcome = BatchOutcome(started.id, {u: PageOutcome(u) for u in urls})
@@ -105,6 +109,9 @@ async def run_batch(
             if page.doc is None:
                 page.seen_at = time.time()
             page.doc = doc
+        if on_poll is not None:
+            arrived = sum(1 for page in outcome.pages.values() if page.doc is not None)
+            await on_poll(pages_done(len(urls), len(started.invalid_urls), arrived, status.total, status.finished))
         if status.finished:
             break
         remaining = deadline - time.monotonic()
@@ -128,4 +135,6 @@ async def run_batch(
             budget_s,
         )
         await client.cancel(started.id)
+    if on_poll is not None:
+        await on_poll(len(urls))
     return outcome

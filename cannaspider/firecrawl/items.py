@@ -1,4 +1,4 @@
-"""Typed items of the on-page crawl. Feeds export CompetitorPage: one per competitor crawled."""
+"""Typed items of the on-page crawl. Feeds export CompetitorPage: one per competitor crawled (and our own page)."""
 
 from __future__ import annotations
 
@@ -120,3 +120,4 @@ class CompetitorPage:
     warning: str | None = None  # what was left out of a page read anyway (a JSON-LD block nested too deep)
     onpage: OnpageFields | None = None  # parsed fields (ok and empty pages)
     corpus_id: int | None = None  # its row in onpage_corpora (ok pages)
+    own_page: bool = False  # the team's own page of the locale (crawled with the competitors, compared in the gap)

@@ -26,12 +26,14 @@ from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
 from cannaspider.db.errors import first_line
-from cannaspider.firecrawl import classify, persistence
+from cannaspider.firecrawl import classify, own_pages, persistence
 from cannaspider.firecrawl.api import FirecrawlClient, FirecrawlError
 from cannaspider.firecrawl.batch import BatchOutcome, PageOutcome, run_batch
 from cannaspider.firecrawl.corpus import CorpusLimits, positive_setting
+from cannaspider.firecrawl.gap import GapSettings
 from cannaspider.firecrawl.items import CompetitorPage, PageCorpus
 from cannaspider.firecrawl.parser_pool import ParseBounds, ParserPool
+from cannaspider.firecrawl.progress import TOTALS, JobProgress
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,7 @@ class OnpageConfig:
     parse: ParseBounds
     profile_min_pages: int
     profile_max_terms: int
+    gap: GapSettings
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> OnpageConfig:
@@ -78,6 +81,12 @@ class OnpageConfig:
             parse=ParseBounds.from_settings(settings),
             profile_min_pages=positive_setting(settings, "PROFILE_MIN_PAGES"),
             profile_max_terms=positive_setting(settings, "PROFILE_MAX_TERMS"),
+            gap=GapSettings(
+                min_share=settings.getfloat("GAP_MIN_SHARE"),
+                under_ratio=settings.getfloat("GAP_UNDER_RATIO"),
+                max_terms=positive_setting(settings, "GAP_MAX_TERMS"),
+                min_pages=positive_setting(settings, "PROFILE_MIN_PAGES"),
+            ),
         )
 
     def __repr__(self) -> str:  # the key must never reach a log through a repr
@@ -105,9 +114,6 @@ def competitors_of(serp: object) -> dict[str, list[dict[str, Any]]]:
             if usable:
                 out[locale] = usable
     return out
-
-
-TOTALS = {"ok": "crawled", "blocked": "blocked", "timeout": "failed", "empty": "failed", "fetch_error": "failed"}
 
 
 class OnpageJobs:
@@ -142,10 +148,11 @@ class OnpageJobs:
             self.stats.inc_value(f"cannaspider/onpage/{key}", n)
 
     async def crawl_keyword(self, keyword_id: int) -> dict[str, int]:
-        """Crawl one keyword's competitors in every locale; {crawled, blocked, failed}."""
+        """Crawl one keyword's competitors (and our page) in every locale; {crawled, blocked, failed}."""
+        progress = JobProgress(self.pool, keyword_id)
         try:
             try:
-                result = await self._crawl_keyword(keyword_id)
+                result = await self._crawl_keyword(keyword_id, progress)
             except (OnpageJobError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # the database, mostly: the job fails with one line, and may be retried
@@ -153,11 +160,14 @@ class OnpageJobs:
         except OnpageJobError as exc:
             self._inc("keywords_failed")
             logger.error("keyword %s: on-page crawl FAILED: %s", keyword_id, exc)
+            if progress.started:
+                await progress.finish(str(exc))
             raise
         self._inc("keywords_done")
+        await progress.finish()
         return result
 
-    async def _crawl_keyword(self, keyword_id: int) -> dict[str, int]:
+    async def _crawl_keyword(self, keyword_id: int, progress: JobProgress) -> dict[str, int]:
         if not self.config.api_url or self.client is None:
             raise OnpageJobError(MISSING_URL, retryable=False)
         pool: AsyncConnectionPool = await self.pool()
@@ -165,14 +175,20 @@ class OnpageJobs:
             row = await (
                 await conn.execute("SELECT keyword, serp FROM keywords WHERE id = %s", (keyword_id,))
             ).fetchone()
+            ours = await own_pages.of_keyword(conn, keyword_id)
         if row is None:
             raise OnpageJobError(f"keyword {keyword_id} does not exist", retryable=False)
         keyword, serp = row
         locales = competitors_of(serp)
         if not locales:
             logger.warning("keyword %s (%r): no SERP competitors to crawl", keyword_id, keyword)
+        sent = {loc: _urls(comps, ours.get(loc)) for loc, comps in locales.items()}
+        await progress.start(sum(len(u) for u in sent.values()), len(locales))
         outcomes = await asyncio.gather(
-            *(self._crawl_locale(keyword_id, keyword, loc, comps) for loc, comps in locales.items()),
+            *(
+                self._crawl_locale(keyword_id, keyword, loc, comps, ours.get(loc), progress)
+                for loc, comps in locales.items()
+            ),
             return_exceptions=True,
         )
         totals = {"crawled": 0, "blocked": 0, "failed": 0}
@@ -207,14 +223,24 @@ class OnpageJobs:
         return totals
 
     async def _crawl_locale(
-        self, keyword_id: int, keyword: str, locale: str, competitors: list[dict[str, Any]]
+        self,
+        keyword_id: int,
+        keyword: str,
+        locale: str,
+        competitors: list[dict[str, Any]],
+        own_url: str | None,
+        progress: JobProgress,
     ) -> Counter[str]:
         assert self.client is not None
         self.parser.warm_up()  # while Firecrawl renders the pages
-        urls = list(dict.fromkeys(c["url"] for c in competitors))  # unique, in SERP order
+        urls = _urls(competitors, own_url)
         label = f"keyword {keyword_id} {locale}"
         size = max(1, self.config.batch_max_urls)
         chunks = [urls[i : i + size] for i in range(0, len(urls), size)]
+
+        def on_poll(batch: str) -> Callable[[int], Any]:
+            return lambda done: progress.batch_polled(batch, done)
+
         batches: list[BatchOutcome] = await asyncio.gather(
             *(
                 run_batch(
@@ -223,8 +249,9 @@ class OnpageJobs:
                     poll_interval_s=self.config.poll_interval_s,
                     budget_s=self.config.budget_s,
                     label=label,
+                    on_poll=on_poll(f"{locale}#{i}"),
                 )
-                for chunk in chunks
+                for i, chunk in enumerate(chunks)
             )
         )
         ended = time.time()
@@ -265,6 +292,7 @@ class OnpageJobs:
                     error=verdict.error,
                     warning=verdict.warning,
                     onpage=verdict.onpage,
+                    own_page=url == own_url,
                 )
             )
         pool: AsyncConnectionPool = await self.pool()
@@ -275,6 +303,10 @@ class OnpageJobs:
                 updates[url]["corpusId"] = corpus_id
             if not await persistence.merge_locale(conn, keyword_id, locale, updates):
                 logger.warning("%s: the keyword or its locale was removed during the crawl: nothing merged", label)
+            if own_url is not None and own_url in updates:
+                # our page: its crawl fields on its own row (its corpus is kept by drop_unreferenced)
+                if not await own_pages.save_crawl(conn, keyword_id, locale, own_url, updates[own_url]):
+                    logger.info("%s: our page changed or was removed during the crawl: its result is not kept", label)
             await persistence.drop_unreferenced(conn, keyword_id, locale)
             profile = await persistence.refresh_profile(
                 conn,
@@ -283,6 +315,7 @@ class OnpageJobs:
                 datetime.fromtimestamp(ended, UTC),
                 min_pages=self.config.profile_min_pages,
                 max_terms=self.config.profile_max_terms,
+                gap_settings=self.config.gap,
             )
         if profile is not None:
             done = profile["completeness"]
@@ -297,4 +330,14 @@ class OnpageJobs:
         for item in pages:
             item.corpus_id = corpus_ids.get(item.url)
             self.emit(item)
+        await progress.locale_merged(counts)
         return counts
+
+
+def _urls(competitors: list[dict[str, Any]], own_url: str | None) -> list[str]:
+    """What a locale sends to Firecrawl: its competitors' unique URLs in SERP order, then our
+    page's (unless it ranks: it is then one of them)."""
+    urls = list(dict.fromkeys(c["url"] for c in competitors))
+    if own_url is not None and own_url not in urls:
+        urls.append(own_url)
+    return urls

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
+from cannaspider.firecrawl import own_pages
 from cannaspider.firecrawl.classify import STATUSES
 from cannaspider.firecrawl.persistence import CRAWL_FIELDS
 
@@ -42,6 +43,10 @@ class Snapshot:
     keyword: str
     locale: str
     value: dict[str, Any]  # what goes into keywords.serp[locale]: competitors and any other field given
+    # `ownPage`: the team's own URL in this locale (keyword_own_pages); None with own_page_given
+    # removes it, and a file without the field leaves the one set (by the API) alone
+    own_page: str | None = None
+    own_page_given: bool = False
 
 
 def normalize_keyword(text: str) -> str:
@@ -56,7 +61,7 @@ def normalize_locale(text: str) -> str | None:
     return f"{lang}-{region.upper()}" if region else lang
 
 
-def _url_problem(url: object) -> str | None:
+def url_problem(url: object) -> str | None:
     if not isinstance(url, str) or not url.strip():
         return f"must be a non-empty string, got {url!r}"
     try:
@@ -72,7 +77,7 @@ def _competitor_problems(i: int, c: object) -> list[str]:
     if not isinstance(c, dict):
         return [f"{where}: must be an object, got {type(c).__name__}"]
     problems = []
-    if (p := _url_problem(c.get("url"))) is not None:
+    if (p := url_problem(c.get("url"))) is not None:
         problems.append(f"{where}.url: {p}")
     position = c.get("position")
     if position is not None and (not isinstance(position, int) or isinstance(position, bool) or position < 1):
@@ -112,6 +117,9 @@ def validate(data: object) -> tuple[list[Snapshot], list[str]]:
         else:
             for i, c in enumerate(competitors):
                 mine.extend(_competitor_problems(i, c))
+        own = entry.get("ownPage")
+        if own is not None and (p := url_problem(own)) is not None:
+            mine.append(f"ownPage: {p}")
         if not mine:
             assert isinstance(keyword, str) and norm_locale is not None
             key = (normalize_keyword(keyword).lower(), norm_locale)
@@ -123,9 +131,17 @@ def validate(data: object) -> tuple[list[Snapshot], list[str]]:
             problems.extend(f"{label}: {p}" for p in mine)
             continue
         assert isinstance(keyword, str) and norm_locale is not None and isinstance(competitors, list)
-        value = {k: v for k, v in entry.items() if k not in ("keyword", "locale")}
+        value = {k: v for k, v in entry.items() if k not in ("keyword", "locale", "ownPage")}
         value["competitors"] = [{**c, "url": c["url"].strip()} for c in competitors]
-        snapshots.append(Snapshot(normalize_keyword(keyword), norm_locale, value))
+        snapshots.append(
+            Snapshot(
+                normalize_keyword(keyword),
+                norm_locale,
+                value,
+                own_page=own.strip() if isinstance(own, str) else None,
+                own_page_given="ownPage" in entry,
+            )
+        )
     return snapshots, problems
 
 
@@ -188,6 +204,7 @@ class ImportReport:
     snapshots: int = 0
     keywords_created: int = 0
     snapshots_changed: int = 0
+    own_pages_changed: int = 0  # our pages set, changed or removed
 
 
 def import_snapshots(conn: psycopg.Connection[Any], snapshots: list[Snapshot]) -> ImportReport:
@@ -209,4 +226,11 @@ def import_snapshots(conn: psycopg.Connection[Any], snapshots: list[Snapshot]) -
                 },
             )
             report.snapshots_changed += cur.rowcount
+            if snap.own_page_given:
+                where = {"keyword_id": keyword_id, "locale": snap.locale}
+                if snap.own_page is None:
+                    cur = conn.execute(own_pages.DELETE_OWN_PAGE, where)
+                else:
+                    cur = conn.execute(own_pages.SET_OWN_PAGE, {**where, "url": snap.own_page})
+                report.own_pages_changed += cur.rowcount
     return report

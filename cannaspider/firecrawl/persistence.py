@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from cannaspider.firecrawl import profile
+from cannaspider.firecrawl import gap, own_pages, profile
 from cannaspider.firecrawl.items import PageCorpus
 
 # The keyword's row locked first (the merge that follows updates it anyway): a keyword deleted
@@ -49,17 +49,21 @@ SELECT (c.value ->> 'corpusId')::bigint
    AND c.value ->> 'crawlStatus' = 'ok' AND jsonb_typeof(c.value -> 'corpusId') = 'number'
 """
 
+# our page's corpus (own_pages.py) is kept too
 DROP_UNREFERENCED = f"""
 DELETE FROM onpage_corpora
  WHERE keyword_id = %(keyword_id)s AND locale = %(locale)s AND id <> ALL (ARRAY({REFERENCED})::bigint[])
+   AND id IS DISTINCT FROM ({own_pages.OWN_CORPUS_ID})
 """
 
 LOCALE_STATE = f"""
 SELECT k.keyword, k.serp -> %(locale)s -> 'competitors',
        (SELECT coalesce(jsonb_agg(jsonb_build_object('url', o.url, 'lang', o.lang, 'title', o.title,
-                                                     'text', o.main_text, 'headings', o.headings)), '[]')
+                                                     'text', o.main_text, 'headings', o.headings,
+                                                     'words', o.words)), '[]')
           FROM onpage_corpora o
-         WHERE o.keyword_id = k.id AND o.locale = %(locale)s AND o.id = ANY (ARRAY({REFERENCED})::bigint[]))
+         WHERE o.keyword_id = k.id AND o.locale = %(locale)s AND o.id = ANY (ARRAY({REFERENCED})::bigint[])),
+       ({own_pages.OWN_STATE})
   FROM keywords k WHERE k.id = %(keyword_id)s
 """
 
@@ -96,28 +100,28 @@ async def refresh_profile(
     *,
     min_pages: int,
     max_terms: int,
+    gap_settings: gap.GapSettings | None = None,
 ) -> dict[str, Any] | None:
-    """Recompute and store the locale's profile from the row as it is now; None (and no
-    profile) when the keyword or its locale is gone."""
+    """Recompute and store the locale's profile from the row as it is now, and our page's gap
+    when the keyword has one there and it was crawled (`gap_settings`); None (and no profile)
+    when the keyword or its locale is gone."""
     row = await (await conn.execute(LOCALE_STATE, {"keyword_id": keyword_id, "locale": locale})).fetchone()
     if row is None or not isinstance(row[1], list):
         await conn.execute("DELETE FROM keyword_profiles WHERE keyword_id = %s AND locale = %s", (keyword_id, locale))
         return None
-    keyword, competitors, corpora = row
-    pages = {
-        c["url"]: profile.ProfilePage(
-            c["url"],
-            c["lang"],
-            c["title"],
-            c["text"],
-            [h.get("text", "") for h in c["headings"] if isinstance(h, dict)],
-        )
-        for c in corpora
-    }
-    computed = profile.compute(
-        locale, [c for c in competitors if isinstance(c, dict)], pages, min_pages=min_pages, max_terms=max_terms
-    )
+    keyword, competitors, corpora, own = row
+    pages = {c["url"]: _profile_page(c) for c in corpora}
+    listed = [c for c in competitors if isinstance(c, dict)]
+    computed = profile.compute(locale, listed, pages, min_pages=min_pages, max_terms=max_terms)
     value = {"keywordId": keyword_id, "keyword": keyword, "computedAt": computed_at.isoformat(), **computed}
+    if gap_settings is not None and isinstance(own, dict) and isinstance(own.get("crawl"), dict):
+        await own_pages.save_gap(
+            conn,
+            keyword_id,
+            locale,
+            own["url"],
+            {"computedAt": value["computedAt"], **_gap(computed, corpora, pages, own, gap_settings)},
+        )
     await conn.execute(
         UPSERT_PROFILE,
         {
@@ -128,6 +132,43 @@ async def refresh_profile(
         },
     )
     return value
+
+
+def _profile_page(corpus: dict[str, Any]) -> profile.ProfilePage:
+    return profile.ProfilePage(
+        corpus["url"],
+        corpus["lang"],
+        corpus["title"],
+        corpus["text"],
+        [h.get("text", "") for h in corpus["headings"] if isinstance(h, dict)],
+    )
+
+
+def _levels(corpus: dict[str, Any]) -> list[int]:
+    return [int(h.get("level") or 0) for h in corpus["headings"] if isinstance(h, dict)]
+
+
+def _gap(
+    computed: dict[str, Any],
+    corpora: list[dict[str, Any]],
+    pages: dict[str, profile.ProfilePage],
+    own: dict[str, Any],
+    settings: gap.GapSettings,
+) -> dict[str, Any]:
+    """Our page's gap against the pages the profile weighed."""
+    by_url = {c["url"]: c for c in corpora}
+    serp = [
+        gap.SerpPage(
+            p["url"], p["position"], pages[p["url"]], by_url[p["url"]].get("words") or 0, _levels(by_url[p["url"]])
+        )
+        for p in computed["pages"]
+        if not p["otherLanguage"]
+    ]
+    corpus = own.get("corpus")
+    ours = gap.OwnPage(own["url"], own["crawl"])
+    if isinstance(corpus, dict):
+        ours.page, ours.words, ours.levels = _profile_page(corpus), corpus.get("words") or 0, _levels(corpus)
+    return gap.compute(computed, serp, ours, settings)
 
 
 async def get_profile(conn: AsyncConnection, keyword_id: int, locale: str) -> dict[str, Any] | None:

@@ -46,7 +46,7 @@ class ProfilePage:
 
 
 @dataclass
-class _Reading:
+class Reading:
     counts: Counter[str]  # n(t, d) over title + main text, t a term's lemmas
     length: int  # L(d)
     in_title: set[str]
@@ -59,7 +59,8 @@ class _Reading:
         return self.in_title | self.in_headings | self.in_body
 
 
-def _read(page: ProfilePage, locale_lang: str | None, *, lemmas: bool = True) -> _Reading:
+def read(page: ProfilePage, locale_lang: str | None, *, lemmas: bool = True) -> Reading:
+    """A page as the profile counts it: its own language's stop words and lemmas, else the locale's."""
     lang = page.lang if terms.stop_words_for(page.lang) else locale_lang
     stops = terms.stop_words_for(lang)
     lemma = terms.lemmatizer_for(lang) if lemmas else terms.as_is
@@ -67,7 +68,7 @@ def _read(page: ProfilePage, locale_lang: str | None, *, lemmas: bool = True) ->
     title, title_len = terms.count_terms(page.title or "", stops, lemma, forms)
     body, body_len = terms.count_terms(page.text, stops, lemma, forms)
     in_headings = terms.terms_in(page.headings, stops, lemma)
-    return _Reading(title + body, title_len + body_len, set(title), in_headings, set(body), forms)
+    return Reading(title + body, title_len + body_len, set(title), in_headings, set(body), forms)
 
 
 def other_language(page_lang: str | None, locale_lang: str | None) -> bool:
@@ -97,7 +98,7 @@ def compute(
     urls = list(dict.fromkeys(c["url"] for c in competitors if isinstance(c.get("url"), str)))
     by_url = {c["url"]: c for c in reversed(competitors) if isinstance(c.get("url"), str)}
     ranked = [u for u in urls if u in pages]
-    readings = {u: _read(pages[u], locale_lang, lemmas=lemmas) for u in ranked}
+    readings = {u: read(pages[u], locale_lang, lemmas=lemmas) for u in ranked}
     foreign = {u for u in ranked if other_language(pages[u].lang, locale_lang)}
     weighed = [readings[u] for u in ranked if u not in foreign]
     n_pages = len(weighed)

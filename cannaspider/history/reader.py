@@ -1,5 +1,6 @@
 """Reading the cold tier back (docs/history.md): a product's snapshots for the history API, a
-month's for `scrapy export snapshots`, in the rows and types the PostgreSQL queries give.
+month's (or the part of it in a range) for `scrapy export snapshots`, in the rows and types the
+PostgreSQL queries give.
 
 A product's read is the hot path (GET …/history, the dashboard's product page): each archived
 month's file is sorted by product, so its row groups' min/max statistics of store_product_id name
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -151,14 +152,17 @@ def month_file(conn: Connection[Any], month: date) -> Path | None:
     return Path(row[0]) / row[1] if row else None
 
 
-def _products(conn: Connection[Any], chunk: int) -> pa.Table:
-    """store_products' ids with their store and provider id, fetched `chunk` rows at a time into
-    Arrow (a fleet's millions of products never sit in memory as Python tuples)."""
-    schema = pa.schema([("id", pa.int64()), ("dispensary_id", pa.int64()), ("provider_product_id", pa.string())])
+PRODUCTS = "SELECT id, dispensary_id, provider_product_id FROM store_products"
+PRODUCTS_SCHEMA = pa.schema([("id", pa.int64()), ("dispensary_id", pa.int64()), ("provider_product_id", pa.string())])
+
+
+def fetch_arrow(conn: Connection[Any], query: str, schema: pa.Schema, chunk: int) -> pa.Table:
+    """A query's rows as an Arrow table of `schema`, fetched `chunk` rows at a time (a fleet's
+    millions of products never sit in memory as Python tuples)."""
     batches = []
     with conn.cursor(name="history_products") as cur:
         cur.itersize = chunk
-        cur.execute("SELECT id, dispensary_id, provider_product_id FROM store_products")
+        cur.execute(query)
         while rows := cur.fetchmany(chunk):
             columns = zip(*rows, strict=True)
             arrays = [pa.array(c, t) for c, t in zip(columns, schema.types, strict=True)]
@@ -166,26 +170,43 @@ def _products(conn: Connection[Any], chunk: int) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema)
 
 
-def month_rows(conn: Connection[Any], path: Path, names: list[str], chunk: int) -> Iterator[list[tuple[Any, ...]]]:
+def month_rows(
+    conn: Connection[Any],
+    path: Path,
+    names: list[str],
+    chunk: int,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    products: pa.Table | None = None,
+) -> Iterator[pa.RecordBatch]:
     """An archived month's rows in the export's columns and order (cannaspider/commands/export.py:
-    snapshot_history's columns, by time then product). A product deleted since (its store was
-    deleted) is left out, as its snapshots in PostgreSQL were deleted with it."""
-    products = _products(conn, chunk)
+    snapshot_history's columns, by time then product), as Arrow batches of `chunk` rows, those
+    captured in [start, end) when given.
+    `products` is store_products' rows the snapshots are joined to by `id` (its other columns are
+    the export's columns of that name: the store, the brand, …); by default its ids, stores and
+    provider ids. A product deleted since (its store was deleted) is left out, as its snapshots in
+    PostgreSQL were deleted with it."""
+    if products is None:
+        products = fetch_arrow(conn, PRODUCTS, PRODUCTS_SCHEMA, chunk)
     derived = {
-        "dispensary_id": "p.dispensary_id",
-        "provider_product_id": "p.provider_product_id",
         "stock_status": "CASE WHEN s.is_in_stock THEN 'in_stock' ELSE 'oos' END",
         **{n: f"CAST(s.{n} AS DOUBLE)" for n in names if n.startswith("price_") or n.endswith("_value")},
+        **{n: f"p.{n}" for n in products.column_names if n != "id"},
     }
     select = ", ".join(f"{derived.get(n, 's.' + n)} AS {n}" for n in names)
+    window = [b for b in (start, end) if b is not None]
+    where = " AND ".join(
+        cond for cond, bound in (("s.captured_at >= ?", start), ("s.captured_at < ?", end)) if bound is not None
+    )
     with duck() as db:
         db.register("products", products)
         result = db.execute(
             f"SELECT {select} FROM read_parquet(?) s JOIN products p ON p.id = s.store_product_id"
-            " ORDER BY s.captured_at, s.store_product_id",
-            [str(path)],
+            + (f" WHERE {where}" if where else "")
+            + " ORDER BY s.captured_at, s.store_product_id",
+            [str(path), *window],
         )
         batches = result.to_arrow_reader(chunk)
         assert batches is not None  # a query's result (None: a statement without rows)
-        for batch in batches:
-            yield list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+        yield from batches

@@ -4,6 +4,7 @@
     POST /api/tasks                   an on-demand task (bearer token; see guards.py)
     GET  /api/tasks                   the queue, filtered, newest first, keyset-paged
     GET  /api/tasks/{id}              one task
+    GET  /api/keywords/{id}/…         profile, own page (PUT/DELETE: token), gap, progress (keyword_*.py)
     GET  /api/events                  product events, filtered, keyset-paged (events.py)
     GET  /healthz, /readyz, /metrics  probes and Prometheus metrics (probes.py)
 
@@ -39,7 +40,16 @@ from scrapy.utils.project import get_project_settings
 from cannaspider.db.errors import first_line
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Task, TaskPage, TaskStatus
-from cannaspider.web import dashboard, dashboard_api, events, guards, keyword_profile, market_api, probes
+from cannaspider.web import (
+    dashboard,
+    dashboard_api,
+    events,
+    guards,
+    keyword_gap,
+    keyword_profile,
+    market_api,
+    probes,
+)
 from cannaspider.web.guards import BodyLimit, WriteGuard, require_token
 from cannaspider.web.images import image_router
 from cannaspider.web.models import (
@@ -101,6 +111,9 @@ def create_app(
     # GET /api/keywords/{id}/profile and its dashboard pages (docs/onpage.md)
     app.include_router(keyword_profile.api_router)
     app.include_router(keyword_profile.page_router)
+    # our page per locale, its gap against the SERP and the on-page job's progress (docs/onpage.md)
+    app.include_router(keyword_gap.api_router)
+    app.include_router(keyword_gap.page_router)
     app.include_router(events.router)  # GET /api/events (docs/analytics.md, "Events")
     # GET /img/<path>: the image store, resized on demand (docs/images.md)
     app.include_router(image_router(settings))

@@ -154,8 +154,8 @@ def price_chart(
     ]
     for f, u in intervals:  # under everything else
         left, right = x(f or t0), x(u or t1)
-        label = f"out of stock {f:%b %d %H:%M}" if f else "out of stock"
-        label += f" until {u:%b %d %H:%M}" if u else ", still"
+        label = f"out of stock {f:%b %d %H:%M} UTC" if f else "out of stock"
+        label += f" until {u:%b %d %H:%M} UTC" if u else ", still"
         parts.append(
             f'<rect class="oos" x="{left:.1f}" y="{TOP}" width="{max(right - left, 2):.1f}" '
             f'height="{PLOT_BOTTOM - TOP}"><title>{escape(label)}</title></rect>'
@@ -166,6 +166,8 @@ def price_chart(
             f'<text class="tick y" x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">${value:,.2f}</text>'
         )
     parts.append(f'<line class="axis" x1="{LEFT}" y1="{PLOT_BOTTOM}" x2="{WIDTH - RIGHT}" y2="{PLOT_BOTTOM}"/>')
+    # the time ticks' zone, left of the first (every time here is UTC)
+    parts.append(f'<text class="tick zone" x="{LEFT - 6}" y="{HEIGHT - 8}" text-anchor="end">UTC</text>')
     for at in _time_ticks(t0, t1):
         parts.append(
             f'<line class="axis" x1="{x(at):.1f}" y1="{BAND_TOP + BAND_HEIGHT}" x2="{x(at):.1f}" '
@@ -186,7 +188,7 @@ def price_chart(
         price = "no price" if snap["price_rec"] is None else f"${snap['price_rec']:.2f}"
         special = f", special ${snap['price_rec_special']:.2f}" if specials[i] is not None else ""
         stock = "in stock" if snap["is_in_stock"] else "out of stock"
-        title = escape(f"{times[i]:%Y-%m-%d %H:%M}: {price}{special}, {stock}")
+        title = escape(f"{times[i]:%Y-%m-%d %H:%M} UTC: {price}{special}, {stock}")
         parts.append(
             f'<circle class="pt" cx="{x(times[i]):.1f}" cy="{y(snap["price_rec"]):.1f}" r="3">'
             f"<title>{title}</title></circle>"
@@ -200,7 +202,7 @@ def price_chart(
         label = EVENT_LABELS.get(event["type"], event["type"])
         if event["type"] == "price_changed" and event.get("price_rec_old") is not None:
             label += f" ${event['price_rec_old']:.2f} → ${event['price_rec']:.2f}"
-        title = escape(f"{at:%Y-%m-%d %H:%M}: {label}")
+        title = escape(f"{at:%Y-%m-%d %H:%M} UTC: {label}")
         ex = x(at)
         parts.append(
             f'<g class="event {escape(event["type"])}" data-type="{escape(event["type"])}"><title>{title}</title>'
@@ -254,8 +256,13 @@ def line_chart(series: Mapping[str, Sequence[tuple[date, float]]], *, unit: str 
                 f'<circle cx="{x(d):.1f}" cy="{y(v):.1f}" r="2.5"><title>{escape(name)} {d}: '
                 f"{unit}{v:,.2f}</title></circle>"
             )
+        # the legend in the series' colour: a swatch of its line and the name written in it (the
+        # class's fill, the page's text colour, would otherwise win over the group's)
+        ly = TOP + 14 * k
         parts.append(
-            f'<text class="legend" x="{right + 10}" y="{TOP + 14 * k + 4}" style="stroke:none">'
+            f'<rect class="swatch" x="{right + 8}" y="{ly - 2}" width="12" height="4" '
+            f'style="stroke:none;fill:{colour}"/>'
+            f'<text class="legend" x="{right + 24}" y="{ly + 4}" style="stroke:none;fill:{colour}">'
             f"{escape(name)}</text></g>"
         )
     parts.append("</svg>")

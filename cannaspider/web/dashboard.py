@@ -2,17 +2,22 @@
 store's products (filterable) and latest events, a product's history chart and events, the crawl
 health, and the market pages (a state's morning page: its day's figures and events, price per gram
 by category over time, brand availability ranked with its 4-week change, the brand and price movers;
-the same figures as GET /api/market). Every page is plain HTML with its CSS inline in base.html: no
-script, no asset fetched from anywhere, light on a phone. The JSON behind each page is the
-documented API in dashboard_api.py."""
+the same figures as GET /api/market). Every page is plain HTML with its CSS inline in base.html,
+light on a phone, and one small script of ours, static/tables.js (served here, nothing fetched from
+anywhere else): it makes every table sortable by a column and downloadable as CSV. Times show
+their time zone (UTC), in a <time> element that carries the instant. The JSON behind each page is
+the documented API in dashboard_api.py."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from functools import lru_cache
+from importlib import resources
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi import Path as PathParam
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
@@ -31,14 +36,42 @@ templates = Jinja2Templates(
 )
 
 
-def _ago(value: datetime | None) -> str:
+def _ago(value: datetime | None) -> Markup | str:
+    """How long ago, in a <time> that carries the instant (the tables sort by it) and shows it in
+    UTC on hover."""
     if value is None:
         return "never"
     seconds = (datetime.now(UTC) - value).total_seconds()
+    text = "just now"
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
-            return f"{int(seconds // size)} {unit} ago"
-    return "just now"
+            text = f"{int(seconds // size)} {unit} ago"
+            break
+    utc = value.astimezone(UTC)
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        utc.isoformat(), utc.strftime("%Y-%m-%d %H:%M UTC"), text
+    )
+
+
+def _when(value: datetime | None, fmt: str = "%b %d %H:%M") -> Markup | str:
+    """A time with its time zone ('Dec 06 14:00 UTC'): every time is stored and shown in UTC."""
+    if value is None:
+        return ""
+    utc = value.astimezone(UTC)
+    return Markup('<time datetime="{}">{} UTC</time>').format(utc.isoformat(), utc.strftime(fmt))
+
+
+def _change_pct(event: dict[str, Any]) -> float | None:
+    """A price event's change in percent of the price before (None for other events)."""
+    old, new = event.get("price_rec_old"), event.get("price_rec")
+    if event.get("type") != "price_changed" or old is None or new is None or not old:
+        return None
+    return float((new - old) / old * 100)
+
+
+@lru_cache(maxsize=1)
+def _tables_js() -> bytes:
+    return (resources.files("cannaspider.web") / "static" / "tables.js").read_bytes()
 
 
 def _money(value: float | None) -> str:
@@ -61,8 +94,16 @@ def _fsi(value: object) -> str:
 templates.env.filters["bdi"] = _bdi
 templates.env.filters["fsi"] = _fsi
 templates.env.filters["ago"] = _ago
+templates.env.filters["when"] = _when
+templates.env.filters["change_pct"] = _change_pct
 templates.env.filters["money"] = _money
 templates.env.filters["event_label"] = lambda kind: EVENT_LABELS.get(kind, kind)
+
+
+@router.get("/tables.js")
+async def tables_js() -> Response:
+    """The tables' script (sort, CSV), from the package (also out of a zipped egg)."""
+    return Response(_tables_js(), media_type="text/javascript", headers={"cache-control": "max-age=3600"})
 
 
 @router.get("", response_class=HTMLResponse)

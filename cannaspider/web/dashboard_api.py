@@ -73,6 +73,11 @@ class ProductOut(BaseModel):
     quantity_available: int | None
     consecutive_misses: int = Field(description="complete crawls in a row that did not list it (3: out of stock)")
     last_seen_at: datetime
+    canonical_brand_id: int | None = Field(description="its canonical brand (the brand page: /dashboard/brands/{id})")
+    oos_since: datetime | None = Field(
+        description="out of stock: since its out_of_stock event (null while in stock, or when it went out before "
+        "events were written)"
+    )
 
 
 class StoreProductsOut(BaseModel):

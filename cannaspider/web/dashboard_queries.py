@@ -68,7 +68,10 @@ PRODUCTS = """
 SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category, subcategory,
        price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special,
        price_med::float8 AS price_med, is_on_special, stock_status, is_in_stock, quantity_available,
-       consecutive_misses, last_seen_at
+       consecutive_misses, last_seen_at, canonical_brand_id,
+       -- since when it is out of stock: set with its out_of_stock event (migrations/014_product_events.sql)
+       (SELECT es.oos_since FROM product_event_state es
+         WHERE es.store_product_id = store_products.id AND stock_status = 'oos') AS oos_since
   FROM store_products
  WHERE dispensary_id = %(d)s
    AND (%(brand)s::text IS NULL OR brand_name_raw = %(brand)s)
@@ -90,7 +93,7 @@ SELECT array_agg(DISTINCT brand_name_raw ORDER BY brand_name_raw) FILTER (WHERE 
 PRODUCT = """
 SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, category,
        price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special, stock_status,
-       consecutive_misses, canonical_product_id
+       consecutive_misses, canonical_brand_id, canonical_product_id
   FROM store_products WHERE dispensary_id = %s AND provider_product_id = %s
 """
 

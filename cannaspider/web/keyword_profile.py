@@ -2,7 +2,7 @@
 dashboard page:
 
 GET /api/keywords/{id}/profile?locale=fr-FR          the profile the last crawl_onpage computed
-GET /dashboard/keywords                              the keywords, their locales and profiles
+GET /dashboard/keywords                              the keywords, their locales, profiles and our pages
 GET /dashboard/keywords/{id}/profile?locale=fr-FR    the same profile, as a page
 
 A malformed locale is a 422, an unknown keyword, a locale the keyword has no SERP in, or a
@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
+from psycopg import AsyncConnection
 from pydantic import BaseModel, Field
 
 from cannaspider.firecrawl import persistence
@@ -31,7 +32,11 @@ SELECT k.id, k.keyword, ARRAY(SELECT jsonb_object_keys(k.serp) ORDER BY 1) AS lo
        coalesce((SELECT jsonb_object_agg(p.locale, jsonb_build_object(
                      'computedAt', p.computed_at, 'ok', p.profile -> 'completeness' -> 'ok',
                      'competitors', p.profile -> 'completeness' -> 'competitors'))
-                   FROM keyword_profiles p WHERE p.keyword_id = k.id), '{}') AS profiles
+                   FROM keyword_profiles p WHERE p.keyword_id = k.id), '{}') AS profiles,
+       coalesce((SELECT jsonb_object_agg(w.locale, jsonb_build_object(
+                     'url', w.url, 'status', coalesce(w.crawl ->> 'crawlStatus', 'not_crawled'),
+                     'available', coalesce((w.gap -> 'available')::boolean, false)))
+                   FROM keyword_own_pages w WHERE w.keyword_id = k.id), '{}') AS own_pages
   FROM keywords k ORDER BY lower(k.keyword), k.id LIMIT %s
 """
 KEYWORDS_SHOWN = 500
@@ -105,20 +110,31 @@ class ProfileOut(BaseModel):
     terms: list[TermOut]
 
 
-async def load_profile(request: Request, keyword_id: int, locale: str) -> dict[str, Any]:
-    """The stored profile, or an HTTPException saying why there is none."""
+def checked_locale(locale: str) -> str:
+    """The locale normalized (`fr-fr` → `fr-FR`), or the documented 422."""
     wanted = normalize_locale(locale)
     if wanted is None:
         # the documented 422 shape (a list of errors, as FastAPI's own validation gives)
         msg = f"locale must look like 'fr-FR', 'en-US' or 'fr', got {locale!r}"
         raise RequestValidationError([{"loc": ["query", "locale"], "msg": msg, "type": "value_error"}])
+    return wanted
+
+
+async def check_keyword_locale(conn: AsyncConnection, keyword_id: int, locale: str) -> None:
+    """A 404 saying which, when the keyword does not exist or has no SERP in the locale."""
+    locales = await persistence.keyword_locales(conn, keyword_id)
+    if locales is None:
+        raise HTTPException(404, f"keyword {keyword_id} does not exist")
+    if locale not in locales:
+        known = ", ".join(locales) or "none"
+        raise HTTPException(404, f"keyword {keyword_id} has no SERP in locale {locale} (its locales: {known})")
+
+
+async def load_profile(request: Request, keyword_id: int, locale: str) -> dict[str, Any]:
+    """The stored profile, or an HTTPException saying why there is none."""
+    wanted = checked_locale(locale)
     async with request.app.state.pool.connection() as conn:
-        locales = await persistence.keyword_locales(conn, keyword_id)
-        if locales is None:
-            raise HTTPException(404, f"keyword {keyword_id} does not exist")
-        if wanted not in locales:
-            known = ", ".join(locales) or "none"
-            raise HTTPException(404, f"keyword {keyword_id} has no SERP in locale {wanted} (its locales: {known})")
+        await check_keyword_locale(conn, keyword_id, wanted)
         found = await persistence.get_profile(conn, keyword_id, wanted)
     if found is None:
         raise HTTPException(
@@ -149,7 +165,7 @@ async def get_keyword_profile(
 async def keywords_page(request: Request) -> HTMLResponse:
     async with request.app.state.pool.connection() as conn:
         rows = await (await conn.execute(KEYWORDS, (KEYWORDS_SHOWN,))).fetchall()
-    keywords = [{"id": r[0], "keyword": r[1], "locales": r[2], "profiles": r[3]} for r in rows]
+    keywords = [{"id": r[0], "keyword": r[1], "locales": r[2], "profiles": r[3], "own": r[4]} for r in rows]
     return templates.TemplateResponse(request, "keywords.html", {"keywords": keywords, "nav": "keywords"})
 
 

@@ -4,29 +4,35 @@ It runs in a database of its own (`--database`, default cannaspider_demo, on DAT
 server or the embedded one), dropped and created anew each run: a second run prints the same
 figures as the first, and no crawl of an operator's database is touched.
 
-migrate → sandbox → store_discovery (each platform) → entry_point_discovery → product_discovery →
-(menus evolve) → product_resync ×3 → a JSON feed and a summary, with each figure per platform.
-Every crawl runs as a real `scrapy crawl` subprocess, exactly as an operator or Scrapyd would run it.
+migrate → sandbox → store_discovery (each platform) → entry_point_discovery → a month of product
+crawls (product_discovery on day 1, product_resync on each of the 29 days after, the sandbox's
+menus moving from day to day: sandbox/month.py) → the analytics refresh → a JSON feed (the last
+day's menus) and a summary: each figure per platform, the month's events, the market's 4-week
+change and movers as the dashboard shows them, and the store that collapsed. The chain and the
+month run in one process with a clock of the demo's own: sandbox/demo_month.py says how and why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
+from scrapy.exceptions import UsageError
 
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url, migrations
 from cannaspider.db.connection import with_dbname
 from cannaspider.db.errors import redact
 from cannaspider.images.backends import images_store_uri
+from cannaspider.web import market_queries
+from sandbox import month
 from sandbox.catalog import CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
 from sandbox.server import Sandbox
@@ -43,6 +49,34 @@ SELECT d.platform, count(DISTINCT d.id), count(sp.id), count(sp.id) FILTER (WHER
  GROUP BY d.platform ORDER BY d.platform
 """
 DEMO_DATABASE = "cannaspider_demo"
+COMPARE_DAYS = 28  # the dashboard's 4-week change (cannaspider/web/dashboard.py, HISTORY_DAYS)
+# the month's days with a complete product crawl of every store, and its events by type
+MONTH = """
+SELECT min(day), max(day), count(*) FROM (
+    SELECT (r.started_at AT TIME ZONE 'UTC')::date AS day FROM crawl_runs r
+     WHERE r.status = 'complete' GROUP BY 1
+    HAVING count(DISTINCT r.dispensary_id) = (SELECT count(*) FROM dispensaries WHERE state = %s)) d
+"""
+EVENTS = "SELECT type, count(*) FROM product_events GROUP BY 1"
+EVENT_TYPES = ("listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock")
+# each store that collapsed (suspect crawls, the OOS guard's: docs/architecture.md), and the
+# products marked out of stock there from its first suspect crawl to the day after its last
+COLLAPSES = """
+SELECT d.name, count(*) AS suspect_days, min(r.started_at)::date AS first_day, max(r.started_at)::date AS last_day,
+       max(r.products_seen),
+       (SELECT count(*) FROM product_events e
+         WHERE e.dispensary_id = d.id AND e.type = 'out_of_stock'
+           AND e.occurred_at >= min(r.started_at) AND e.occurred_at < max(r.started_at) + interval '2 days')
+  FROM crawl_runs r JOIN dispensaries d ON d.id = r.dispensary_id
+ WHERE r.suspect AND d.state = %s
+ GROUP BY d.id, d.name ORDER BY d.name
+"""
+
+
+def demo_catalog(state: str) -> CatalogConfig:
+    """The demo's sandbox: 8 Dutchie stores and 4 Jane stores in the state, 40 to 100 products
+    each (a third of the catalog's default: 30 days of crawls of the default menus took three times as long)."""
+    return CatalogConfig(states=(state,), stores_per_state=8, min_products=40, max_products=100)
 
 
 def fresh_database(server_url: str, name: str) -> str:
@@ -64,13 +98,15 @@ class Command(CannaspiderCommand):
     def add_options(self, parser) -> None:
         super().add_options(parser)
         parser.add_argument("--state", default="AZ")
-        parser.add_argument("--resyncs", type=int, default=3, help="menu epochs to advance and resync")
+        parser.add_argument("--days", type=int, default=month.DAYS, help="days of product crawls (sandbox/month.py)")
         parser.add_argument("--output", default=None, help="feed of the last resync (default DATA_DIR/demo)")
         parser.add_argument(
             "--database", default=DEMO_DATABASE, help="the demo's own database, dropped and created anew each run"
         )
 
     def execute(self, args, opts) -> None:
+        if not 1 <= opts.days <= month.DAYS:
+            raise UsageError(f"--days must be 1 to {month.DAYS} (the sandbox's month: sandbox/month.py)")
         url = fresh_database(database_url(self.settings), opts.database)
         print(f"database: {redact(url)} (created anew)")
         migrations.apply(url, log=lambda line: print(f"  {line}"))
@@ -79,7 +115,7 @@ class Command(CannaspiderCommand):
         out.parent.mkdir(parents=True, exist_ok=True)
         state = opts.state.upper()
         auth = (DEMO_PROXY_USER, secrets.token_urlsafe(12))
-        with Sandbox(CatalogConfig(states=(state,), stores_per_state=8), proxy=True, proxy_auth=auth) as sandbox:
+        with Sandbox(demo_catalog(state), proxy=True, proxy_auth=auth) as sandbox:
             assert sandbox.urls is not None
             base = sandbox.urls.base
             env = {
@@ -93,32 +129,12 @@ class Command(CannaspiderCommand):
             with sandbox_proxy_row(url, sandbox.urls.proxy or "", auth) as masked:
                 print(f"proxy:   {masked} (every Dutchie and Jane request)")
 
-                def crawl(*argv: str) -> None:
-                    cmd = [sys.executable, "-m", "scrapy", "crawl", *argv, "-s", "LOG_LEVEL=WARNING"]
-                    print("$ scrapy crawl " + " ".join(argv))
-                    result = subprocess.run(cmd, env=env)
-                    if result.returncode != 0:
-                        raise SystemExit(f"error: `scrapy crawl {' '.join(argv)}` exited with {result.returncode}")
-
-                def set_epoch(epoch: int) -> None:
-                    for path in ("/_sandbox/epoch", "/_sandbox/jane/epoch"):  # both platforms' menus
-                        req = urllib.request.Request(
-                            f"{base}{path}",
-                            data=json.dumps({"epoch": epoch}).encode(),
-                            method="POST",
-                            headers={"content-type": "application/json"},
-                        )
-                        urllib.request.urlopen(req, timeout=10).read()
-
-                crawl("store_discovery", "-a", f"state={state}")
-                crawl("store_discovery", "-a", f"state={state}", "-a", "platform=jane")
-                crawl("entry_point_discovery", "-a", f"state={state}")
-                crawl("product_discovery", "-a", f"state={state}")
-                for epoch in range(1, opts.resyncs + 1):
-                    set_epoch(epoch)
-                    print(f"(sandbox menus advanced to epoch {epoch})")
-                    extra = ["-O", str(out)] if epoch == opts.resyncs else []
-                    crawl("product_resync", "-a", f"state={state}", *extra)
+                # the chain and the month in one process (sandbox/demo_month.py says why)
+                month_cmd = [sys.executable, "-m", "sandbox.demo_month", "--state", state, "--sandbox", base]
+                month_cmd += ["--output", str(out), "--days", str(opts.days)]
+                result = subprocess.run(month_cmd, env=env)
+                if result.returncode != 0:
+                    raise SystemExit(f"error: the demo's month exited with {result.returncode}")
         self._summary(url, state, out)
 
     def _summary(self, url: str, state: str, feed: Path) -> None:
@@ -162,6 +178,8 @@ class Command(CannaspiderCommand):
         print("  per platform    stores  products  in stock  out of stock  complete runs")
         for platform, p_stores, p_products, p_in_stock, p_oos, p_complete in per_platform:
             print(f"    {platform:<13} {p_stores:>6}  {p_products:>8}  {p_in_stock:>8}  {p_oos:>12}  {p_complete:>13}")
+        for line in _month_lines(url, state):
+            print(line)
         print(f"  feed            {feed} ({items} items)")
         assert self.settings is not None
         host, port = self.settings.get("API_HOST"), self.settings.getint("API_PORT")
@@ -169,6 +187,40 @@ class Command(CannaspiderCommand):
             f"  dashboard       http://{host}:{port}/dashboard/   "
             f"(start it with `DATABASE_URL='{redact(url)}' scrapy serve`)"
         )
+
+
+def _month_lines(url: str, state: str) -> list[str]:
+    """The month: its days, its events, the market's 4-week change and movers (the figures the
+    dashboard's market page shows: market_queries.market) and the collapse."""
+    with connect(url) as conn:
+        first, last, days = _counts(conn, MONTH, (state,))
+        events = dict(conn.execute(EVENTS).fetchall())
+        collapses = conn.execute(COLLAPSES, (state,)).fetchall()
+
+    async def market() -> dict | None:
+        async with await psycopg.AsyncConnection.connect(url) as aconn:
+            return await market_queries.market(
+                aconn, state=state, day=None, compare_days=COMPARE_DAYS, city="", limit=100, movers=10
+            )
+
+    m = asyncio.run(market()) or {}
+    changed = [b for b in m.get("brands", []) if b["change"] is not None]
+    gains, losses = m.get("brand_movers", {}).get("gains", []), m.get("brand_movers", {}).get("losses", [])
+    drops, rises = m.get("price_movers", {}).get("drops", []), m.get("price_movers", {}).get("rises", [])
+    lines = [
+        f"  month           {days} days with every store's product crawl complete, {first} to {last}",
+        "  events          " + ", ".join(f"{t} {events.get(t, 0)}" for t in EVENT_TYPES),
+        f"  4-week change   {len(changed)} brands, {m.get('day')} against {m.get('compared_with')}"
+        + "".join(f"; {b['name']} {b['change']:+.0%}" for b in (gains[:1] + losses[:1])),
+        f"  movers          brands {len(gains)} up, {len(losses)} down; prices {len(drops)} drops,"
+        f" {len(rises)} rises on {m.get('day')}",
+    ]
+    for name, suspect_days, first_day, last_day, seen, marked in collapses:
+        lines.append(
+            f"  collapse        {name}: {suspect_days} suspect crawls ({first_day} to {last_day}, {seen} products"
+            f" seen), {marked} products marked out of stock by it"
+        )
+    return lines
 
 
 def _counts(conn, query: str, params: tuple = ()) -> tuple[int, ...]:

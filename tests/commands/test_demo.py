@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+from datetime import timedelta
 
 import psycopg
 import pytest
 
+from cannaspider.web import market_queries
+from sandbox import month
+from sandbox.catalog import Catalog
+from sandbox.commands.demo import demo_catalog
 from tests.helpers import run_scrapy
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
-def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_database, admin_url, tmp_path):
+def test_demo_crawls_a_month_and_leaves_a_feed_a_market_and_a_summary(empty_database, admin_url, tmp_path):
     # the demo's own database (`--database`) on DATABASE_URL's server, left over from an earlier run
     url = empty_database
     name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
@@ -22,22 +28,25 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
         conn.execute("CREATE TABLE left_by_an_earlier_run (id int)")
     env = {**os.environ, "DATABASE_URL": admin_url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
     env.pop("DUTCHIE_GRAPHQL_URL", None)
-    result = run_scrapy("demo", "--state", "NV", "--database", name, env=env, timeout=600)
+    result = run_scrapy("demo", "--state", "NV", "--database", name, env=env, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "$ scrapy crawl store_discovery -a state=NV -a platform=jane" in out
-    for step in ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync"):
+    steps = ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync", "analytics_refresh")
+    for step in steps:
         assert f"$ scrapy crawl {step}" in out
+    assert out.count("$ scrapy crawl product_resync") == month.DAYS - 1
     figures = {
         k: int(v) for k, v in re.findall(r"^\s+(stores|products|in stock|out of stock)\s+(\d+)", out, re.MULTILINE)
     }
-    assert figures["stores"] == 8 + 4 and figures["products"] > 1000  # Dutchie's 8 stores, Jane's 4
+    stores = 8 + 4  # Dutchie's 8 stores, Jane's 4
+    assert figures["stores"] == stores and figures["products"] > 500
     per_platform = {
         p: tuple(map(int, row))
         for p, *row in re.findall(r"^\s+(dutchie|jane)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$", out, re.M)
     }
     assert per_platform["dutchie"][0] == 8 and per_platform["jane"][0] == 4
-    assert all(oos > 0 and complete == stores * 4 for stores, _, _, oos, complete in per_platform.values())
+    assert all(oos > 0 and complete == n * month.DAYS for n, _, _, oos, complete in per_platform.values())
     assert [sum(column) for column in zip(*per_platform.values(), strict=True)][1:4] == [
         figures["products"],
         figures["in stock"],
@@ -46,17 +55,103 @@ def test_demo_runs_the_whole_chain_and_leaves_a_feed_and_a_summary(empty_databas
     assert figures["out of stock"] > 0 and figures["in stock"] + figures["out of stock"] == figures["products"]
     feed = tmp_path / "data" / "demo" / "products.json"
     items = json.loads(feed.read_text())
-    assert len(items) == figures["in stock"]  # the last resync's feed: what is on the menus now
+    assert len(items) == figures["in stock"]  # the last day's feed: what is on the menus now
+    assert sorted(p.name for p in (tmp_path / "data").iterdir() if p.name == "feeds") == []  # no daily feeds
     stored = re.search(r"^\s+images\s+(\d+) of (\d+) stored as webp", out, re.MULTILINE)
     assert stored and 0 < int(stored[1]) == int(stored[2]), out[-2000:]
     assert len(list((tmp_path / "data" / "images" / "products").rglob("*.webp"))) == int(stored[1])
+
     with psycopg.connect(url) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
         proxies = conn.execute("SELECT count(*) FROM proxies").fetchone()[0]
-    assert statuses == {"complete": (8 + 4) * 4}
+        # 30 UTC days, a day apart, the last today: every store crawled once a day, completely
+        days = conn.execute(
+            "SELECT (started_at AT TIME ZONE 'UTC')::date, count(*), count(DISTINCT dispensary_id)"
+            " FROM crawl_runs WHERE status = 'complete' GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        today = conn.execute("SELECT (now() AT TIME ZONE 'UTC')::date").fetchone()[0]
+        events = dict(conn.execute("SELECT type, count(*) FROM product_events GROUP BY 1").fetchall())
+        event_days = dict(
+            conn.execute(
+                "SELECT type, count(DISTINCT (occurred_at AT TIME ZONE 'UTC')::date) FROM product_events GROUP BY 1"
+            ).fetchall()
+        )
+        spread = _brand_stores(conn, month.SPREADING_BRAND)
+        retreat = _brand_stores(conn, month.RETREATING_BRAND)
+        collapsing = Catalog(demo_catalog("NV")).stores[month.COLLAPSING_STORE]
+        (store_id,) = conn.execute(
+            "SELECT id FROM dispensaries WHERE platform = 'dutchie' AND platform_dispensary_id = %s", (collapsing.id,)
+        ).fetchone()
+        runs = conn.execute(
+            "SELECT (started_at AT TIME ZONE 'UTC')::date, suspect, suspect_streak, products_seen FROM crawl_runs"
+            " WHERE dispensary_id = %s ORDER BY started_at",
+            (store_id,),
+        ).fetchall()
+        marked = conn.execute(
+            "SELECT (occurred_at AT TIME ZONE 'UTC')::date FROM product_events WHERE dispensary_id = %s"
+            " AND type = 'out_of_stock'",
+            (store_id,),
+        ).fetchall()
+    assert statuses == {"complete": stores * month.DAYS}
+    assert len(days) == month.DAYS and days[-1][0] == today
+    assert [d for d, _, _ in days] == [today - timedelta(days=month.DAYS - n) for n in range(1, month.DAYS + 1)]
+    assert all(runs_of_day == stores_of_day == stores for _, runs_of_day, stores_of_day in days)
+    # menus that move: events of each kind, and on most days
+    kinds = ("listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock")
+    assert all(events.get(kind, 0) > 0 for kind in kinds), events
+    assert event_days["price_changed"] >= month.DAYS - 2 and event_days["special_started"] >= month.DAYS - 2
+    assert event_days["out_of_stock"] >= 10 and event_days["back_in_stock"] >= 10
+    # the printed events are the database's
+    printed = dict(re.findall(r"(\w+) (\d+)", re.search(r"^\s+events\s+(.*)$", out, re.M)[1]))
+    assert {k: int(v) for k, v in printed.items()} == {kind: events[kind] for kind in kinds}
+    # a brand that spreads to more stores, one that retreats (not day by day: the collapsing
+    # store's two days count among the crawled stores, with an eighth of its menu)
+    assert spread[0] * 2 < spread[-1] and spread[-1] >= stores - 1 and len(spread) == month.DAYS, spread
+    assert retreat[0] > retreat[-1] * 1.5 and len(retreat) == month.DAYS, retreat
+    # the collapse: two suspect crawls in a row (the OOS guard's streak), the menu back the day after,
+    # and none of its products marked out of stock for it
+    first = days[0][0]
+    suspect = [(d, streak) for d, is_suspect, streak, _ in runs if is_suspect]
+    collapse_days = [first + timedelta(days=n - 1) for n in month.COLLAPSE_DAYS]
+    assert suspect == [(collapse_days[0], 1), (collapse_days[1], 2)]
+    seen = {d: products for d, _, _, products in runs}
+    after = collapse_days[-1] + timedelta(days=1)
+    assert seen[after] > 2 * seen[collapse_days[0]]
+    window = {collapse_days[0] + timedelta(days=n) for n in range(-1, len(collapse_days) + 2)}
+    assert not [d for (d,) in marked if d in window], marked
+    assert re.search(r"^\s+collapse\s+.*2 suspect crawls.*, 0 products marked out of stock by it$", out, re.M)
+
+    # the market as the dashboard shows it: a 4-week change, movers, a chart over the month
+    async def market() -> tuple[dict, list]:
+        async with await psycopg.AsyncConnection.connect(url) as aconn:
+            m = await market_queries.market(aconn, state="NV", day=None, compare_days=28, city="", limit=50, movers=10)
+            assert m is not None
+            history = await market_queries.category_history(aconn, state="NV", day=m["day"], days=28)
+            return m, history
+
+    m, history = asyncio.run(market())
+    assert m["day"] == today and m["compared_with"] == today - timedelta(days=28)
+    changed = {b["name"].lower(): b["change"] for b in m["brands"] if b["change"] is not None}
+    assert len(changed) >= 10 and changed[month.SPREADING_BRAND.lower()] > 0, changed
+    assert m["brand_movers"]["gains"] and m["brand_movers"]["losses"]
+    assert m["price_movers"]["drops"] and m["price_movers"]["rises"]
+    assert len({row["day"] for row in history}) >= 28
+    printed_change = re.search(r"^\s+4-week change\s+(\d+) brands", out, re.M)
+    assert printed_change and int(printed_change[1]) == len(changed)
+
     with psycopg.connect(url) as conn:  # created anew: nothing of the earlier run is left
         assert conn.execute("SELECT to_regclass('left_by_an_earlier_run')").fetchone() == (None,)
     assert proxies == 0  # its sandbox's proxy is gone with it: no dead row for later crawls or `scrapy check`
+
+
+def _brand_stores(conn, brand: str) -> list[int]:
+    """The stores carrying the brand (any spelling), day by day (the market's daily roll)."""
+    rows = conn.execute(
+        "SELECT m.day, sum(m.stores) FROM market_brand_daily m JOIN brands b ON b.id = m.canonical_brand_id"
+        " WHERE b.normalized_name = lower(%s) GROUP BY 1 ORDER BY 1",
+        (brand,),
+    ).fetchall()
+    return [int(stores) for _, stores in rows]
 
 
 def test_the_demo_refuses_to_drop_the_database_that_database_url_names(admin_url, tmp_path):
@@ -67,3 +162,10 @@ def test_the_demo_refuses_to_drop_the_database_that_database_url_names(admin_url
     assert f"the demo's database ({own}) must not be DATABASE_URL's own" in result.stderr
     with psycopg.connect(admin_url) as conn:  # still there
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_demo_refuses_more_days_than_the_sandbox_month_has(admin_url, tmp_path):
+    env = {**os.environ, "DATABASE_URL": admin_url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
+    result = run_scrapy("demo", "--days", str(month.DAYS + 1), "--database", "never_created", env=env, timeout=120)
+    assert result.returncode == 2
+    assert f"--days must be 1 to {month.DAYS}" in result.stderr

@@ -44,6 +44,11 @@ def test_archive_status_export_and_restore(env, db, tmp_path):
         assert scrapy(env, "export", "snapshots", "--month", month, "-o", str(out)).returncode == 0
         exported[month] = pq.read_table(out).to_pylist()
     assert len(exported["2026-07"]) == 21
+    # a range across months, cut mid-month at both ends: read again across the tiers below
+    span = ("--since", "2026-07-20T12:00:00", "--until", "2026-10-09")
+    assert scrapy(env, "export", "snapshots", *span, "-o", str(tmp_path / "span-before.parquet")).returncode == 0
+    span_rows = pq.read_table(tmp_path / "span-before.parquet").to_pylist()
+    assert len(span_rows) > 21 and span_rows[0]["store"] == "S1"
 
     refused = scrapy(env, "history", "archive", "--month", "2026-07")
     assert refused.returncode == 2 and refused.stderr.startswith("error: 2026-07 is not rolled")
@@ -72,6 +77,11 @@ def test_archive_status_export_and_restore(env, db, tmp_path):
         assert result.stdout.strip() == f"21 snapshots written to {out}"
         assert pq.read_table(out).to_pylist() == rows
         assert pq.read_schema(out) == pq.read_schema(tmp_path / f"before-{month}.parquet")
+    # July to September from their files, October from PostgreSQL: the same rows in the same order
+    span_out = tmp_path / "span-after.parquet"
+    assert scrapy(env, "export", "snapshots", *span, "-o", str(span_out)).returncode == 0
+    assert pq.read_table(span_out).to_pylist() == span_rows
+    assert pq.read_schema(span_out) == pq.read_schema(tmp_path / "span-before.parquet")
     csv_out = tmp_path / "after.csv"
     assert scrapy(env, "export", "snapshots", "--month", "2026-07", "-o", str(csv_out)).returncode == 0
     assert len(csv_out.read_text().splitlines()) >= 22  # a header and 21 rows (a status holds a newline)

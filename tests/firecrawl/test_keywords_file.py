@@ -142,9 +142,40 @@ def test_command(scrapy_env, db, tmp_path):
     assert again.stdout.strip().endswith("0 snapshot(s) written, 3 unchanged")
     listed = run_scrapy("keywords", "list", env=scrapy_env)
     assert "CBD oil  [en-US: 2 competitor(s), not crawled 2]" in listed.stdout
+    ours = [{**GOOD[2], "ownPage": "https://ours.example/gummies"}]
+    set_own = run_scrapy("keywords", "import", str(write(tmp_path, ours, "own.json")), env=scrapy_env)
+    assert set_own.stdout.strip().endswith("1 unchanged; 1 own page(s) set or removed"), set_own.stdout
+    listed = run_scrapy("keywords", "list", env=scrapy_env)
+    assert (
+        "gummies  [en-US: 0 competitor(s), none; our page https://ours.example/gummies (not crawled)]" in listed.stdout
+    )
     bad = run_scrapy("keywords", "import", str(write(tmp_path, [{"keyword": 3}], "bad.json")), env=scrapy_env)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]  # one line
     assert bad.stderr.startswith("error: ") and "entry 1: keyword: must be a non-empty string, got 3" in bad.stderr
     usage = run_scrapy("keywords", "import", env=scrapy_env)
     assert usage.returncode == 2 and "usage: scrapy keywords import FILE.json" in usage.stderr
+
+
+def test_own_page_is_set_kept_and_removed_by_the_file(db, sql):
+    entry = {"keyword": "cbd oil", "locale": "fr-FR", "competitors": [], "ownPage": " https://ours.example/huile "}
+    snaps, problems = keywords_file.validate([entry])
+    assert problems == [] and snaps[0].own_page == "https://ours.example/huile" and "ownPage" not in snaps[0].value
+    with psycopg.connect(db) as conn:
+        first = keywords_file.import_snapshots(conn, snaps)
+        again = keywords_file.import_snapshots(conn, snaps)
+    assert (first.own_pages_changed, again.own_pages_changed) == (1, 0)
+    assert sql("SELECT locale, url FROM keyword_own_pages") == [("fr-FR", "https://ours.example/huile")]
+    # the field left out leaves the page set (by the API, say) alone; null removes it
+    with psycopg.connect(db) as conn:
+        without = {k: v for k, v in entry.items() if k != "ownPage"}
+        keywords_file.import_snapshots(conn, keywords_file.validate([without])[0])
+        conn.commit()
+        assert sql("SELECT count(*) FROM keyword_own_pages") == [(1,)]
+        removed = keywords_file.import_snapshots(conn, keywords_file.validate([{**entry, "ownPage": None}])[0])
+    assert removed.own_pages_changed == 1 and sql("SELECT count(*) FROM keyword_own_pages") == [(0,)]
+
+
+def test_a_bad_own_page_is_a_problem():
+    problems = keywords_file.validate([{"keyword": "x", "locale": "fr", "competitors": [], "ownPage": "/huile"}])[1]
+    assert problems == ["entry 1 ('x'): ownPage: must be an absolute http(s) URL, got '/huile'"]

@@ -18,6 +18,8 @@ from cannaspider.platforms.dutchie.operations import (
     dispensary_search_variables,
     products_variables,
 )
+from sandbox import month
+from sandbox.catalog import Catalog, CatalogConfig
 from tests.httpclient import http
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
@@ -298,3 +300,48 @@ def test_an_empty_menu_is_well_formed_and_only_for_the_stores_it_names(sandbox):
 def test_unknown_fault_kind_is_rejected(sandbox):
     reply = http("POST", sandbox.urls.base + "/_sandbox/faults", {"rules": [{"kind": "meteor"}]})
     assert reply.status == 400 and "unknown fault kind" in reply.json()["error"]
+
+
+def test_the_demo_month_moves_menus_day_by_day(sandbox):
+    # POST /_sandbox/day puts both platforms on a day of the month (sandbox/month.py); the menus
+    # themselves: the day's epoch (GET /_sandbox/menu/{store}?epoch=)
+    assert sandbox.call("POST", "/_sandbox/day", {"day": 3}) == {"day": 3, "epoch": month.epoch_of(3)}
+    assert sandbox.call("GET", "/_sandbox/state")["day"] == 3
+    assert sandbox.call("GET", "/_sandbox/jane/state")["epoch"] == month.epoch_of(3)
+    reply = http("POST", f"{sandbox.urls.base}/_sandbox/day", {"day": 31})
+    assert reply.status == 400 and b"day must be 1 to 30" in reply.body
+    az = sandbox.stores("AZ")
+    menus = {s["id"]: [set(sandbox.menu(s["id"], month.epoch_of(d))) for d in range(1, month.DAYS + 1)] for s in az[:4]}
+    collapsing = menus[az[month.COLLAPSING_STORE]["id"]]
+    before, during, after = (
+        collapsing[d - 1] for d in (month.COLLAPSE_DAYS[0] - 1, month.COLLAPSE_DAYS[0], month.COLLAPSE_DAYS[-1] + 1)
+    )
+    assert len(during) < len(before) / 2 and during <= before and after >= during and len(after) > len(before) / 2
+    for days in menus.values():
+        gone = [days[d - 1] - days[d] for d in range(1, month.DAYS)]
+        back = [days[d] - days[d - 1] for d in range(1, month.DAYS)]
+        assert sum(map(len, gone)) and sum(map(len, back))  # products leave and return
+    sandbox.call("POST", "/_sandbox/day", {"day": 1})
+    first = {p["_id"]: p for p in products(sandbox, az[0]["id"]).json()["data"]["filteredProducts"]["products"]}
+    sandbox.call("POST", "/_sandbox/day", {"day": month.DAYS})
+    last = {p["_id"]: p for p in products(sandbox, az[0]["id"]).json()["data"]["filteredProducts"]["products"]}
+    common = first.keys() & last.keys()
+    assert any(first[k]["recPrices"] != last[k]["recPrices"] for k in common)  # repriced
+    assert any(bool(first[k]["special"]) != bool(last[k]["special"]) for k in common)  # specials start and end
+    discounts = {s["discount"] for p in last.values() if p["specialData"] for s in p["specialData"]["saleSpecials"]}
+    assert discounts <= set(month.SPECIAL_DISCOUNTS) and len(discounts) > 1
+
+
+def test_a_brand_spreads_and_another_retreats_over_the_month():
+    catalog = Catalog(CatalogConfig(states=("AZ",), stores_per_state=8))
+    stores = catalog.stores
+
+    def carrying(brand: str, day: int) -> int:
+        return sum(
+            any(catalog.truth(s, i).brand == brand for i in catalog.product_indices(s, month.epoch_of(day)))
+            for s in stores
+        )
+
+    assert carrying(month.SPREADING_BRAND, 1) < carrying(month.SPREADING_BRAND, month.DAYS)
+    assert carrying(month.RETREATING_BRAND, 1) > carrying(month.RETREATING_BRAND, month.DAYS)
+    assert month.day_of(3) is None and month.day_of(month.epoch_of(7)) == 7  # the tests' epochs keep their rules

@@ -236,3 +236,25 @@ def test_a_hostile_firecrawl_fails_the_job_and_the_drain_goes_on(scrapy_env, db,
     [(status, attempts, error)] = sql("SELECT status, attempts, error FROM worker_tasks")
     assert (status, attempts) == ("pending", 1) and "RecursionError" in error, error
     assert "crawlStatus" not in json.dumps(serp_of(db, k))
+
+
+def test_our_page_is_crawled_compared_and_the_progress_recorded(scrapy_env, db, sandbox, sql, tmp_path):
+    fc = Firecrawl(sandbox)
+    fc.state(reset=True)
+    k = add_keyword(db, "widgets", {"en-US": competitors(fc.page("page-a.html"), fc.page("page-b.html"))})
+    sql(
+        "INSERT INTO keyword_own_pages (keyword_id, locale, url) VALUES (%s, 'en-US', %s)",
+        (k, fc.page("en-guide.html")),
+    )
+    out = tmp_path / "onpage.json"
+    result = crawl_onpage(onpage_env(scrapy_env, sandbox), "-a", f"keyword_id={k}", "-O", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"keyword {k} ('widgets'): 3 crawled, 0 blocked, 0 failed" in result.stderr
+    items = {i["url"].rsplit("/", 1)[-1]: i for i in json.loads(out.read_text())}
+    assert items["en-guide.html"]["own_page"] is True and items["page-a.html"]["own_page"] is False
+    [(crawl, gap)] = sql("SELECT crawl, gap FROM keyword_own_pages")
+    assert crawl["crawlStatus"] == "ok" and crawl["corpusId"] == items["en-guide.html"]["corpus_id"]
+    assert gap["available"] is True and "widget" in {t["lemma"] for t in gap["missing"]}
+    assert sql(
+        "SELECT state, pages_done, pages_total, locales_done, crawled, blocked, failed FROM onpage_progress"
+    ) == [("done", 3, 3, 1, 3, 0, 0)]

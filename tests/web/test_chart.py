@@ -102,3 +102,17 @@ def test_no_snapshot_is_a_sentence_and_the_market_lines_have_one_dot_per_day():
     )
     series = {g.get("data-series"): len(list(g.iter("circle"))) for g in root.iter("g")}
     assert series == {"Flower": 2, "Vape": 1}
+
+
+def test_the_market_legend_is_drawn_in_each_series_colour():
+    root = svg(
+        line_chart({name: [(date(2026, 11, 1), 8.0 + k)] for k, name in enumerate(("Flower", "Vape", "Edible"))})
+    )
+    colours = []
+    for group in (g for g in root.iter("g") if g.get("data-series")):
+        colour = (group.get("style") or "").split("stroke:")[1].split(";")[0]
+        (text,) = [t for t in group.iter("text") if t.get("class") == "legend"]
+        (swatch,) = [r for r in group.iter("rect") if r.get("class") == "swatch"]
+        assert f"fill:{colour}" in (text.get("style") or "") and f"fill:{colour}" in (swatch.get("style") or "")
+        colours.append(colour)
+    assert len(set(colours)) == 3
