@@ -73,19 +73,31 @@ SELECT p, 'b' || (1 + p %% 60) || '|' || p, 1 + p %% 60, (%(categories)s::text[]
        'product ' || p, '3.5g'
   FROM generate_series(1, %(products)s) p
 """
-# the first four categories are weighed (1 g, 3.5 g or 7 g: a price per gram), the others per unit
+# the first four categories are weighed (1 g, 3.5 g or 7 g: a price per gram), the others per unit;
+# a weighed product is sold in three sizes (its own, twice and four times it, each its own SKU:
+# identity.unit_prices' options), a product per unit as one 'N/A' option
 PRODUCTS = """
 INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, name, brand_name_raw, brand_id,
                             category, strain_type, price_rec, price_med, thc_value, thc_unit, cbd_value,
                             cbd_unit, quantity_available, first_seen_at, last_seen_at, brand_ref_id,
-                            canonical_brand_id, canonical_product_id, unit_price, unit_price_basis)
+                            canonical_brand_id, canonical_product_id, unit_price, unit_price_basis, options)
 SELECT d.id, left(md5(d.id || ':' || p), 24), 'Product ' || p, 'Product ' || p, 'Brand ' || (p %% 60),
        'b' || (p %% 60), (%(categories)s::text[])[1 + p %% 8], 'Hybrid', x.price,
        CASE WHEN p %% 3 = 0 THEN (6 + p %% 90)::numeric(12, 2) END,
        round((15 + p %% 20)::numeric + 0.5, 3), 'percent', CASE WHEN p %% 5 = 0 THEN 0.125 END,
        CASE WHEN p %% 5 = 0 THEN 'percent' END, p %% 40, %(start)s, %(start)s, 1 + p %% 60, 1 + p %% 60, p,
        CASE WHEN p %% 8 < 4 THEN round(x.price / (ARRAY[1, 3.5, 7])[1 + p %% 3], 4) ELSE x.price END,
-       CASE WHEN p %% 8 < 4 THEN 'g' ELSE 'unit' END
+       CASE WHEN p %% 8 < 4 THEN 'g' ELSE 'unit' END,
+       CASE WHEN p %% 8 < 4
+            THEN (SELECT jsonb_agg(jsonb_build_object(
+                             'option', trim_scale(g.grams)::text || 'g', 'size_value', g.grams, 'size_unit', 'g',
+                             'price_rec', g.price, 'unit_price', round(g.price / g.grams, 4), 'unit_price_basis', 'g')
+                         ORDER BY g.grams)
+                    FROM (SELECT (ARRAY[1, 3.5, 7])[1 + p %% 3] * power(2, k)::numeric AS grams,
+                                 round(x.price * power(1.8, k)::numeric, 2) AS price
+                            FROM generate_series(0, 2) k) g)
+            ELSE jsonb_build_array(jsonb_build_object('option', 'N/A', 'price_rec', x.price, 'unit_price', x.price,
+                                                      'unit_price_basis', 'unit')) END
   FROM dispensaries d CROSS JOIN generate_series(1, %(products)s) p
  CROSS JOIN LATERAL (SELECT (5 + (d.id * 7 + p * 13) %% 95)::numeric(12, 2) AS price) x
  ORDER BY d.id, p

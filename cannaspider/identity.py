@@ -37,6 +37,9 @@ from cannaspider.storable import NAME_KEY, SIZE_KEY, Tally
 NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 LATIN_END = "\u0250"  # Latin letters are below it (Basic Latin to Latin Extended-B)
 EDIBLE_CATEGORIES = frozenset({"Edible", "Edibles"})
+# the categories sold by weight, whose gram sizes are priced per gram (Jane's kinds map onto these,
+# platforms/jane/normalizer.py); a size in grams of any other (a 1 g tincture, a 2 oz balm) is per unit
+WEIGHED_CATEGORIES = frozenset({"Flower", "Pre-Rolls", "Vaporizers", "Concentrate", "Concentrates"})
 UNIT_PRICE_PLACES = 4  # numeric(16, 4) (migrations/017_unit_prices.sql)
 # The plausible unit prices per basis, in dollars (docs/analytics.md, "Unit prices", argues them):
 # outside, a price or a size is wrong ($0, a placeholder $99,999, a size misread), not a bargain.
@@ -161,35 +164,61 @@ def option_grams(options: list[ProductOption]) -> tuple[float, ...]:
     return tuple(sorted({o.size_value for o in options if o.size_unit == "g" and o.size_value is not None}))
 
 
-def unit_prices(
-    options: list[ProductOption], price: float | None, category: str | None, thc: Potency
-) -> tuple[float | None, float | None, str | None]:
-    """(unit price, unit price on special, basis: 'g' | '100mg_thc' | 'unit'); Nones without a price or
-    when the unit price is implausible (PLAUSIBLE), the special alone None when only it is."""
-    if price is None:
-        return None, None, None
-    option = None
-    for candidate in options:
-        if candidate.price_rec == price:
-            option = candidate
-            break
-    special = option.price_rec_special if option is not None else None
+def option_unit(option: ProductOption | None, category: str | None, thc: Potency) -> tuple[float, str]:
+    """(what one unit of `option` holds, basis): per 100 mg THC for an edible with a THC potency in
+    mg (the product's: menus give it once per product), per gram for a weighed option of a weighed
+    category (WEIGHED_CATEGORIES: a topical's 2 oz or a tincture's 1 g is no price per gram to
+    compare with flower's; a product without a category keeps its grams), per piece of a pack
+    ('10pk'), else per unit ('N/A', 'each', ml)."""
     if category in EDIBLE_CATEGORIES and thc.unit == "mg" and thc.value:
-        per, basis = thc.value / 100.0, "100mg_thc"
-    elif option is not None and option.size_value and option.size_unit == "g":
-        per, basis = option.size_value, "g"
-    elif option is not None and option.size_value and option.size_unit == "each":
-        per, basis = option.size_value, "unit"
-    else:
-        per, basis = 1.0, "unit"
+        return thc.value / 100.0, "100mg_thc"
+    if option is not None and option.size_value:
+        if option.size_unit == "g" and (category is None or category in WEIGHED_CATEGORIES):
+            return option.size_value, "g"
+        if option.size_unit == "each":
+            return option.size_value, "unit"
+    return 1.0, "unit"
+
+
+def _plausible(price: float | None, per: float, basis: str) -> float | None:
+    """price / per rounded, None (counted) when outside the basis's PLAUSIBLE range."""
+    if price is None:
+        return None
     low, high = PLAUSIBLE[basis]
     value = price / per
     if not low <= value <= high:
         IMPLAUSIBLE.count += 1
+        return None
+    return round(value, UNIT_PRICE_PLACES)
+
+
+def unit_prices(
+    options: list[ProductOption], price: float | None, category: str | None, thc: Potency
+) -> tuple[float | None, float | None, str | None]:
+    """(unit price, unit price on special, basis: 'g' | '100mg_thc' | 'unit') of the option priced
+    `price` (the product's: its lowest option's); Nones without a price or when the unit price is
+    implausible (PLAUSIBLE), the special alone None when only it is. Each option gets its own
+    (`unit_price`, `unit_price_special`, `unit_price_basis`: each size its own SKU), by the same
+    rule; an implausible one is left out there too, and counted once per product."""
+    chosen = None
+    for candidate in options:
+        per, basis = option_unit(candidate, category, thc)
+        counted = IMPLAUSIBLE.count
+        candidate.unit_price = _plausible(candidate.price_rec, per, basis)
+        candidate.unit_price_special = (
+            _plausible(candidate.price_rec_special, per, basis) if candidate.unit_price is not None else None
+        )
+        candidate.unit_price_basis = basis if candidate.unit_price is not None else None
+        if chosen is None and price is not None and candidate.price_rec == price:
+            chosen = candidate
+        else:
+            IMPLAUSIBLE.count = counted  # the product's own figure is counted below, once
+    if price is None:
         return None, None, None
-    if special is not None:
-        special /= per
-        if not low <= special <= high:
-            IMPLAUSIBLE.count += 1
-            special = None
-    return round(value, UNIT_PRICE_PLACES), round(special, UNIT_PRICE_PLACES) if special is not None else None, basis
+    if chosen is None:  # no option carries the price: per unit of the product, as sent
+        per, basis = option_unit(None, category, thc)
+        value = _plausible(price, per, basis)
+        return value, None, basis if value is not None else None
+    if chosen.unit_price is None:
+        return None, None, None
+    return chosen.unit_price, chosen.unit_price_special, chosen.unit_price_basis

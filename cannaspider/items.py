@@ -71,6 +71,11 @@ class ProductOption:
     quantity_available: int | None
     kiosk_quantity_available: int | None
     raw_option: str | None = None  # the rawOptions entry aligned with it: the size when `option` is a tier name
+    # what this size costs per unit (identity.unit_prices: each size its own SKU): per gram of a
+    # weighed category, per 100 mg THC of an edible, else per unit; None when implausible
+    unit_price: float | None = None
+    unit_price_special: float | None = None
+    unit_price_basis: str | None = None  # 'g' | '100mg_thc' | 'unit'
 
 
 @dataclass(slots=True)

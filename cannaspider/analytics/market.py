@@ -3,7 +3,9 @@
 Per state and UTC day: the stores with a complete crawl that saw a menu (a store whose every
 complete crawl of the day found its menu empty is left out: migrations/025_empty_menus.sql), the
 day's events by type, each canonical brand's carrying stores (its availability is stores /
-stores_crawled), price per gram per category (state and city), and the day's largest price moves.
+stores_crawled), price per gram per category (state and city) over every weighed size, the price
+of each size per category (each size its own SKU: migrations/041_sizes_as_skus.sql), and the
+day's largest price moves.
 One step of the analytics refresh (refresh.py), run after analytics_product_daily is rolled and
 analytics_store_daily refreshed: it reads those (one row per product per day, not per snapshot: the
 snapshots were read once by the product roll) and the events of the days it rewrites. The days
@@ -24,6 +26,7 @@ import psycopg
 
 from cannaspider.analytics import parts
 from cannaspider.analytics.plausible import price_move_plausible_sql
+from cannaspider.identity import WEIGHED_CATEGORIES
 
 # a price_changed event's move is a drop, a rise or a mover only when plausible (plausible.py)
 PLAUSIBLE_MOVE = price_move_plausible_sql("e.price_rec_old", "e.price_rec")
@@ -68,11 +71,10 @@ INSERT INTO market_roll_state (rolled_upto, rolled_at) VALUES ((SELECT rolled_up
 ON CONFLICT (only_row) DO UPDATE SET rolled_upto = EXCLUDED.rolled_upto, rolled_at = EXCLUDED.rolled_at
 """
 TAKEN = "UPDATE analytics_roll_state SET market_from = NULL"  # the days written are rolled now
-DELETE = ("market_state_daily", "market_brand_daily", "market_category_daily", "market_movers")
+DELETE = ("market_state_daily", "market_brand_daily", "market_category_daily", "market_size_daily", "market_movers")
 
-# the product-days of complete-crawled stores, with what the market groups them by; price per
-# gram: the day's closing price over the grams of the option (current unit_price / price_rec).
-# Its texts compare bytewise (COLLATE "C"): the groupings sort them, several times faster than
+# the product-days of complete-crawled stores, with what the market groups them by (their SKUs'
+# prices: market_skus). Its texts compare bytewise (COLLATE "C"): the groupings sort them, several times faster than
 # by the database's locale; the tables' keys only need equality.
 SEEN = """
 CREATE TEMP TABLE market_seen ON COMMIT DROP AS
@@ -80,14 +82,35 @@ SELECT p.day, coalesce(d.state, '') COLLATE "C" AS state, coalesce(d.city, '') C
        p.dispensary_id, d.platform COLLATE "C" AS platform, sp.canonical_brand_id, sp.canonical_product_id,
        coalesce(sp.category, '') COLLATE "C" AS category,
        p.price_close, coalesce(p.special_close, false) AS on_special,
-       CASE WHEN sp.unit_price_basis = 'g' AND sp.price_rec > 0
-            THEN p.price_close * sp.unit_price / sp.price_rec END AS price_per_g
+       -- the options of a weighed category's product (the others have no per-gram size: SKUS)
+       CASE WHEN sp.price_rec > 0 AND (sp.category IS NULL OR sp.category = ANY(%(weighed)s)) THEN sp.options END
+           AS options,
+       sp.price_rec AS price_now
   FROM analytics_product_daily p
   JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day
   JOIN store_products sp ON sp.id = p.store_product_id
   JOIN dispensaries d ON d.id = p.dispensary_id
  WHERE p.day >= coalesce(%(from)s::date, '-infinity')
    AND (%(states)s::text[] IS NULL OR coalesce(d.state, '') = ANY(%(states)s))
+"""
+
+# Each size its own SKU (migrations/041_sizes_as_skus.sql): every weighed option of the day's
+# product-days, priced per gram (store_products.options[].unit_price_basis 'g': identity.unit_prices
+# sizes only a weighed category's grams; an implausible one has no unit price and is left out).
+# The snapshots keep the product's price (its cheapest option's), so an option's price on a day
+# is that day's closing price times the option's current price over the cheapest's: the cheapest
+# option's own closing price, the others' as they stand to it now (docs/analytics.md, "Sizes as SKUs").
+SKUS = """
+CREATE TEMP TABLE market_skus ON COMMIT DROP AS
+SELECT s.state, s.city, s.day, s.category, s.dispensary_id, s.platform, o.grams, o.price,
+       o.price / o.grams AS price_per_g
+  FROM market_seen s
+ CROSS JOIN LATERAL (
+       SELECT round((e->>'size_value')::numeric, 3) AS grams,
+              round(s.price_close * (e->>'price_rec')::numeric / s.price_now, 2) AS price
+         FROM jsonb_array_elements(s.options) e
+        WHERE e->>'unit_price_basis' = 'g' AND (e->>'size_value')::numeric > 0) o
+ WHERE s.options IS NOT NULL AND s.price_close IS NOT NULL
 """
 
 STATES = f"""
@@ -149,7 +172,9 @@ SELECT s.state, s.day, s.canonical_brand_id, count(DISTINCT s.dispensary_id), c.
 
 # the state's figures (city '') and each named city's
 CATEGORIES = """
-INSERT INTO market_category_daily
+INSERT INTO market_category_daily (state, city, day, category, stores, products, on_special, price_per_g_p25,
+                                   price_per_g_median, price_per_g_p75, stores_by_platform, skus_weighed,
+                                   price_per_g_mean)
 WITH by_platform AS (
     SELECT state, city, day, category, jsonb_object_agg(platform, stores) AS stores_by_platform
       FROM (SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
@@ -157,18 +182,47 @@ WITH by_platform AS (
               FROM market_seen
              GROUP BY GROUPING SETS ((state, day, category, platform), (state, day, category, city, platform))) p
      WHERE whole = 1 OR city <> ''
-     GROUP BY 1, 2, 3, 4)
-SELECT g.state, g.city, g.day, g.category, stores, products, on_special, p25, p50, p75, b.stores_by_platform
+     GROUP BY 1, 2, 3, 4),
+per_g AS (  -- over every weighed SKU (market_skus), equivalized to the gram
+    SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
+           day, category, count(*) AS skus, avg(price_per_g)::numeric(16, 4) AS mean,
+           (percentile_cont(0.25) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p25,
+           (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p50,
+           (percentile_cont(0.75) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p75
+      FROM market_skus
+     GROUP BY GROUPING SETS ((state, day, category), (state, day, category, city)))
+SELECT g.state, g.city, g.day, g.category, stores, products, on_special, w.p25, w.p50, w.p75, b.stores_by_platform,
+       coalesce(w.skus, 0), w.mean
   FROM (SELECT state, CASE WHEN grouping(city) = 1 THEN '' ELSE city END AS city, grouping(city) AS whole,
                day, category, count(DISTINCT dispensary_id) AS stores, count(*) AS products,
-               count(*) FILTER (WHERE on_special) AS on_special,
-               (percentile_cont(0.25) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p25,
-               (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p50,
-               (percentile_cont(0.75) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS p75
+               count(*) FILTER (WHERE on_special) AS on_special
           FROM market_seen
          GROUP BY GROUPING SETS ((state, day, category), (state, day, category, city))) g
   JOIN by_platform b ON b.state = g.state AND b.city = g.city AND b.day = g.day AND b.category = g.category
- WHERE whole = 1 OR g.city <> ''
+  LEFT JOIN per_g w ON w.state = g.state AND w.city = g.city AND w.day = g.day AND w.category = g.category
+                   AND w.whole = g.whole
+ WHERE g.whole = 1 OR g.city <> ''
+"""
+
+# each weighed size of a category, the state's (market_skus); its stores per platform as the others'
+SIZES = """
+INSERT INTO market_size_daily
+WITH by_platform AS (
+    SELECT state, day, category, grams, jsonb_object_agg(platform, stores) AS stores_by_platform
+      FROM (SELECT state, day, category, grams, platform, count(DISTINCT dispensary_id) AS stores
+              FROM market_skus GROUP BY 1, 2, 3, 4, 5) p
+     GROUP BY 1, 2, 3, 4),
+figures AS (
+    SELECT state, day, category, grams, count(DISTINCT dispensary_id) AS stores, count(*) AS skus,
+           avg(price)::numeric(12, 2) AS mean,
+           (percentile_cont(0.25) WITHIN GROUP (ORDER BY price))::numeric(12, 2) AS p25,
+           (percentile_cont(0.5) WITHIN GROUP (ORDER BY price))::numeric(12, 2) AS p50,
+           (percentile_cont(0.75) WITHIN GROUP (ORDER BY price))::numeric(12, 2) AS p75,
+           (percentile_cont(0.5) WITHIN GROUP (ORDER BY price_per_g))::numeric(16, 4) AS per_g
+      FROM market_skus GROUP BY 1, 2, 3, 4)
+SELECT f.state, f.day, f.category, f.grams, f.stores, f.skus, f.mean, f.p25, f.p50, f.p75, f.per_g, b.stores_by_platform
+  FROM figures f
+  JOIN by_platform b ON b.state = f.state AND b.day = f.day AND b.category = f.category AND b.grams = f.grams
 """
 
 MOVERS = f"""
@@ -189,6 +243,59 @@ SELECT state, day, kind, rank, id, crawl_run_id, dispensary_id, store_product_id
 """
 
 
+# A canonical product is product × size for prices: each option of a store product is a SKU,
+# named by its size in grams ('3.5g') when weighed, else by the option's own name ('N/A', '10pk').
+# `factor` is the option's price over the store product's (its cheapest option's: the price the
+# snapshots keep), so a day's closing price times it is the option's price that day; `per` what one
+# unit holds (its grams, a pack's pieces, its THC / 100 mg: price / unit price). Over `sp` (a
+# store_products row): GET /api/products/{id} reads it too. Sizes compare bytewise (COLLATE "C", as
+# market_seen's texts): the roll sorts them, the table's key only needs equality.
+SKUS_OF = """
+SELECT CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
+            THEN trim_scale(round((e->>'size_value')::numeric, 3))::text || 'g' ELSE coalesce(e->>'option', '') END
+           COLLATE "C" AS size,
+       CASE WHEN e->>'size_unit' = 'g' AND (e->>'size_value')::numeric > 0
+            THEN round((e->>'size_value')::numeric, 3) END AS grams,
+       (e->>'price_rec')::numeric AS price, (e->>'unit_price')::numeric AS unit_price,
+       e->>'unit_price_basis' AS basis,
+       (e->>'price_rec')::numeric / sp.price_rec AS factor,
+       round((e->>'price_rec')::numeric / nullif((e->>'unit_price')::numeric, 0), 3) AS per
+  FROM jsonb_array_elements(sp.options) e
+ WHERE (e->>'price_rec')::numeric > 0 AND sp.price_rec > 0
+"""
+
+# A canonical product's days across stores (migration 041, GET /api/products/{id}/history): the
+# product-days of stores crawled completely that day, as the market counts them, of the products
+# in this part's share (canonical_product_id % n = k: a product's figures are over every state).
+PRODUCT_DAYS = f"""
+WITH listed AS MATERIALIZED (
+    SELECT sp.canonical_product_id, p.day, sp.dispensary_id, p.snapshots, p.price_close, sp.price_rec, sp.options
+      FROM analytics_product_daily p
+      JOIN analytics_store_daily a ON a.dispensary_id = p.dispensary_id AND a.day = p.day AND a.crawls > a.empty_crawls
+      JOIN store_products sp ON sp.id = p.store_product_id
+     WHERE p.day >= coalesce(%(from)s::date, '-infinity') AND sp.canonical_product_id IS NOT NULL
+       AND (%(n)s::int IS NULL OR sp.canonical_product_id %% %(n)s = %(k)s)),
+days AS (
+    INSERT INTO product_listed_daily
+    SELECT canonical_product_id, day, count(DISTINCT dispensary_id), count(*), sum(snapshots)
+      FROM listed GROUP BY 1, 2),
+skus AS MATERIALIZED (  -- the options' expressions once, then sorted as plain columns
+    SELECT sp.canonical_product_id, sp.day, sp.dispensary_id, k.size, k.grams, k.basis, k.per,
+           round(sp.price_close * k.factor, 2) AS price
+      FROM listed sp CROSS JOIN LATERAL ({SKUS_OF}) k
+     WHERE sp.price_close IS NOT NULL)
+-- the median unit price is the median price over what a unit holds, when every store's SKU holds
+-- the same (one sort a group: the median's)
+INSERT INTO product_size_daily
+SELECT canonical_product_id, day, size, grams, count(DISTINCT dispensary_id), min(price),
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY price))::numeric(12, 2), max(price),
+       CASE WHEN min(per) = max(per)
+            THEN ((percentile_cont(0.5) WITHIN GROUP (ORDER BY price)) / min(per))::numeric(16, 4) END,
+       CASE WHEN min(basis) = max(basis) THEN min(basis) END
+  FROM skus GROUP BY 1, 2, 3, 4
+"""
+PRODUCT_TABLES = ("product_listed_daily", "product_size_daily")
+
 # every state a part may have to rewrite: the stores' (weighed by their count, which the work
 # follows) and those of the rows it deletes (a state no store is in any more)
 STATES_OF = """
@@ -197,6 +304,7 @@ SELECT state, sum(stores)::int FROM (
     UNION ALL SELECT state, 0 FROM market_state_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
     UNION ALL SELECT state, 0 FROM market_brand_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
     UNION ALL SELECT state, 0 FROM market_category_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
+    UNION ALL SELECT state, 0 FROM market_size_daily WHERE day >= coalesce(%(from)s::date, '-infinity')
     UNION ALL SELECT state, 0 FROM market_movers WHERE day >= coalesce(%(from)s::date, '-infinity')) s
  GROUP BY state
 """
@@ -209,7 +317,12 @@ async def _changed(conn: psycopg.AsyncConnection, movers_per_day: int) -> dict[s
     everything, from_day = row
     if not everything and from_day is None:
         return None
-    return {"from": None if everything else from_day, "movers": movers_per_day, "states": None}
+    return {
+        "from": None if everything else from_day,
+        "movers": movers_per_day,
+        "states": None,
+        "weighed": sorted(WEIGHED_CATEGORIES),
+    }
 
 
 async def _rewrite(conn: psycopg.AsyncConnection, params: dict[str, Any]) -> int:
@@ -221,11 +334,28 @@ async def _rewrite(conn: psycopg.AsyncConnection, params: dict[str, Any]) -> int
             params,
         )
     await conn.execute(SEEN, params)
+    await conn.execute(SKUS)
     written = 0
-    for statement in (STATES, BRANDS, CATEGORIES, MOVERS):
+    for statement in (STATES, BRANDS, CATEGORIES, SIZES, MOVERS):
         written += (await conn.execute(statement, params)).rowcount
-    await conn.execute("DROP TABLE market_seen")
+    await conn.execute("DROP TABLE market_skus, market_seen")
     return written
+
+
+async def _rewrite_products(
+    conn: psycopg.AsyncConnection, params: dict[str, Any], share: tuple[int, int] | None
+) -> int:
+    """Rewrite the canonical products' days from params["from"], of the products `share` = (n, k)
+    names (canonical_product_id % n = k; None: all); the rows written."""
+    by = {**params, "n": share[0] if share else None, "k": share[1] if share else None}
+    for table in PRODUCT_TABLES:  # constant names, never input
+        await conn.execute(
+            f"DELETE FROM {table} WHERE day >= coalesce(%(from)s::date, '-infinity')"
+            " AND (%(n)s::int IS NULL OR canonical_product_id %% %(n)s = %(k)s)",
+            by,
+        )
+    cur = await conn.execute(PRODUCT_DAYS, by)
+    return cur.rowcount
 
 
 async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_DAY) -> int:
@@ -236,7 +366,7 @@ async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_D
     # no product roll meanwhile: the days it writes would be taken (TAKEN) but not read
     await conn.execute("LOCK TABLE analytics_product_daily IN SHARE MODE")
     params = await _changed(conn, movers_per_day)
-    written = 0 if params is None else await _rewrite(conn, params)
+    written = 0 if params is None else await _rewrite(conn, params) + await _rewrite_products(conn, params, None)
     await conn.execute(MARK)
     await conn.execute(TAKEN)
     return written
@@ -245,6 +375,11 @@ async def roll(conn: psycopg.AsyncConnection, movers_per_day: int = MOVERS_PER_D
 async def _part(url: str, work_mem: str, params: dict[str, Any]) -> int:
     async with parts.own_transaction(url, work_mem) as conn:
         return await _rewrite(conn, params)
+
+
+async def _products_part(url: str, work_mem: str, params: dict[str, Any], share: tuple[int, int]) -> int:
+    async with parts.own_transaction(url, work_mem) as conn:
+        return await _rewrite_products(conn, params, share)
 
 
 async def roll_in_parts(
@@ -266,6 +401,12 @@ async def roll_in_parts(
                 tasks = [
                     group.create_task(_part(url, work_mem, {**params, "states": share}))
                     for share in parts.split(weights, parts_at_most)
+                ]
+            # then the canonical products' days, split by product (each over every state)
+            async with asyncio.TaskGroup() as group:
+                tasks += [
+                    group.create_task(_products_part(url, work_mem, params, (parts_at_most, k)))
+                    for k in range(max(1, parts_at_most))
                 ]
             written = sum(t.result() for t in tasks)
         await conn.execute(MARK)

@@ -127,6 +127,7 @@ def create_app(
     app.include_router(specials.page_router)  # /dashboard/specials
     app.include_router(brands.router)  # GET /api/brands/{id}/stores, …/market (docs/analytics.md, "Finding a brand")
     app.include_router(brands.page_router)  # /dashboard/brands, /dashboard/brands/{id}
+    app.include_router(dashboard.products_router)  # /dashboard/products/{canonical_id}
     app.include_router(probes.router)  # /healthz, /readyz, /metrics (docs/operations.md)
     install(app)  # `/` → the dashboard; /docs, /redoc without a CDN
 

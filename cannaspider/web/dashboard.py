@@ -211,10 +211,15 @@ BRANDS_SHOWN = 50
 
 
 @market_router.get("", response_class=HTMLResponse)
-async def market_index(request: Request) -> HTMLResponse:
+async def market_index(
+    request: Request, category: str = Query("Flower", min_length=1, max_length=100, pattern=NO_NUL)
+) -> HTMLResponse:
     async with request.app.state.pool.connection() as conn:
         states = await market_q.market_states(conn)
-    return templates.TemplateResponse(request, "market_index.html", {"states": states, "nav": "market"})
+        table = await market_q.states_table(conn, category=category, day=None)
+        categories = await market_q.weighed_categories(conn)
+    context = {"states": states, "table": table, "categories": categories or [category], "nav": "market"}
+    return templates.TemplateResponse(request, "market_index.html", context)
 
 
 @market_router.get("/{state}", response_class=HTMLResponse)
@@ -235,3 +240,27 @@ async def market_page(
         series.setdefault(row["category"] or "(none)", []).append((row["day"], row["median"]))
     context = {"m": found, "chart": line_chart(series), "nav": "market", "compare_days": HISTORY_DAYS}
     return templates.TemplateResponse(request, "market.html", context)
+
+
+# A canonical product across stores (docs/dashboard.md): its sizes now, its days (the stores
+# listing it, per size the lowest, median and highest price; the chart draws each size's median),
+# and the stores selling it with each size's price. GET /api/products/{id} and its /history.
+products_router = APIRouter(prefix="/dashboard/products", include_in_schema=False)
+PRODUCT_DAYS = 30  # the history's span on the page
+
+
+@products_router.get("/{canonical_id}", response_class=HTMLResponse)
+async def canonical_product_page(request: Request, canonical_id: int = PathParam(ge=1, le=2**63 - 1)) -> HTMLResponse:
+    async with request.app.state.pool.connection() as conn:
+        found = await market_q.canonical_product(conn, canonical_id, limit=1000)
+        if found is None:
+            raise HTTPException(404, f"no canonical product {canonical_id}")
+        history = await market_q.product_history(conn, canonical_id, since=None, until=None, days=PRODUCT_DAYS)
+    assert history is not None  # the product exists: found above
+    series: dict[str, list[tuple[date, float]]] = {}
+    for day in history["days"]:
+        for size in day["sizes"]:
+            if size["price_median"] is not None:
+                series.setdefault(size["size"] or "(one size)", []).append((day["day"], size["price_median"]))
+    context = {"p": found, "h": history, "chart": line_chart(series), "nav": "market"}
+    return templates.TemplateResponse(request, "canonical_product.html", context)

@@ -112,7 +112,7 @@ SELECT coalesce((SELECT jsonb_agg(jsonb_build_object('id', f.id, 'name', f.name,
 PRODUCT = """
 SELECT provider_product_id, coalesce(name, name_raw) AS name, brand_name_raw AS brand, canonical_brand_id, category,
        price_rec::float8 AS price_rec, price_rec_special::float8 AS price_rec_special, stock_status,
-       consecutive_misses
+       consecutive_misses, canonical_product_id
   FROM store_products WHERE dispensary_id = %s AND provider_product_id = %s
 """
 

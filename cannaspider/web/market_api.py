@@ -3,9 +3,13 @@
 GET /api/brands?state=&limit=    canonical brands by the stores carrying them: stores per state, median price
 GET /api/brands?q=cafe           the brands whose name contains q (any case, accent or punctuation)
 GET /api/brands/{id}             one brand: its spellings and aliases, per state and per category
-GET /api/products/{canonical_id} a canonical product and every store that sells it, with price and stock
+GET /api/products/{canonical_id} a canonical product, its sizes (each its own SKU) and every store that sells it
+GET /api/products/{canonical_id}/history   per day across stores: the stores listing it, per size its
+                                 lowest, median and highest price
 GET /api/market?state=AZ         a state's market on a day: brand availability and its change, movers,
-                                 price per gram per category, the day's events (docs/analytics.md, "Market analytics")
+                                 price per gram per category and per size, the day's events (docs/analytics.md,
+                                 "Market analytics")
+GET /api/market/states?category= every state side by side: price per gram and the common sizes' prices
 """
 
 from __future__ import annotations
@@ -70,6 +74,17 @@ class BrandOut(BaseModel):
     categories: list[BrandCategoryOut]
 
 
+class ProductOptionOut(BaseModel):
+    option: str | None = Field(description="the option as the menu names it ('1/8oz', 'N/A', 'Tier 1')")
+    size_value: float | None
+    size_unit: str | None = Field(description="'g', 'mg', 'ml', 'each' (a tier's size from its raw option)")
+    price_rec: float | None
+    price_rec_special: float | None
+    unit_price: float | None = Field(description="its own unit price: each size is its own SKU")
+    unit_price_special: float | None
+    unit_price_basis: Basis | None
+
+
 class ProductStoreOut(BaseModel):
     dispensary_id: int
     store: str
@@ -86,6 +101,26 @@ class ProductStoreOut(BaseModel):
     stock_status: Literal["in_stock", "oos"]
     quantity_available: int | None
     last_seen_at: datetime
+    options: list[ProductOptionOut] = Field(description="its sizes, each with its price and unit price")
+
+
+SIZE = "its size: grams for a weighed option ('3.5g'), else the option's own name ('N/A', '10pk')"
+SKU_PRICES = (
+    "an option's price on a day is the day's closing price of its store product (the cheapest option's, from"
+    " the snapshots) times the option's price over the cheapest's now (docs/analytics.md, 'Sizes as SKUs')"
+)
+
+
+class ProductSizeOut(BaseModel):
+    size: str = Field(description=SIZE)
+    grams: float | None
+    stores: int = Field(description="stores with it in stock now")
+    skus: int
+    price_min: float | None
+    price_median: float | None
+    price_max: float | None
+    unit_price_median: float | None
+    unit_price_basis: Basis | None = Field(description="null when its stores price it on different bases")
 
 
 class CanonicalProductOut(BaseModel):
@@ -96,7 +131,43 @@ class CanonicalProductOut(BaseModel):
     category: str | None
     size_key: str | None = Field(description="its option sizes, smallest first ('1g,3.5g')")
     enterprise_product_id: str | None
+    sizes: list[ProductSizeOut] = Field(description="each size its own SKU, over the stores with it in stock")
     stores: list[ProductStoreOut] = Field(description="in stock first, cheapest first")
+
+
+class HistorySizeOut(BaseModel):
+    size: str = Field(description=SIZE)
+    grams: float | None
+    stores: int = Field(description="stores listing this size that day")
+    price_min: float | None
+    price_median: float | None
+    price_max: float | None
+    unit_price_median: float | None
+    unit_price_basis: Basis | None
+
+
+class HistoryDayOut(BaseModel):
+    day: date
+    stores: int = Field(description="stores whose complete crawl that day listed it (the market's rule)")
+    store_products: int
+    snapshots: int = Field(
+        description="the crawls' snapshots behind the day's figures (its listings: GET /api/products/{id}'s stores;"
+        " each one's snapshots and runs: GET /api/stores/{id}/products/{pid}/history)"
+    )
+    sizes: list[HistorySizeOut] = Field(description=SKU_PRICES)
+
+
+class ProductHistoryOut(BaseModel):
+    id: int
+    name: str | None
+    brand_id: int | None
+    brand: str | None
+    category: str | None
+    size_key: str | None
+    enterprise_product_id: str | None
+    since: date
+    until: date
+    days: list[HistoryDayOut] = Field(description="oldest first; a day no complete crawl listed it is absent")
 
 
 MAX_ID = 2**63 - 1  # ids are bigints: a larger one is a 422, not a database error
@@ -136,6 +207,40 @@ async def get_brand(request: Request, brand_id: int = Path(ge=1, le=MAX_ID)) -> 
         found = await q.brand(conn, brand_id)
     if found is None:
         raise HTTPException(404, f"no canonical brand {brand_id}")
+    return found
+
+
+HISTORY_PARAMETERS = ("days", "since", "until")
+MAX_SPAN = 366  # days of one history answer
+
+
+@router.get("/products/{canonical_id}/history", response_model=ProductHistoryOut, responses=refused_with(404, 503))
+async def get_canonical_product_history(
+    request: Request,
+    canonical_id: int = Path(ge=1, le=MAX_ID),
+    since: date | None = Query(
+        None, description="first UTC day (default: `days` before until)", json_schema_extra={"pattern": DAY_PATTERN}
+    ),
+    until: date | None = Query(
+        None, description="last UTC day (default: its last rolled day)", json_schema_extra={"pattern": DAY_PATTERN}
+    ),
+    days: int = Query(30, ge=1, le=MAX_SPAN, description="the span when since or until is left out"),
+) -> dict[str, Any]:
+    unknown = sorted(set(request.query_params) - set(HISTORY_PARAMETERS))
+    if unknown:
+        raise unprocessable(unknown[0], f"unknown parameter {unknown[0][:40]!r}: use {', '.join(HISTORY_PARAMETERS)}")
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and not FIRST_DAY <= value <= LAST_DAY:
+            raise unprocessable(name, f"{name} must be from {FIRST_DAY} to {LAST_DAY}")
+    if since is not None and until is not None:
+        if since > until:
+            raise unprocessable("since", f"since ({since}) is after until ({until})")
+        if (until - since).days >= MAX_SPAN:
+            raise unprocessable("until", f"at most {MAX_SPAN} days from since to until")
+    async with request.app.state.pool.connection() as conn:
+        found = await q.product_history(conn, canonical_id, since=since, until=until, days=days)
+    if found is None:
+        raise HTTPException(404, f"no canonical product {canonical_id}")
     return found
 
 
@@ -198,9 +303,24 @@ class MarketCategoryOut(BaseModel):
     stores_by_platform: dict[str, int] = Field(description=BY_PLATFORM)
     products: int = Field(description="store products seen that day")
     on_special: int = Field(description="of them, on special at the day's last snapshot")
+    skus_weighed: int = Field(description="their weighed options (SKUs) priced per gram: the figures below")
+    price_per_g_mean: float | None = Field(description="over every weighed size, equivalized to the gram")
     price_per_g_p25: float | None
     price_per_g_median: float | None
     price_per_g_p75: float | None
+
+
+class MarketSizeOut(BaseModel):
+    category: str
+    grams: float = Field(description="the size (an eighth: 3.5)")
+    stores: int = Field(description="stores selling it that day")
+    stores_by_platform: dict[str, int] = Field(description=BY_PLATFORM)
+    skus: int = Field(description="store products' options of this size seen that day")
+    price_mean: float
+    price_p25: float
+    price_median: float
+    price_p75: float
+    price_per_g_median: float
 
 
 class MarketEventsOut(BaseModel):
@@ -236,6 +356,7 @@ class MarketOut(BaseModel):
     brand_movers: BrandMoversOut
     price_movers: PriceMoversOut
     categories: list[MarketCategoryOut] = Field(description="for the state, or the city asked for")
+    sizes: list[MarketSizeOut] = Field(description=f"each weighed size per category, the state's; {SKU_PRICES}")
 
 
 MARKET_PARAMETERS = ("city", "compare_days", "day", "limit", "movers", "state")
@@ -276,3 +397,58 @@ async def get_market(
             f"no market analytics for {state.upper()} on or before {day or 'today'}: not crawled, or not refreshed yet",
         )
     return found
+
+
+class StateSizeOut(BaseModel):
+    grams: float
+    stores: int | None = None
+    skus: int | None = None
+    price_mean: float | None = None
+    price_p25: float | None = None
+    price_median: float | None = None
+    price_p75: float | None = None
+    price_per_g_median: float | None = None
+
+
+class StateRowOut(BaseModel):
+    state: str
+    day: date = Field(description="the state's last rolled day up to the one asked for")
+    stores_crawled: int
+    stores: int = Field(description="stores that sold the category that day")
+    stores_by_platform: dict[str, int] = Field(description=BY_PLATFORM)
+    products: int
+    skus_weighed: int
+    price_per_g_mean: float | None
+    price_per_g_p25: float | None
+    price_per_g_median: float | None
+    price_per_g_p75: float | None
+    sizes: list[StateSizeOut] = Field(description="the table's sizes in order; only grams where it sold none")
+
+
+class StatesTableOut(BaseModel):
+    category: str
+    day: date | None = Field(description="the day asked for (null: each state's last rolled day)")
+    sizes: list[float] = Field(description="the sizes compared: Flower's 1, 3.5, 7, 14, 28 g, else its most sold")
+    states: list[StateRowOut]
+
+
+STATES_PARAMETERS = ("category", "day")
+
+
+@router.get("/market/states", response_model=StatesTableOut, responses=refused_with(503))
+async def get_market_states(
+    request: Request,
+    category: str = Query("Flower", min_length=1, max_length=100, pattern=NO_NUL),
+    day: date | None = Query(
+        None,
+        description=f"a UTC day, {FIRST_DAY} to {LAST_DAY} (default: each state's last rolled)",
+        json_schema_extra={"pattern": DAY_PATTERN},
+    ),
+) -> dict[str, Any]:
+    unknown = sorted(set(request.query_params) - set(STATES_PARAMETERS))
+    if unknown:
+        raise unprocessable(unknown[0], f"unknown parameter {unknown[0][:40]!r}: use {', '.join(STATES_PARAMETERS)}")
+    if day is not None and not FIRST_DAY <= day <= LAST_DAY:
+        raise unprocessable("day", f"day must be from {FIRST_DAY} to {LAST_DAY}")
+    async with request.app.state.pool.connection() as conn:
+        return await q.states_table(conn, category=category, day=day)

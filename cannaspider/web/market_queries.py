@@ -11,11 +11,12 @@ it is left out of the brands' figures (migrations/031_empty_menus_now.sql)."""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from cannaspider.analytics.market import SKUS_OF
 from cannaspider.web.dashboard_queries import _all
 
 # from the view the analytics refresh keeps (market_brands_now: state NULL is every state), not
@@ -122,12 +123,47 @@ SELECT sp.dispensary_id, d.name AS store, d.city, d.state, d.platform, sp.provid
        coalesce(sp.name, sp.name_raw) AS name,
        sp.price_rec::float8 AS price_rec, sp.price_rec_special::float8 AS price_rec_special, sp.is_on_special,
        sp.unit_price::float8 AS unit_price, sp.unit_price_basis, sp.stock_status, sp.quantity_available,
-       sp.last_seen_at
+       sp.last_seen_at,
+       -- its SKUs: each option with its size and unit price (identity.unit_prices)
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'option', e->>'option', 'size_value', e->'size_value', 'size_unit', e->>'size_unit',
+                   'price_rec', e->'price_rec', 'price_rec_special', e->'price_rec_special',
+                   'unit_price', e->'unit_price', 'unit_price_special', e->'unit_price_special',
+                   'unit_price_basis', e->>'unit_price_basis')), '[]')
+          FROM jsonb_array_elements(sp.options) e) AS options
   FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
  WHERE sp.canonical_product_id = %s
  ORDER BY sp.stock_status, sp.price_rec NULLS LAST, sp.dispensary_id, sp.provider_product_id
  LIMIT %s
 """
+
+
+# its sizes now, over the store products in stock (a store whose menu is empty now says nothing)
+PRODUCT_SIZES = f"""
+SELECT k.size, k.grams::float8, count(DISTINCT sp.dispensary_id) AS stores, count(*) AS skus,
+       min(k.price)::float8 AS price_min, max(k.price)::float8 AS price_max,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY k.price))::float8 AS price_median,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY k.unit_price))::float8 AS unit_price_median,
+       CASE WHEN count(DISTINCT k.basis) = 1 THEN min(k.basis) END AS unit_price_basis
+  FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
+ CROSS JOIN LATERAL ({SKUS_OF}) k
+ WHERE sp.canonical_product_id = %s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
+ GROUP BY k.size, k.grams ORDER BY k.grams NULLS LAST, k.size
+"""
+
+# its days across stores, as the analytics refresh rolled them (migration 041, analytics/market.py)
+PRODUCT_DAYS = """
+SELECT day, stores, store_products, snapshots FROM product_listed_daily
+ WHERE canonical_product_id = %(id)s AND day BETWEEN %(since)s AND %(until)s ORDER BY day
+"""
+PRODUCT_DAY_SIZES = """
+SELECT day, size, grams::float8, stores, price_min::float8, price_median::float8, price_max::float8,
+       unit_price_median::float8, unit_price_basis
+  FROM product_size_daily
+ WHERE canonical_product_id = %(id)s AND day BETWEEN %(since)s AND %(until)s
+ ORDER BY day, grams NULLS LAST, size
+"""
+PRODUCT_LAST_DAY = "SELECT max(day) FROM product_listed_daily WHERE canonical_product_id = %s"
 
 
 async def brands(conn: AsyncConnection, *, state: str | None, limit: int, q: str | None = None) -> list[dict[str, Any]]:
@@ -159,7 +195,41 @@ async def canonical_product(conn: AsyncConnection, product_id: int, *, limit: in
     rows = await _all(conn, PRODUCT, (product_id,))
     if not rows:
         return None
-    return {**rows[0], "stores": await _all(conn, PRODUCT_STORES, (product_id, limit))}
+    return {
+        **rows[0],
+        "sizes": await _all(conn, PRODUCT_SIZES, (product_id,)),
+        "stores": await _all(conn, PRODUCT_STORES, (product_id, limit)),
+    }
+
+
+async def product_history(
+    conn: AsyncConnection, product_id: int, *, since: date | None, until: date | None, days: int
+) -> dict[str, Any] | None:
+    """A canonical product's days across stores from `since` to `until` (default: the `days` up to
+    its last rolled day): the stores listing it, and per size its lowest, median and highest price.
+    None: no such product."""
+    found = await _all(conn, PRODUCT, (product_id,))
+    if not found:
+        return None
+    if until is None:
+        last = await _all(conn, PRODUCT_LAST_DAY, (product_id,))
+        if last and last[0]["max"]:
+            until = last[0]["max"]
+        else:  # nothing rolled: the span from since, or up to today
+            until = since + timedelta(days=days - 1) if since else datetime.now(UTC).date()
+    if since is None:
+        since = until - timedelta(days=days - 1)
+    params = {"id": product_id, "since": since, "until": until}
+    sizes: dict[date, list[dict[str, Any]]] = {}
+    for row in await _all(conn, PRODUCT_DAY_SIZES, params):
+        sizes.setdefault(row.pop("day"), []).append(row)
+    listed = await _all(conn, PRODUCT_DAYS, params)
+    return {
+        **found[0],
+        "since": since,
+        "until": until,
+        "days": [{**row, "sizes": sizes.get(row["day"], [])} for row in listed],
+    }
 
 
 # --- the market analytics (migration 020, rolled by cannaspider/analytics/market.py) ---
@@ -198,11 +268,20 @@ SELECT coalesce(n.canonical_brand_id, t.canonical_brand_id) AS id, coalesce(b.di
 """
 
 MARKET_CATEGORIES = """
-SELECT category, stores, stores_by_platform, products, on_special, price_per_g_p25::float8,
-       price_per_g_median::float8, price_per_g_p75::float8
+SELECT category, stores, stores_by_platform, products, on_special, skus_weighed, price_per_g_mean::float8,
+       price_per_g_p25::float8, price_per_g_median::float8, price_per_g_p75::float8
   FROM market_category_daily
  WHERE state = %(state)s AND day = %(day)s AND city = %(city)s
  ORDER BY category
+"""
+
+# each weighed size per category, the state's (migrations/041_sizes_as_skus.sql)
+MARKET_SIZES = """
+SELECT category, grams::float8, stores, stores_by_platform, skus, price_mean::float8, price_p25::float8,
+       price_median::float8, price_p75::float8, price_per_g_median::float8
+  FROM market_size_daily
+ WHERE state = %(state)s AND day = %(day)s
+ ORDER BY category, grams
 """
 
 MARKET_MOVERS = """
@@ -287,6 +366,7 @@ async def market(
             "stores_by_platform": _stores_by_platform(moves),
         },
         "categories": await _all(conn, MARKET_CATEGORIES, {**params, "city": city}),
+        "sizes": await _all(conn, MARKET_SIZES, params),
     }
 
 
@@ -303,3 +383,68 @@ SELECT DISTINCT ON (state) state, day, stores_crawled, stores_by_platform, produ
 async def market_states(conn: AsyncConnection) -> list[dict[str, Any]]:
     """Each state's last rolled day (the market index page)."""
     return await _all(conn, MARKET_STATES, None)
+
+
+# --- the states side by side, one category (GET /api/market/states; the market index page) ---
+
+# the sizes the table shows per category: the trade's common sizes (an eighth is 3.5 g); another
+# category shows its sizes sold in the most state-days of the rows (up to COMMON_SHOWN)
+COMMON_SIZES: dict[str, tuple[float, ...]] = {"Flower": (1.0, 3.5, 7.0, 14.0, 28.0)}
+COMMON_SHOWN = 5
+SIZE_FIGURES = ("stores", "skus", "price_mean", "price_p25", "price_median", "price_p75", "price_per_g_median")
+
+# each state's last rolled day up to `day`, with the category's price per gram (state-wide) then
+STATES_TABLE = """
+SELECT n.state, n.day, n.stores_crawled, c.stores, c.stores_by_platform, c.products, c.skus_weighed,
+       c.price_per_g_mean::float8, c.price_per_g_p25::float8, c.price_per_g_median::float8,
+       c.price_per_g_p75::float8
+  FROM (SELECT DISTINCT ON (state) state, day, stores_crawled FROM market_state_daily
+         WHERE state <> '' AND (%(day)s::date IS NULL OR day <= %(day)s) ORDER BY state, day DESC) n
+  LEFT JOIN market_category_daily c ON c.state = n.state AND c.day = n.day AND c.city = '' AND c.category = %(category)s
+ ORDER BY n.state
+"""
+STATES_SIZES = """
+SELECT state, grams::float8, stores, skus, price_mean::float8, price_p25::float8, price_median::float8,
+       price_p75::float8, price_per_g_median::float8
+  FROM market_size_daily
+ WHERE (state, day) IN (SELECT unnest(%(states)s::text[]), unnest(%(days)s::date[])) AND category = %(category)s
+ ORDER BY state, grams
+"""
+
+
+WEIGHED_CATEGORIES = """
+SELECT DISTINCT category FROM market_category_daily WHERE city = '' AND skus_weighed > 0 ORDER BY 1
+"""
+
+
+async def weighed_categories(conn: AsyncConnection) -> list[str]:
+    """The categories with a price per gram on some rolled day (the states table's choices)."""
+    return [row["category"] for row in await _all(conn, WEIGHED_CATEGORIES, None)]
+
+
+async def states_table(conn: AsyncConnection, *, category: str, day: date | None) -> dict[str, Any]:
+    """Every state's last rolled day up to `day` side by side for `category`: its price per gram
+    over every weighed size and the price of the common sizes (null where a state sells none)."""
+    states = await _all(conn, STATES_TABLE, {"category": category, "day": day})
+    sizes = await _all(
+        conn,
+        STATES_SIZES,
+        {"states": [r["state"] for r in states], "days": [r["day"] for r in states], "category": category},
+    )
+    shown = COMMON_SIZES.get(category)
+    if shown is None:
+        counts: dict[float, int] = {}
+        for row in sizes:
+            counts[row["grams"]] = counts.get(row["grams"], 0) + 1
+        shown = tuple(sorted(sorted(counts, key=lambda g: (-counts[g], g))[:COMMON_SHOWN]))
+    by_state: dict[str, dict[float, dict[str, Any]]] = {}
+    for row in sizes:
+        by_state.setdefault(row.pop("state"), {})[row["grams"]] = row
+    for row in states:
+        row["stores"] = row["stores"] or 0
+        row["stores_by_platform"] = row["stores_by_platform"] or {}
+        row["products"] = row["products"] or 0
+        row["skus_weighed"] = row["skus_weighed"] or 0
+        own = by_state.get(row["state"], {})
+        row["sizes"] = [own.get(g) or {"grams": g, **dict.fromkeys(SIZE_FIGURES)} for g in shown]
+    return {"category": category, "day": day, "sizes": list(shown), "states": states}

@@ -9,13 +9,16 @@ from decimal import Decimal
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from cannaspider.analytics import market
 from tests.analytics.test_refresh import refresh, rows
 
 D0, D28, D29 = date(2026, 11, 1), date(2026, 11, 29), date(2026, 11, 30)
 D30 = D29  # the day of DAY30 (2026-11-30)
-MARKET_TABLES = "market_state_daily, market_brand_daily, market_category_daily, market_movers, market_roll_state"
+MARKET_TABLES = (
+    "market_state_daily, market_brand_daily, market_category_daily, market_size_daily, market_movers, market_roll_state"
+)
 ROLLED_TABLES = "analytics_refreshes, analytics_product_daily, analytics_product_days, analytics_roll_state"
 
 
@@ -43,6 +46,30 @@ def event(conn: psycopg.Connection, run: int, at: str, store: int, product: int,
     )
 
 
+def option(label: str, grams: float | None, price: float, basis: str = "g") -> dict:
+    """An option as the normalizer stores it (store_products.options, identity.unit_prices)."""
+    per = grams if basis == "g" and grams else 1.0
+    return {
+        "option": label,
+        "size_value": grams,
+        "size_unit": "g" if grams else None,
+        "price_rec": price,
+        "unit_price": round(price / per, 4),
+        "unit_price_basis": basis,
+    }
+
+
+# the options of the script's products now: pa1's eighth (its price_rec), a 7 g and an 'N/A' piece
+OPTIONS = {
+    "pa1": Jsonb([option("1/8oz", 3.5, 28.0), option("1/4oz", 7.0, 50.0), option("N/A", None, 5.0, "unit")]),
+    "pa2": Jsonb([option("10pk", None, 11.0, "unit")]),
+    "pb1": Jsonb([option("1g", 1.0, 20.0)]),
+    "pb2": Jsonb([option("10pk", None, 12.0, "unit")]),
+    "pc1": Jsonb([option("1g", 1.0, 30.0)]),
+    "pm1": Jsonb([option("1g", 1.0, 40.0)]),
+}
+
+
 def script(conn: psycopg.Connection) -> dict[str, int]:
     """AZ: stores A, B, C (Phoenix, Phoenix, Tucson); MI: M. Brands X and Y.
 
@@ -60,7 +87,8 @@ def script(conn: psycopg.Connection) -> dict[str, int]:
         for n in ("x", "y")
     )
     products = {}
-    # (key, store, brand, category, price_rec now, unit_price now, basis): pa1 is an eighth (3.5 g)
+    # (key, store, brand, category, price_rec now, unit_price now, basis): pa1 is an eighth (3.5 g),
+    # also sold as 7 g and as 'N/A' (OPTIONS: each size its own SKU)
     for key, store, brand, category, price, unit, basis in [
         ("pa1", "a", x, "Flower", "28.00", "8.0000", "g"),
         ("pa2", "a", y, "Edible", "11.00", "11.0000", "unit"),
@@ -71,9 +99,9 @@ def script(conn: psycopg.Connection) -> dict[str, int]:
     ]:
         products[key] = conn.execute(
             "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, category, price_rec, "
-            "unit_price, unit_price_basis, canonical_brand_id, canonical_product_id) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (stores[store], key, key, category, Decimal(price), Decimal(unit), basis, brand, None),
+            "unit_price, unit_price_basis, canonical_brand_id, canonical_product_id, options) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (stores[store], key, key, category, Decimal(price), Decimal(unit), basis, brand, None, OPTIONS[key]),
         ).fetchone()[0]
     day0 = "2026-11-01 08:00Z"
     runs = {k: crawl(conn, stores[k], day0) for k in ("a", "b", "c")}
@@ -166,12 +194,14 @@ def test_price_per_gram_per_category_for_the_state_and_its_cities(db, history):
         "WHERE state = 'AZ' AND day = %s ORDER BY 1, 2",
         (D28,),
     )
-    # pa1 closed at 28.00 for its 3.5 g option: 8.00 a gram; edibles are priced per unit, not per gram
+    # pa1 closed at 28.00 for its 3.5 g option: 8.00 a gram, and its 7 g (50.00 now, as 28.00 is
+    # its eighth's price now) 50.00 / 7 = 7.1429: the median of the two SKUs 7.5714; its 'N/A' is
+    # priced per unit, not per gram; edibles are priced per unit, not per gram
     assert got == [
         ("", "Edible", 2, 2, 0, None),
-        ("", "Flower", 1, 1, 1, Decimal("8.0000")),
+        ("", "Flower", 1, 1, 1, Decimal("7.5714")),
         ("Phoenix", "Edible", 2, 2, 0, None),
-        ("Phoenix", "Flower", 1, 1, 1, Decimal("8.0000")),
+        ("Phoenix", "Flower", 1, 1, 1, Decimal("7.5714")),
     ]
     day0 = rows(
         db,
@@ -179,11 +209,48 @@ def test_price_per_gram_per_category_for_the_state_and_its_cities(db, history):
         "WHERE state = 'AZ' AND day = %s AND category = 'Flower' ORDER BY 1",
         (D0,),
     )
-    # per gram on day 0: pa1 35 / 3.5 = 10, pb1 20, pc1 30; Phoenix has pa1 and pb1
+    # per gram on day 0, every weighed size: pa1's eighth 35 / 3.5 = 10 and its 7 g 35 * 50 / 28 =
+    # 62.50 / 7 = 8.9286, pb1 20, pc1 30; Phoenix has pa1's two and pb1
     assert day0 == [
-        ("", Decimal("15.0000"), Decimal("20.0000"), Decimal("25.0000")),
-        ("Phoenix", Decimal("12.5000"), Decimal("15.0000"), Decimal("17.5000")),
+        ("", Decimal("9.7321"), Decimal("15.0000"), Decimal("22.5000")),
+        ("Phoenix", Decimal("9.4643"), Decimal("10.0000"), Decimal("15.0000")),
         ("Tucson", Decimal("30.0000"), Decimal("30.0000"), Decimal("30.0000")),
+    ]
+    assert rows(
+        db,
+        "SELECT skus_weighed, price_per_g_mean FROM market_category_daily "
+        "WHERE state = 'AZ' AND day = %s AND category = 'Flower' AND city = ''",
+        (D0,),
+    ) == [(4, Decimal("17.2321"))]  # (10 + 8.9286 + 20 + 30) / 4
+
+
+def test_each_weighed_size_is_priced_per_state_and_category(db, history):
+    got = rows(
+        db,
+        "SELECT day, category, grams, stores, skus, price_mean, price_p25, price_median, price_p75, "
+        "price_per_g_median, stores_by_platform FROM market_size_daily WHERE state = 'AZ' ORDER BY 1, 2, 3",
+    )
+    one = {"dutchie": 1}
+    # day 0: the 1 g of B (20.00) and C (30.00), A's eighth (35.00) and its 7 g (62.50); day 28:
+    # A's two sizes at its closing 28.00 (C's crawl failed, B sold only an edible); no 'N/A', no edible
+    assert got == [
+        (
+            D0,
+            "Flower",
+            Decimal("1.000"),
+            2,
+            2,
+            Decimal("25.00"),
+            Decimal("22.50"),
+            Decimal("25.00"),
+            Decimal("27.50"),
+            Decimal("25.0000"),
+            {"dutchie": 2},
+        ),
+        (D0, "Flower", Decimal("3.500"), 1, 1, *[Decimal("35.00")] * 4, Decimal("10.0000"), one),
+        (D0, "Flower", Decimal("7.000"), 1, 1, *[Decimal("62.50")] * 4, Decimal("8.9286"), one),
+        (D28, "Flower", Decimal("3.500"), 1, 1, *[Decimal("28.00")] * 4, Decimal("8.0000"), one),
+        (D28, "Flower", Decimal("7.000"), 1, 1, *[Decimal("50.00")] * 4, Decimal("7.1429"), one),
     ]
 
 
@@ -432,3 +499,46 @@ def test_an_implausible_price_move_is_counted_not_a_drop_rise_or_mover(db, histo
     movers = rows(db, "SELECT state, kind, store_product_id, change_pct FROM market_movers WHERE day = %s", (D30,))
     assert movers == [("AZ", "drop", history["pb2"], Decimal("-16.67"))]
     assert rows(db, "SELECT sum(price_changes_implausible) FROM market_state_daily WHERE day < %s", (D30,)) == [(0,)]
+
+
+def test_a_canonical_products_days_are_rolled_alike_in_one_part_or_by_product_share(db, history):
+    """pa1 (3.5 g, 7 g, 'N/A') and pc1, pm1 (1 g) are one canonical product, pb1 another: their
+    days across stores, rolled in one part, then rebuilt in 3 parts by product share."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        one, other = (
+            conn.execute(
+                "INSERT INTO canonical_products (key, category, name, name_key, size_key) "
+                "VALUES (%s, 'Flower', %s, %s, '') RETURNING id",
+                (key, key, key),
+            ).fetchone()[0]
+            for key in ("one", "other")
+        )
+        conn.execute(
+            "UPDATE store_products SET canonical_product_id = CASE provider_product_id WHEN 'pb1' THEN %s ELSE %s END "
+            "WHERE category = 'Flower'",
+            (other, one),
+        )
+        conn.execute("TRUNCATE market_roll_state")
+    refresh(db)
+    tables = {t: f"SELECT * FROM {t} ORDER BY 1, 2, 3" for t in market.PRODUCT_TABLES}
+    rolled = {t: rows(db, q) for t, q in tables.items()}
+    assert rolled["product_listed_daily"] == [
+        (one, D0, 2, 2, 2),  # A and C (C's day 28 crawl failed: not then), M on day 28
+        (one, D28, 2, 2, 2),
+        (other, D0, 1, 1, 1),
+    ]
+    assert [r[:8] for r in rolled["product_size_daily"] if r[0] == one] == [
+        (one, D0, "1g", Decimal("1.000"), 1, *[Decimal("30.00")] * 3),
+        (one, D0, "3.5g", Decimal("3.500"), 1, *[Decimal("35.00")] * 3),
+        (one, D0, "7g", Decimal("7.000"), 1, *[Decimal("62.50")] * 3),
+        (one, D0, "N/A", None, 1, *[Decimal("6.25")] * 3),
+        (one, D28, "1g", Decimal("1.000"), 1, *[Decimal("40.00")] * 3),
+        (one, D28, "3.5g", Decimal("3.500"), 1, *[Decimal("28.00")] * 3),
+        (one, D28, "7g", Decimal("7.000"), 1, *[Decimal("50.00")] * 3),
+        (one, D28, "N/A", None, 1, *[Decimal("5.00")] * 3),
+    ]
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("TRUNCATE market_roll_state")
+        conn.execute("UPDATE product_size_daily SET stores = 99")  # a rebuild rewrites every day
+    refresh(db, parts=3)
+    assert {t: rows(db, q) for t, q in tables.items()} == rolled

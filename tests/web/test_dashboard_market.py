@@ -83,7 +83,7 @@ def test_a_states_morning_page_shows_the_rolled_figures(api, rolled, page, sql):
     ]
     assert "-20.0 %" in movers[0].inner_text() and "$28.00" in movers[0].inner_text()
     flower = page.locator('#categories tr[data-category="Flower"]').inner_text()
-    assert "$8.00" in flower  # pa1: 28.00 for 3.5 g
+    assert "$7.57" in flower  # pa1: 28.00 for 3.5 g ($8.00 a gram) and 50.00 for 7 g ($7.14): the median
     assert page.locator('svg.chart g.series[data-series="Flower"] circle').count() == len(
         sql("SELECT day FROM market_category_daily WHERE state = 'AZ' AND city = '' AND category = 'Flower'")
     )

@@ -23,6 +23,7 @@ FORMULA = '=HYPERLINK("http://x","y")'
 EVENTS = """
 INSERT INTO brands (id, key, name) VALUES (501, 'd:alpine', 'Alpine');
 UPDATE store_products SET canonical_brand_id = 501 WHERE brand_name_raw = 'Alpine';
+UPDATE store_products SET canonical_brand_id = NULL WHERE provider_product_id = 'b1';  -- a brand not matched yet
 SELECT ensure_snapshot_partitions((now() - interval '40 days')::date, 3);
 INSERT INTO product_events (occurred_at, crawl_run_id, dispensary_id, store_product_id, type, price_rec_old, price_rec)
 SELECT now() - make_interval(hours => h), (SELECT min(id) FROM crawl_runs), 1, sp.id, t, o, p

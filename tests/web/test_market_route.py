@@ -52,7 +52,7 @@ def test_a_states_brand_availability_its_change_and_the_movers(api, rolled):
         "price_changes_implausible": 1,
     }
     flower = next(c for c in body["categories"] if c["category"] == "Flower")
-    assert (flower["stores"], flower["price_per_g_median"]) == (1, 8.0)
+    assert (flower["stores"], flower["price_per_g_median"]) == (1, 7.5714)  # its 3.5 g and 7 g SKUs
     # an earlier day, and against one day before it (no crawl then: no change)
     day0 = http("GET", f"{api.base}/api/market?state=AZ&day=2026-11-10&compare_days=1").json()
     assert (day0["day"], day0["stores_crawled_then"]) == ("2026-11-01", None)

@@ -267,6 +267,11 @@ def _expected(changed: dict) -> dict:
                 option[key.removeprefix("options.")] = v
         else:
             fields[key] = value
+    for option in fields["options"]:  # no price, no unit price (each option its own)
+        if option["price_rec"] is None:
+            option.update(unit_price=None, unit_price_special=None, unit_price_basis=None)
+        elif option["price_rec_special"] is None:
+            option["unit_price_special"] = None
     return fields
 
 
@@ -484,7 +489,13 @@ def test_values_postgresql_cannot_hold_degrade_and_the_row_stays_storable(patch,
         (
             {"recPrices": [MONEY_MAX, "9999999999.99", 10**9]},
             # the prices are kept as sent; $1e9 a unit is no unit price (docs/analytics.md, "Unit prices")
-            {"price_rec": 1e9, "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9], **NO_UNIT_PRICE},
+            {
+                "price_rec": 1e9,
+                "options.price_rec": [MONEY_MAX, MONEY_MAX, 1e9],
+                **NO_UNIT_PRICE,
+                "options.unit_price": [None] * 3,  # nor for any of its sizes
+                "options.unit_price_basis": [None] * 3,
+            },
         ),
         (
             {"THCContent": {"unit": "MILLIGRAMS", "range": [POTENCY_MAX, -POTENCY_MAX]}},
