@@ -1,6 +1,7 @@
 """Canonical brands and products over HTTP (docs/analytics.md, "One brand, one product"):
 
-GET /api/brands?state=&limit=    canonical brands by the stores carrying them: stores per state, median price
+GET /api/brands?state=&limit=    canonical brands by the stores carrying them: stores per state and per
+                                 platform, median price
 GET /api/brands?q=cafe           the brands whose name contains q (any case, accent or punctuation)
 GET /api/brands/{id}             one brand: its spellings and aliases, per state and per category
 GET /api/products/{canonical_id} a canonical product, its sizes (each its own SKU) and every store that sells it
@@ -41,6 +42,10 @@ class BrandSummaryOut(BaseModel):
     store_products: int
     median_price: float | None = Field(description="median price_rec of its store products in stock")
     stores_by_state: dict[str, int]
+    stores_by_platform: dict[str, int] = Field(
+        description="its stores per platform ({'dutchie': 8, 'jane': 4}), read now: they add up to `stores`"
+        " as of the last analytics refresh, and are newer than it between refreshes"
+    )
 
 
 class BrandStateOut(BaseModel):

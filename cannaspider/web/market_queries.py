@@ -64,6 +64,21 @@ SELECT b.id, coalesce(b.display_name, b.name) AS name, coalesce(n.stores, 0) AS 
 """
 
 
+# the listed brands' stores per platform (GET /api/brands: stores_by_platform), read live like
+# GET /api/brands/{id}'s (BRAND_STATES): market_brands_now has no platform, and only the page's brands
+# are read (store_products_brand_store_idx), so it costs per brand listed, not per table. Right after
+# an analytics refresh they add up to the brand's `stores`; between refreshes they are newer than it
+BRANDS_BY_PLATFORM = """
+SELECT c.brand_id, d.platform, count(*)::integer AS stores
+  FROM (SELECT DISTINCT sp.canonical_brand_id AS brand_id, sp.dispensary_id
+          FROM store_products sp
+         WHERE sp.canonical_brand_id = ANY(%(ids)s) AND sp.stock_status = 'in_stock') c
+  JOIN dispensaries d ON d.id = c.dispensary_id
+ WHERE d.menu_empty_since IS NULL AND (%(state)s::text IS NULL OR coalesce(d.state, '') = %(state)s)
+ GROUP BY 1, 2 ORDER BY 1, 2
+"""
+
+
 def like_pattern(key: str) -> str:
     """`key` as a LIKE pattern's literal text (keys hold no % or _, but a pattern must not trust it)."""
     return key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -167,7 +182,8 @@ PRODUCT_LAST_DAY = "SELECT max(day) FROM product_listed_daily WHERE canonical_pr
 
 
 async def brands(conn: AsyncConnection, *, state: str | None, limit: int, q: str | None = None) -> list[dict[str, Any]]:
-    """Each brand with `stores_by_state` ({state: stores}, in state order); with `q` (a brand key:
+    """Each brand with `stores_by_state` ({state: stores}, in state order) and `stores_by_platform`
+    ({platform: stores}, in platform order, live: BRANDS_BY_PLATFORM); with `q` (a brand key:
     identity.brand_key_name), the brands whose name contains it."""
     if q is None:
         rows = await _all(conn, BRANDS, {"state": state, "limit": limit})
@@ -177,6 +193,11 @@ async def brands(conn: AsyncConnection, *, state: str | None, limit: int, q: str
         rows = await _all(conn, BRANDS_SEARCH, params)
     for row in rows:
         row["stores_by_state"] = dict(zip(row.pop("states") or (), row.pop("state_stores") or (), strict=True))
+        row["stores_by_platform"] = {}
+    if rows:
+        listed = {row["id"]: row for row in rows}
+        for found in await _all(conn, BRANDS_BY_PLATFORM, {"ids": list(listed), "state": state}):
+            listed[found["brand_id"]]["stores_by_platform"][found["platform"]] = found["stores"]
     return rows
 
 

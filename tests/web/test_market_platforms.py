@@ -5,6 +5,8 @@ stores per platform, and the crawl runs it was made of."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from tests.analytics.test_across_platforms import both_platforms  # noqa: F401 - a fixture
@@ -52,3 +54,29 @@ def test_a_canonical_product_lists_its_stores_of_both_platforms(both_platforms, 
     (az,) = [s for s in brand["states"] if s["state"] == "AZ"]
     assert set(az["stores_by_platform"]) == {"dutchie", "jane"}
     assert sum(az["stores_by_platform"].values()) == az["stores"]
+
+
+def test_the_brands_list_and_its_search_count_the_stores_of_both_platforms(both_platforms, api, db, sql):  # noqa: F811
+    refresh(db)
+    listed = http("GET", f"{api.base}/api/brands?limit=1000").json()
+    shared = [b for b in listed if set(b["stores_by_platform"]) == {"dutchie", "jane"}]
+    assert shared  # the sandbox's Jane stores sell brands its Dutchie stores sell
+    for brand in listed:  # right after a refresh, they add up to the view's stores
+        assert sum(brand["stores_by_platform"].values()) == brand["stores"], brand
+    # against the store products themselves: a brand carried through both platforms
+    brand = shared[0]
+    truth = sql(
+        "SELECT d.platform, count(DISTINCT sp.dispensary_id) FROM store_products sp "
+        "JOIN dispensaries d ON d.id = sp.dispensary_id "
+        "WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock' GROUP BY 1",
+        (brand["id"],),
+    )
+    assert brand["stores_by_platform"] == dict(truth)
+    # the same per state, and through the search by name
+    in_az = {b["id"]: b for b in http("GET", f"{api.base}/api/brands?state=az&limit=1000").json()}
+    assert in_az[brand["id"]]["stores_by_platform"] == brand["stores_by_platform"]
+    found = {b["id"]: b for b in http("GET", f"{api.base}/api/brands?q={quote(brand['name'])}").json()}
+    assert found[brand["id"]]["stores_by_platform"] == brand["stores_by_platform"]
+    # the OpenAPI model says so
+    model = http("GET", f"{api.base}/openapi.json").json()["components"]["schemas"]["BrandSummaryOut"]
+    assert "stores_by_platform" in model["properties"] and "stores_by_platform" in model["required"]
