@@ -31,8 +31,11 @@ TRANSPORT_KINDS = (
 # empty_menu: a well-formed empty menu (`products: []`, `totalCount: 0`), what the real API answers
 # to a broken query (`Status: null`), after an API change, or for a store whose online menu went dark
 PAYLOAD_KINDS = ("lying_total", "endless", "duplicates", "empty_menu")
-# Jane's menus only (sandbox/jane_api.py): a page that lost a product, nbHits that moves after page 0
-JANE_KINDS = ("short_page", "total_changed")
+# Jane's menus only (sandbox/jane_api.py): a page that lost a product, nbHits that moves after page 0,
+# a page of OVERSIZED_BYTES (its hits whole, the first one carrying a description that long), and the
+# same page cut in half (the connection dropped 25 MB in), a page whose first hit lost its product_id
+JANE_KINDS = ("short_page", "total_changed", "oversized", "oversized_cut", "no_id")
+OVERSIZED_BYTES = 50 * 1024 * 1024
 KINDS = TRANSPORT_KINDS + PAYLOAD_KINDS + JANE_KINDS
 NESTING_DEPTH = 5000
 

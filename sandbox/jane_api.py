@@ -11,7 +11,9 @@ and key headers are checked (a wrong one: Algolia's JSON 403); `hitsPerPage` abo
 Algolia's 400. Its faults, set over /_sandbox/jane/faults (sandbox/faults.py): block403 (an edge's
 HTML page), error500, rate_limited (429), malformed, and on menus lying_total, duplicates (a page
 repeats the previous one), endless (pages never run out), empty_menu, short_page (a page loses a
-product), total_changed (nbHits moves after the first page).
+product), total_changed (nbHits moves after the first page), oversized (a 50 MB page: its first hit
+carries a 50 MB description), oversized_cut (that page cut in half) and no_id (the page's first hit
+without its product_id).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from functools import lru_cache
 from aiohttp import web
 
 from sandbox.catalog import Catalog, CatalogConfig, ProductTruth, _product, h, product_truth
-from sandbox.faults import FaultSwitchboard
+from sandbox.faults import OVERSIZED_BYTES, FaultSwitchboard
 
 APP_ID = "VFM4X0N23A"  # the real defaults (cannaspider/settings.py): a crawl needs no override
 API_KEY = "edc5435c65d771cecbd98bbd488aa8d3"
@@ -345,6 +347,9 @@ async def query(request: web.Request) -> web.StreamResponse:
                 "empty_menu",
                 "short_page",
                 "total_changed",
+                "oversized",
+                "oversized_cut",
+                "no_id",
             ),
             index,
             (store,) if store else (),
@@ -397,7 +402,11 @@ async def query(request: web.Request) -> web.StreamResponse:
     nb_pages = math.ceil(nb_hits / per_page) if per_page else 0
     if "endless" in fired:
         nb_hits, nb_pages = ENDLESS_HITS, math.ceil(ENDLESS_HITS / max(per_page, 1))
-    return _json(
+    if hits and "no_id" in fired:
+        hits[0] = {k: v for k, v in hits[0].items() if k != "product_id"}
+    if hits and ("oversized" in fired or "oversized_cut" in fired):
+        hits[0] = {**hits[0], "description": "x" * OVERSIZED_BYTES}  # a field no one reads, 50 MB long
+    answer = _json(
         {
             "hits": hits,
             "nbHits": nb_hits,
@@ -410,6 +419,10 @@ async def query(request: web.Request) -> web.StreamResponse:
             "params": "",
         }
     )
+    if "oversized_cut" in fired:
+        assert isinstance(answer.body, bytes)
+        answer.body = answer.body[: len(answer.body) // 2]
+    return answer
 
 
 def _stores_answer(state: JaneState, params: dict, per_page: int, page: int) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.catalog import BRANDS
+from sandbox.faults import OVERSIZED_BYTES
 from sandbox.jane_api import API_KEY, APP_ID
 from tests.httpclient import http
 
@@ -67,3 +68,26 @@ def test_faults_fire_for_their_store_and_page_only(sandbox):
     assert query(sandbox, "menu-products-production", {**params, "page": 1}).status == 200
     sandbox.reset()  # the sandbox's reset clears Jane's faults too
     assert sandbox.call("GET", "/_sandbox/jane/state")["faults"] == []
+
+
+def test_a_page_of_50_mb_one_cut_in_half_and_a_hit_without_its_id(sandbox):
+    store = sandbox.call("GET", "/_sandbox/jane/stores?state=AZ")[0]
+    params = {"filters": f"store_id = {store['id']}", "hitsPerPage": 20, "page": 0}
+    good = query(sandbox, "menu-products-production", params).json()["hits"]
+    for kind in ("oversized", "oversized_cut", "no_id"):
+        sandbox.call("POST", "/_sandbox/jane/faults", {"rules": [{"kind": kind, "store": str(store["id"])}]})
+        answer = query(sandbox, "menu-products-production", params)
+        if kind == "oversized":
+            assert len(answer.body) > OVERSIZED_BYTES
+            hits = answer.json()["hits"]
+            assert [h["product_id"] for h in hits] == [h["product_id"] for h in good]
+            assert len(hits[0]["description"]) == OVERSIZED_BYTES
+        elif kind == "oversized_cut":
+            assert OVERSIZED_BYTES // 2 < len(answer.body) < OVERSIZED_BYTES
+            with pytest.raises(ValueError):
+                answer.json()
+        else:
+            hits = answer.json()["hits"]
+            assert "product_id" not in hits[0] and [h["product_id"] for h in hits[1:]] == [
+                h["product_id"] for h in good[1:]
+            ]

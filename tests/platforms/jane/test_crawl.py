@@ -5,6 +5,8 @@ crawl incomplete, with its reason, and nothing marked missing."""
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 import pytest
 
@@ -145,3 +147,56 @@ def test_store_discovery_of_jane_fills_the_shared_table_idempotently(crawl, db, 
     seen = sql("SELECT platform, platform_dispensary_id, dispensary_id IS NOT NULL FROM discovery_locations")
     assert sorted(seen) == sorted(("jane", pid, True) for pid in expected)
     assert sql("SELECT count(*) FROM dutchie_discovery_locations")[0][0] == 0
+
+
+def stat(stderr: str, name: str) -> int:
+    """A counter of the crawl's stats dump (0: never counted)."""
+    found = re.search(rf"'{re.escape(name)}': (\d+)", stderr)
+    return int(found.group(1)) if found else 0
+
+
+def test_a_50_mb_page_is_read_whole_and_the_same_page_cut_ends_the_crawl_incomplete(crawl, db, sandbox, jane_store):
+    """A page of 50 MB (a 50 MB description on one hit) is read as Dutchie's would be: no cap
+    below Scrapy's DOWNLOAD_MAXSIZE (1 GiB) stops it, every product arrives, and the bytes are in
+    the stats; the same page cut halfway is a malformed answer, counted, and the crawl incomplete
+    with the reason: nothing marked missing, nothing lost."""
+    d = add_jane_store(db, jane_store)
+    options = ("-s", "JANE_PER_PAGE=50", "-s", "RETRY_TIMES=0")
+    assert crawl("product_resync", *options, dispensary_id=d).returncode == 0
+    before = products_of(db, d)
+    store = str(jane_store["id"])
+    jane(sandbox, "POST", "faults", {"rules": [{"kind": "oversized", "store": store, "pages": [1]}]})
+    whole = crawl("product_resync", *options, dispensary_id=d)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    status, error, seen, *_ = runs_of(db, d)[-1]
+    assert (status, error, seen) == ("complete", None, len(before))
+    assert stat(whole.stderr, "downloader/response_bytes") > 50 * 1024 * 1024
+    assert products_of(db, d) == before  # nothing lost, nothing missed
+    jane(sandbox, "POST", "epoch", {"epoch": 3})  # products vanish: only a complete crawl may count them
+    jane(sandbox, "POST", "faults", {"rules": [{"kind": "oversized_cut", "store": store, "pages": [1]}]})
+    cut = crawl("product_resync", *options, dispensary_id=d)
+    status, error, *_ = runs_of(db, d)[-1]
+    assert status == "incomplete" and "page 1: malformed: body is not valid JSON" in (error or ""), error
+    assert stat(cut.stderr, "cannaspider/graphql_failure/malformed") == 1
+    after = products_of(db, d)
+    assert all(after[p][0] == 0 and after[p][1] == "in_stock" for p in before)
+
+
+def test_a_jane_product_without_an_id_is_dropped_counted_and_marks_nothing_missing(crawl, db, sandbox, jane_store):
+    d = add_jane_store(db, jane_store)
+    options = ("-s", "JANE_PER_PAGE=50")
+    assert crawl("product_resync", *options, dispensary_id=d).returncode == 0
+    before = products_of(db, d)
+    jane(sandbox, "POST", "epoch", {"epoch": 3})  # products vanish: only a complete crawl may count them
+    store = str(jane_store["id"])
+    jane(sandbox, "POST", "faults", {"rules": [{"kind": "no_id", "store": store, "pages": [0]}]})
+    for _ in range(3):  # three crawls that would each miss the vanished products
+        result = crawl("product_resync", *options, dispensary_id=d)
+        assert result.returncode == 3  # a unit of work incomplete (its `error:` line)
+        assert stat(result.stderr, "cannaspider/products_without_id") == 1
+        assert stat(result.stderr, "item_dropped_count") == 1  # the normalizer's NormalizationError
+        status, error, *_ = runs_of(db, d)[-1]
+        assert status == "incomplete" and "1 product(s) had no usable product_id" in (error or ""), error
+    after = products_of(db, d)
+    assert set(after) <= set(before) | menu(sandbox, jane_store, 3)  # none stored without its id
+    assert all(after[p][0] == 0 and after[p][1] == "in_stock" for p in before)
