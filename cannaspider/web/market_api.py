@@ -43,8 +43,9 @@ class BrandSummaryOut(BaseModel):
     median_price: float | None = Field(description="median price_rec of its store products in stock")
     stores_by_state: dict[str, int]
     stores_by_platform: dict[str, int] = Field(
-        description="its stores per platform ({'dutchie': 8, 'jane': 4}), read now: they add up to `stores`"
-        " as of the last analytics refresh, and are newer than it between refreshes"
+        description="its stores per platform ({'dutchie': 8, 'jane': 4}) on each state's last rolled day"
+        " (GET /api/market's figure), summed over the states listed: from the day's complete crawls, where"
+        " `stores` counts its products in stock at the last refresh, so the two can differ"
     )
 
 

@@ -64,17 +64,19 @@ SELECT b.id, coalesce(b.display_name, b.name) AS name, coalesce(n.stores, 0) AS 
 """
 
 
-# the listed brands' stores per platform (GET /api/brands: stores_by_platform), read live like
-# GET /api/brands/{id}'s (BRAND_STATES): market_brands_now has no platform, and only the page's brands
-# are read (store_products_brand_store_idx), so it costs per brand listed, not per table. Right after
-# an analytics refresh they add up to the brand's `stores`; between refreshes they are newer than it
+# the listed brands' stores per platform (GET /api/brands: stores_by_platform), from the daily roll
+# (market_brand_daily, migration 034: GET /api/market's figure) on each state's last rolled day,
+# summed over the states asked for. market_brands_now has no platform (a new view is a migration),
+# and read live from store_products for the brands listed it cost 0.8 s at 2,000 stores × 400
+# products (a scan of every store product in stock: EXPLAIN ANALYZE, docs/analytics.md)
 BRANDS_BY_PLATFORM = """
-SELECT c.brand_id, d.platform, count(*)::integer AS stores
-  FROM (SELECT DISTINCT sp.canonical_brand_id AS brand_id, sp.dispensary_id
-          FROM store_products sp
-         WHERE sp.canonical_brand_id = ANY(%(ids)s) AND sp.stock_status = 'in_stock') c
-  JOIN dispensaries d ON d.id = c.dispensary_id
- WHERE d.menu_empty_since IS NULL AND (%(state)s::text IS NULL OR coalesce(d.state, '') = %(state)s)
+WITH last AS (
+    SELECT state, max(day) AS day FROM market_state_daily
+     WHERE %(state)s::text IS NULL OR state = %(state)s GROUP BY state)
+SELECT m.canonical_brand_id AS brand_id, p.key AS platform, sum(p.value::integer)::integer AS stores
+  FROM last JOIN market_brand_daily m ON m.state = last.state AND m.day = last.day
+ CROSS JOIN LATERAL jsonb_each_text(m.stores_by_platform) p
+ WHERE m.canonical_brand_id = ANY(%(ids)s)
  GROUP BY 1, 2 ORDER BY 1, 2
 """
 
@@ -183,7 +185,7 @@ PRODUCT_LAST_DAY = "SELECT max(day) FROM product_listed_daily WHERE canonical_pr
 
 async def brands(conn: AsyncConnection, *, state: str | None, limit: int, q: str | None = None) -> list[dict[str, Any]]:
     """Each brand with `stores_by_state` ({state: stores}, in state order) and `stores_by_platform`
-    ({platform: stores}, in platform order, live: BRANDS_BY_PLATFORM); with `q` (a brand key:
+    ({platform: stores}, in platform order, rolled: BRANDS_BY_PLATFORM); with `q` (a brand key:
     identity.brand_key_name), the brands whose name contains it."""
     if q is None:
         rows = await _all(conn, BRANDS, {"state": state, "limit": limit})
