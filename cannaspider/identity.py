@@ -21,8 +21,8 @@ common shapes on the shortest path. The rules (docs/analytics.md, "One brand, on
   potency in mg, per unit otherwise, taken on the option whose price is the product's price
   (`price_rec`, the lowest option's price), and its special price on the same option. A unit price
   outside its basis's plausible range (`PLAUSIBLE`, docs/analytics.md, "Unit prices") is no figure
-  to compare: it is left out (None) and counted (`IMPLAUSIBLE`, the normalize pipeline's stat
-  `cannaspider/unit_prices_implausible`); the listing's own price is kept as sent.
+  to compare: it is left out (None) and counted in the crawl's `Losses.implausible` (the normalize
+  pipeline's stat `cannaspider/unit_prices_implausible`); the listing's own price is kept as sent.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import unicodedata
 from functools import lru_cache
 
 from cannaspider.items import Potency, ProductOption
-from cannaspider.storable import NAME_KEY, SIZE_KEY, Tally
+from cannaspider.storable import NAME_KEY, SIZE_KEY, Losses
 
 NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 LATIN_END = "\u0250"  # Latin letters are below it (Basic Latin to Latin Extended-B)
@@ -42,7 +42,6 @@ UNIT_PRICE_PLACES = 4  # numeric(16, 4) (migrations/017_unit_prices.sql)
 # outside, a price or a size is wrong ($0, a placeholder $99,999, a size misread), not a bargain.
 # (Far below what numeric(16, 4) holds: an absurd one would have lost its whole batch.)
 PLAUSIBLE = {"g": (0.25, 200.0), "100mg_thc": (1.0, 250.0), "unit": (0.10, 2500.0)}
-IMPLAUSIBLE = Tally()  # unit prices left out as implausible by this process
 # a company's legal suffix at a brand's end (brand_key_name), and after its name in a product's
 CORPORATE = r"(?:co|company|inc|incorporated|llc|ltd|corp|corporation)"
 CORPORATE_SUFFIX = re.compile(rf"(?: {CORPORATE})+$")
@@ -162,10 +161,11 @@ def option_grams(options: list[ProductOption]) -> tuple[float, ...]:
 
 
 def unit_prices(
-    options: list[ProductOption], price: float | None, category: str | None, thc: Potency
+    options: list[ProductOption], price: float | None, category: str | None, thc: Potency, losses: Losses
 ) -> tuple[float | None, float | None, str | None]:
     """(unit price, unit price on special, basis: 'g' | '100mg_thc' | 'unit'); Nones without a price or
-    when the unit price is implausible (PLAUSIBLE), the special alone None when only it is."""
+    when the unit price is implausible (PLAUSIBLE), the special alone None when only it is. Each one
+    left out is counted in `losses.implausible`."""
     if price is None:
         return None, None, None
     option = None
@@ -185,11 +185,11 @@ def unit_prices(
     low, high = PLAUSIBLE[basis]
     value = price / per
     if not low <= value <= high:
-        IMPLAUSIBLE.count += 1
+        losses.implausible += 1
         return None, None, None
     if special is not None:
         special /= per
         if not low <= special <= high:
-            IMPLAUSIBLE.count += 1
+            losses.implausible += 1
             special = None
     return round(value, UNIT_PRICE_PLACES), round(special, UNIT_PRICE_PLACES) if special is not None else None, basis
