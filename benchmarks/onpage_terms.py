@@ -8,7 +8,9 @@ on the sandbox's French and English SERPs and the pages captured from a real sel
 `--page FILE` adds a real page saved to disk (its rendered HTML) to the SERP of its language, which
 is decided as the job decides it: `<html lang>`, else the `LANG=` prefix standing for Firecrawl's
 metadata.language, else the detector. A page of a language with no SERP here (fr, en) is named and
-left out; a page the classifier does not keep (blocked, empty) is named with its status.
+left out; a page the classifier does not keep (blocked, empty) is named with its status. With
+`--pages-only` the SERPs hold the saved pages alone: a term then needs fewer pages
+(PROFILE_MIN_PAGES is capped at the SERP's size), so a real page's own vocabulary shows.
 
 The SERPs: each language's sandbox article (`fr-guide`, `en-guide`) and three full-size article
 pages of the same language built from its words (benchmarks/onpage_concurrency.py: the site frame
@@ -115,11 +117,16 @@ def main() -> None:
         metavar="[LANG=]FILE",
         help="a real page's saved HTML, added to the SERP of its language (repeatable)",
     )
+    parser.add_argument("--pages-only", action="store_true", help="SERPs of the --page files alone")
     args = parser.parse_args()
+    if args.pages_only and not args.page:
+        parser.error("--pages-only needs --page")
     config = OnpageConfig.from_settings(project_settings())
     saved = sort_pages(read_pages(args.page), config)
     for lang, locale in LOCALES.items():
-        found = profiles(locale, serp(lang) + saved.get(lang, []), config)
+        if args.pages_only and not saved.get(lang):
+            continue
+        found = profiles(locale, ([] if args.pages_only else serp(lang)) + saved.get(lang, []), config)
         before, after = found[False]["terms"][: args.top], found[True]["terms"][: args.top]
         print(f"\n== {locale}: {found[True]['completeness']['ok']} pages; top {args.top} terms")
         for page in found[True]["pages"] if saved.get(lang) else []:
