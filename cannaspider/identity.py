@@ -21,8 +21,8 @@ common shapes on the shortest path. The rules (docs/analytics.md, "One brand, on
   potency in mg, per unit otherwise, taken on the option whose price is the product's price
   (`price_rec`, the lowest option's price), and its special price on the same option. A unit price
   outside its basis's plausible range (`PLAUSIBLE`, docs/analytics.md, "Unit prices") is no figure
-  to compare: it is left out (None) and counted (`IMPLAUSIBLE`, the normalize pipeline's stat
-  `cannaspider/unit_prices_implausible`); the listing's own price is kept as sent.
+  to compare: it is left out (None) and counted in the crawl's `Losses.implausible` (the normalize
+  pipeline's stat `cannaspider/unit_prices_implausible`); the listing's own price is kept as sent.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import unicodedata
 from functools import lru_cache
 
 from cannaspider.items import Potency, ProductOption
-from cannaspider.storable import NAME_KEY, SIZE_KEY, Tally
+from cannaspider.storable import NAME_KEY, SIZE_KEY, Losses
 
 NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 LATIN_END = "\u0250"  # Latin letters are below it (Basic Latin to Latin Extended-B)
@@ -45,7 +45,6 @@ UNIT_PRICE_PLACES = 4  # numeric(16, 4) (migrations/017_unit_prices.sql)
 # outside, a price or a size is wrong ($0, a placeholder $99,999, a size misread), not a bargain.
 # (Far below what numeric(16, 4) holds: an absurd one would have lost its whole batch.)
 PLAUSIBLE = {"g": (0.25, 200.0), "100mg_thc": (1.0, 250.0), "unit": (0.10, 2500.0)}
-IMPLAUSIBLE = Tally()  # unit prices left out as implausible by this process
 # a company's legal suffix at a brand's end (brand_key_name), and after its name in a product's
 CORPORATE = r"(?:co|company|inc|incorporated|llc|ltd|corp|corporation)"
 CORPORATE_SUFFIX = re.compile(rf"(?: {CORPORATE})+$")
@@ -180,44 +179,46 @@ def option_unit(option: ProductOption | None, category: str | None, thc: Potency
     return 1.0, "unit"
 
 
-def _plausible(price: float | None, per: float, basis: str) -> float | None:
-    """price / per rounded, None (counted) when outside the basis's PLAUSIBLE range."""
+def _plausible(price: float | None, per: float, basis: str, losses: Losses) -> float | None:
+    """price / per rounded, None (counted in `losses.implausible`) when outside the basis's PLAUSIBLE
+    range."""
     if price is None:
         return None
     low, high = PLAUSIBLE[basis]
     value = price / per
     if not low <= value <= high:
-        IMPLAUSIBLE.count += 1
+        losses.implausible += 1
         return None
     return round(value, UNIT_PRICE_PLACES)
 
 
 def unit_prices(
-    options: list[ProductOption], price: float | None, category: str | None, thc: Potency
+    options: list[ProductOption], price: float | None, category: str | None, thc: Potency, losses: Losses
 ) -> tuple[float | None, float | None, str | None]:
     """(unit price, unit price on special, basis: 'g' | '100mg_thc' | 'unit') of the option priced
     `price` (the product's: its lowest option's); Nones without a price or when the unit price is
     implausible (PLAUSIBLE), the special alone None when only it is. Each option gets its own
     (`unit_price`, `unit_price_special`, `unit_price_basis`: each size its own SKU), by the same
-    rule; an implausible one is left out there too, and counted once per product."""
+    rule; an implausible one is left out there too, and counted once per product in
+    `losses.implausible`."""
     chosen = None
     for candidate in options:
         per, basis = option_unit(candidate, category, thc)
-        counted = IMPLAUSIBLE.count
-        candidate.unit_price = _plausible(candidate.price_rec, per, basis)
+        counted = losses.implausible
+        candidate.unit_price = _plausible(candidate.price_rec, per, basis, losses)
         candidate.unit_price_special = (
-            _plausible(candidate.price_rec_special, per, basis) if candidate.unit_price is not None else None
+            _plausible(candidate.price_rec_special, per, basis, losses) if candidate.unit_price is not None else None
         )
         candidate.unit_price_basis = basis if candidate.unit_price is not None else None
         if chosen is None and price is not None and candidate.price_rec == price:
             chosen = candidate
         else:
-            IMPLAUSIBLE.count = counted  # the product's own figure is counted below, once
+            losses.implausible = counted  # the product's own figure is counted below, once
     if price is None:
         return None, None, None
     if chosen is None:  # no option carries the price: per unit of the product, as sent
         per, basis = option_unit(None, category, thc)
-        value = _plausible(price, per, basis)
+        value = _plausible(price, per, basis, losses)
         return value, None, basis if value is not None else None
     if chosen.unit_price is None:
         return None, None, None

@@ -51,6 +51,10 @@ SPIDER_MIDDLEWARES = {
 # tasks that 200 cost (measured: the product crawl ~20 % faster with pipelines off, ~8 % with them on).
 CONCURRENT_ITEMS = 64
 LOG_LEVEL = "INFO"
+# The per-crawler services are extensions (one of each per crawler, found with the public
+# crawler.get_extension: cannaspider/extensions/__init__.py). Scrapy builds them in this order, after
+# the spider and before the engine; each finds the others at run time, so the order is that of their
+# signal handlers: a service's after those of the services it uses.
 EXTENSIONS = {
     "cannaspider.extensions.gc_tuning.GCTuning": 0,
     # the database side of the crawl (its pool, the write ledger, crawl-run liveness: db/crawl_runs.py):
@@ -58,6 +62,14 @@ EXTENSIONS = {
     "cannaspider.db.crawl_database.CrawlDatabase": 100,
     # the crawl's proxy pools, one per name, made when a component first asks (stealth/pool.py)
     "cannaspider.stealth.pool.ProxyPools": 100,
+    # the crawl's task drain, once its spider opens one (tasks/drain.py)
+    "cannaspider.tasks.drain.CrawlDrain": 150,
+    # a store's close: its misses, OOS and events in one transaction, its task's outcome (uses the
+    # database and the drain): units/crawl_close.py
+    "cannaspider.units.crawl_close.CrawlClose": 200,
+    # the units of work: handed out, tracked, closed once (uses the database and the drain; its
+    # spider_closed waits for the database's to close the runs still open): units/lifecycle.py
+    "cannaspider.units.lifecycle.UnitLifecycle": 300,
     # crawl health at spider close (cannaspider/monitors, docs/health.md)
     "cannaspider.monitors.extension.CrawlHealth": 500,
     # the crawl's stats to a Pushgateway or node_exporter's textfile collector: off unless

@@ -65,18 +65,11 @@ class DegradationLog:
         )
 
 
-class Tally:
-    """A running total of this process (values refused or cut, …): the normalize pipeline turns
-    the difference over a product into a stat."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-
 class Losses:
     """What normalizing products loses, held by the component that normalizes them: what the
     product being normalized lost so far (`lost`), reported rate limited once it is done, and the
-    running counts of texts cut to their limit and of image and logo URLs refused for their scheme.
+    running counts of texts cut to their limit, of image and logo URLs refused for their scheme and
+    of unit prices left out as implausible: one crawl's facts, passed explicitly (never a global).
     Its identity keys the normalizers' caches (a string repaired in one is reported once per Losses)."""
 
     def __init__(self, log: DegradationLog | None = None) -> None:
@@ -84,6 +77,7 @@ class Losses:
         self.lost: list[str] = []
         self.truncated = 0  # texts cut to their limit (the stat cannaspider/text_truncated)
         self.refused_urls = 0  # image and logo URLs dropped for their scheme (cannaspider/image_urls_refused)
+        self.implausible = 0  # unit prices left out (identity.py, PLAUSIBLE: cannaspider/unit_prices_implausible)
 
     def degrade(self, what: str, value: object) -> None:
         text = repr(value)  # repr: escapes NUL and surrogates, so the log line itself stays valid

@@ -120,7 +120,14 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
         [("image_sources.py", ["--stores", "2", "--products", "3"], r"repeated image downloads across stores: 0")],
     ),
     ("img_worst", [("img_worst.py", ["--sides", "200"], "worst")]),
-    ("onpage_terms", [("onpage_terms.py", ["--top", "5"], r"widget: widgets / widget")]),
+    (
+        "onpage_terms",
+        [
+            ("onpage_terms.py", ["--top", "5"], r"widget: widgets / widget"),
+            # a saved page goes through the job's classifier: a challenge page joins no SERP
+            ("onpage_terms.py", ["--page", "sandbox/cloudflare_403.html", "--pages-only"], r"403\.html: blocked"),
+        ],
+    ),
     ("langid_short_pages", [("langid_short_pages.py", [], r"language\.detect \(the job's\) .* 0 wrong")]),
     ("img_contention", [("img_contention.py", ["--heavy", "1"], "thumbnail: HTTP 200")]),
     ("convert_budget", [("convert_budget.py", ["--images", "2", "--budget", "50000000"], "peak RSS")]),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from cannaspider import identity
 from cannaspider.identity import PLAUSIBLE, normalize_name, product_name_key
 from cannaspider.items import RawProduct
 from cannaspider.platforms.dutchie.normalizer import normalize
@@ -24,8 +23,8 @@ FLOWER = {
 }
 
 
-def norm(**changes):
-    return normalize(RawProduct(dispensary_id=1, crawl_run_id=1, raw={**FLOWER, **changes}), Losses())
+def norm(losses: Losses | None = None, **changes):
+    return normalize(RawProduct(dispensary_id=1, crawl_run_id=1, raw={**FLOWER, **changes}), losses or Losses())
 
 
 def test_flower_costs_per_gram_of_its_cheapest_option():
@@ -83,18 +82,18 @@ def test_no_price_no_unit_price_and_no_absurd_one():
     ],
 )
 def test_an_implausible_unit_price_is_left_out_and_counted_the_price_kept_as_sent(changes):
-    before = identity.IMPLAUSIBLE.count
-    p = norm(**changes)
+    losses = Losses()
+    p = norm(losses, **changes)
     assert (p.unit_price, p.unit_price_special, p.unit_price_basis) == (None, None, None)
-    assert identity.IMPLAUSIBLE.count == before + 1
+    assert losses.implausible == 1
     assert p.price_rec == min(changes.get("recPrices", FLOWER["recPrices"]))
 
 
 def test_an_implausible_special_alone_is_left_out():
-    before = identity.IMPLAUSIBLE.count
-    p = norm(recSpecialPrices=[0.5, 48, 160])  # $0.50 for an eighth: $0.14 a gram
+    losses = Losses()
+    p = norm(losses, recSpecialPrices=[0.5, 48, 160])  # $0.50 for an eighth: $0.14 a gram
     assert (p.unit_price, p.unit_price_special, p.unit_price_basis) == (10.0, None, "g")
-    assert identity.IMPLAUSIBLE.count == before + 1
+    assert losses.implausible == 1
 
 
 def test_the_plausible_ranges_keep_their_edges():

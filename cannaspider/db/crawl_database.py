@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,13 +29,10 @@ from cannaspider.db import migrations, partitions
 from cannaspider.db.connection import database_url, open_async_pool
 from cannaspider.db.crawl_runs import CrawlRuns, TaskLease
 from cannaspider.db.errors import DatabaseSetupError, first_line
+from cannaspider.extensions import extension
 from cannaspider.shutdown import on_reactor_shutdown
 
 logger = logging.getLogger(__name__)
-
-# databases of crawlers whose settings do not enable the extension (components built directly on a
-# bare get_crawler(), as in tests): still one per crawler
-_UNREGISTERED: weakref.WeakKeyDictionary[Crawler, CrawlDatabase] = weakref.WeakKeyDictionary()
 
 
 class CrawlDatabase:
@@ -59,16 +55,10 @@ class CrawlDatabase:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> CrawlDatabase:
-        """The crawler's database side: the enabled extension, else (a bare test crawler) one of its own.
-
-        Available once the crawler's extensions are built: in components' from_crawler and at
-        run time, not in a spider's __init__ (Scrapy builds the spider first)."""
-        database = crawler.get_extension(cls)
-        if database is None:
-            database = _UNREGISTERED.get(crawler)
-            if database is None:
-                database = _UNREGISTERED[crawler] = cls.from_crawler(crawler)
-        return database
+        """The crawler's database side (the extension EXTENSIONS enables). Available once the
+        crawler's extensions are built: in components' from_crawler and at run time, not in a
+        spider's __init__ (Scrapy builds the spider first)."""
+        return extension(crawler, cls)
 
     def fail(self, message: str) -> None:
         """Record the crawl's fatal error (the first one wins), logged as one line."""

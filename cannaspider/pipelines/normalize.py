@@ -14,7 +14,6 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from cannaspider.db.crawl_database import CrawlDatabase
-from cannaspider.identity import IMPLAUSIBLE
 from cannaspider.items import RawProduct
 from cannaspider.platforms import build
 from cannaspider.platforms.interface import NormalizationError, Platform
@@ -32,7 +31,8 @@ class NormalizeProductPipeline:
         self.store = CrawlDatabase.for_crawler(crawler)
         self.platforms: dict[str, Platform] = {}  # by name, built on a product of theirs
         # what normalizing this crawl's products lost (cannaspider/storable.py), passed to each one's
-        # normalizer: values degraded (logged rate limited), texts cut, URLs refused
+        # normalizer: values degraded (logged rate limited), texts cut, URLs refused, unit prices
+        # left out as implausible
         self.losses = Losses()
 
     @classmethod
@@ -41,7 +41,7 @@ class NormalizeProductPipeline:
 
     def counts(self) -> tuple[int, int, int]:
         """The running counts COUNTED names, in its order."""
-        return self.losses.refused_urls, self.losses.truncated, IMPLAUSIBLE.count
+        return self.losses.refused_urls, self.losses.truncated, self.losses.implausible
 
     def process_item(self, item: Any) -> Any:
         if not isinstance(item, RawProduct):

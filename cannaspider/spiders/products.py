@@ -61,7 +61,6 @@ class ProductSpider(PlatformSpider):
         self._task_crawls: dict[int, StoreCrawl] = {}  # the drained tasks' crawls still running
 
     async def start(self) -> AsyncIterator[Any]:
-        CrawlClose.for_crawler(self.crawler)  # its settings checked before any store is crawled
         units = UnitLifecycle.of(self.crawler)
         targets = None if self.draining else await self._targets()
         if self.draining:

@@ -27,7 +27,6 @@ import asyncio
 import logging
 import random
 import time
-import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -39,6 +38,7 @@ from scrapy.crawler import Crawler
 
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_database import CrawlDatabase
+from cannaspider.extensions import extension
 from cannaspider.stealth.proxies import (
     ACTIVE_PROXIES,
     CRAWL_POOL,
@@ -54,10 +54,6 @@ from cannaspider.stealth.proxies import (
 )
 
 logger = logging.getLogger(__name__)
-
-# the pools of crawlers whose settings do not enable ProxyPools (components built directly on a
-# bare get_crawler(), as in tests): still one set per crawler
-_UNREGISTERED: weakref.WeakKeyDictionary[Crawler, ProxyPools] = weakref.WeakKeyDictionary()
 
 
 class ProxyPools:
@@ -76,14 +72,9 @@ class ProxyPools:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> ProxyPools:
-        """The enabled extension, else (a bare test crawler) a set of its own. Available once the
-        crawler's extensions are built: in components' from_crawler and at run time."""
-        pools = crawler.get_extension(cls)
-        if pools is None:
-            pools = _UNREGISTERED.get(crawler)
-            if pools is None:
-                pools = _UNREGISTERED[crawler] = cls.from_crawler(crawler)
-        return pools
+        """The enabled extension. Available once the crawler's extensions are built: in
+        components' from_crawler and at run time."""
+        return extension(crawler, cls)
 
     def pool(self, name: str = CRAWL_POOL) -> ProxyPool:
         pool = self.pools.get(name)

@@ -23,7 +23,8 @@ PARTITIONS_EVERY_S (db/partitions.py): a drainer may run across a month's end wi
 One component, read top to bottom: its limits (`DrainConfig`, read from the TASK_* settings), its
 connection through restarts and outages (`QueueConnection`, `OutageWait`), what wakes it
 (`Wakeup`), the renewal of its leases (`LeaseKeeper`), the writing of outcomes (`Outcomes`), and
-the drain itself (`TaskDrain`): its slots and the loop that fills them.
+the drain itself (`TaskDrain`): its slots and the loop that fills them. A crawl finds its drain
+through `CrawlDrain`, a Scrapy extension (EXTENSIONS in settings.py): `TaskDrain.of(crawler)`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import asyncio
 import functools
 import logging
 import signal
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -44,19 +44,30 @@ from scrapy.settings import BaseSettings
 
 from cannaspider.db import partitions
 from cannaspider.db.errors import first_line
+from cannaspider.extensions import extension
 from cannaspider.project_settings import project_settings
 from cannaspider.shutdown import on_reactor_shutdown
 from cannaspider.tasks import queue, roles
 from cannaspider.tasks.queue import Backoff, Lease, LeaseLost, Task, TaskResult, task_backoff
 
-__all__ = ["DrainConfig", "TaskDrain"]
+__all__ = ["CrawlDrain", "DrainConfig", "TaskDrain"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# the drain of each crawler that drains a queue (TaskDrain.of): components find it there
-_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, TaskDrain] = weakref.WeakKeyDictionary()
+
+class CrawlDrain:
+    """The crawl's task drain, where the components that record a task's outcome find it: a Scrapy
+    extension (EXTENSIONS, settings.py). Empty until the spider opens a drain (a crawl of `-a`
+    targets never does); the latest TaskDrain.from_crawler is the crawler's."""
+
+    def __init__(self) -> None:
+        self.drain: TaskDrain | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrawlDrain:
+        return cls()
 
 
 # -- limits ----------------------------------------------------------------------------------------
@@ -361,13 +372,13 @@ class TaskDrain:
         if close_with_spider:
             crawler.signals.connect(drain.close, signal=signals.spider_closed)
         on_reactor_shutdown(drain.close)
-        _BY_CRAWLER[crawler] = drain
+        extension(crawler, CrawlDrain).drain = drain
         return drain
 
     @staticmethod
     def of(crawler: Crawler) -> TaskDrain | None:
         """The drain built for this crawler by from_crawler, if its spider drains a queue."""
-        return _BY_CRAWLER.get(crawler)
+        return extension(crawler, CrawlDrain).drain
 
     # -- claiming --------------------------------------------------------------------------------
     async def tasks(self) -> AsyncIterator[Task]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -49,6 +48,7 @@ from scrapy.statscollectors import StatsCollector
 from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT
 from cannaspider.db.crawl_database import CrawlDatabase, RunLedger
 from cannaspider.db.errors import OUTAGE_ERRORS, DatabaseSetupError, first_line
+from cannaspider.extensions import extension
 from cannaspider.tasks import queue
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
@@ -474,13 +474,10 @@ def report_close(stats: StatsCollector, item: StoreOutcome, verdict: StoreVerdic
 
 # -- the component ------------------------------------------------------------------------------------
 
-_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, CrawlClose] = weakref.WeakKeyDictionary()
-
 
 class CrawlClose:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.database = CrawlDatabase.for_crawler(crawler)
         self.wait_timeout = crawler.settings.getfloat("CRAWL_COMPLETION_WAIT_S")
         self.batch_grace = crawler.settings.getfloat("CRAWL_COMPLETION_BATCH_GRACE_S")
         self.oos_guard_min_share = crawler.settings.getfloat("OOS_GUARD_MIN_SHARE")
@@ -491,13 +488,21 @@ class CrawlClose:
         self._flushes: set[asyncio.Future[None]] = set()
 
     @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrawlClose:
+        """A Scrapy extension (EXTENSIONS, settings.py): its settings checked when the crawler is built."""
+        close = cls(crawler)
+        crawler.signals.connect(close.spider_idle, signal=signals.spider_idle)
+        return close
+
+    @classmethod
     def for_crawler(cls, crawler: Crawler) -> CrawlClose:
-        """The crawler's store close (built on first use: a product spider's from_crawler)."""
-        found = _BY_CRAWLER.get(crawler)
-        if found is None:
-            found = _BY_CRAWLER[crawler] = cls(crawler)
-            crawler.signals.connect(found.spider_idle, signal=signals.spider_idle)
-        return found
+        """The crawler's store close."""
+        return extension(crawler, cls)
+
+    @property
+    def database(self) -> CrawlDatabase:
+        # found at run time: an extension cannot look another up while the manager builds them
+        return CrawlDatabase.for_crawler(self.crawler)
 
     def _stopped(self) -> bool:
         """The crawl was stopped (SIGTERM, Scrapyd's cancel): Crawler.stop_async clears `crawling`

@@ -3,8 +3,8 @@ docs/operations.md, "Draining spiders" and "Adding a role").
 
 A unit is one piece of a role's work (a store's crawl, a state's discovery, a keyword's on-page
 crawl, a refresh): a task of the role's queue, or a target named by `-a` (a Unit without a task).
-`UnitLifecycle`, one per crawler (`UnitLifecycle.of(crawler)`), is the component spiders speak to;
-it hands out units, tracks and closes them, all in this module:
+`UnitLifecycle`, one per crawler (a Scrapy extension: `UnitLifecycle.of(crawler)`), is the component
+spiders speak to; it hands out units, tracks and closes them, all in this module:
 
 - hands out units, by one start path for every role: `units(role, follow, targets)` yields the
   `-a` targets (Units without a task) or, without targets, a `Unit.of(task)` for each task it claims
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -51,6 +50,7 @@ from cannaspider.crawl_outcome import UNITS_INCOMPLETE_STAT, record_fatal_error
 from cannaspider.db.connection import database_url
 from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.db.errors import first_line
+from cannaspider.extensions import extension
 from cannaspider.tasks.drain import TaskDrain
 from cannaspider.tasks.queue import LeaseLost, Task, TaskResult
 
@@ -171,13 +171,9 @@ def _ended(job: asyncio.Future[None]) -> None:
         logger.error("closing the idle crawl failed: %s: %s", type(exc).__name__, first_line(exc))
 
 
-_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, UnitLifecycle] = weakref.WeakKeyDictionary()
-
-
 class UnitLifecycle:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
-        self.database = CrawlDatabase.for_crawler(crawler)  # built now: its spider_closed must run
         self.drain: TaskDrain | None = None  # the crawl's drain, once open_drain opens it
         self._closing: set[asyncio.Future[None]] = set()  # closes in progress
         # id(item) → its unit, for start()'s items while they are in the pipelines (a callback's items
@@ -196,12 +192,20 @@ class UnitLifecycle:
             crawler.signals.connect(handler, signal=signal)
 
     @classmethod
+    def from_crawler(cls, crawler: Crawler) -> UnitLifecycle:
+        """A Scrapy extension (EXTENSIONS, settings.py), built after the crawl database, whose
+        spider_closed closes the runs this one's waits for."""
+        return cls(crawler)
+
+    @classmethod
     def of(cls, crawler: Crawler) -> UnitLifecycle:
-        """The crawler's lifecycle (built on first use)."""
-        found = _BY_CRAWLER.get(crawler)
-        if found is None:
-            found = _BY_CRAWLER[crawler] = cls(crawler)
-        return found
+        """The crawler's lifecycle."""
+        return extension(crawler, cls)
+
+    @property
+    def database(self) -> CrawlDatabase:
+        # found at run time: an extension cannot look another up while the manager builds them
+        return CrawlDatabase.for_crawler(self.crawler)
 
     # -- handing out units -------------------------------------------------------------------------
     async def _new_drain(self, role: str, follow: bool, *, close_with_spider: bool = True) -> TaskDrain:

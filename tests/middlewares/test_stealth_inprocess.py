@@ -29,7 +29,10 @@ NO_AUTH = ProxyRecord(2, "http", "10.0.0.2", 3128)
 
 def middleware(*records: ProxyRecord, retries: int = 3) -> StealthProxyMiddleware:
     settings = {k: getattr(project_settings, k) for k in dir(project_settings) if k.startswith("STEALTH_")}
-    crawler = get_crawler(settings_dict={**settings, "STEALTH_BLOCK_RETRIES": retries})
+    # the proxy pools and the crawl's task drain are the crawler's extensions (settings.py), as in a crawl
+    used = ("cannaspider.stealth.pool.ProxyPools", "cannaspider.tasks.drain.CrawlDrain")
+    extensions = {name: project_settings.EXTENSIONS[name] for name in used}
+    crawler = get_crawler(settings_dict={**settings, "STEALTH_BLOCK_RETRIES": retries, "EXTENSIONS": extensions})
     mw = StealthProxyMiddleware.from_crawler(crawler)
     mw.pool.records = {r.id: r for r in records}
     mw.pool.states.sync(set(mw.pool.records))

@@ -17,6 +17,7 @@ from scrapy.settings import Settings
 
 from cannaspider import platforms
 from cannaspider.items import DispensaryRecord, RawProduct, StoreProduct
+from cannaspider.platforms import pagination
 from cannaspider.platforms.interface import (
     FAILURE_KINDS,
     INCOMPLETE_REASONS,
@@ -56,12 +57,16 @@ def page(platform: Platform, samples: ModuleType, products: list[Any], total: in
     return [i for i in ids if i is not None], answer.page_info, sum(i is None for i in ids)
 
 
-def crawl(platform: Platform, samples: ModuleType, pages: list[list[Any]], total: int | None, **state: int) -> Decision:
-    """Feeds `pages` to the pagination rules until they stop (failing if they ask past the last)."""
+def crawl(
+    platform: Platform, samples: ModuleType, pages: list[list[Any]], total: int | None | list[int], **state: int
+) -> Decision:
+    """Feeds `pages` to the pagination rules until they stop (failing if they ask past the last);
+    `total`: the total every answer announces, or each page's."""
     menu = platform.menu_state(per_page=PER_PAGE, **state)
     number = 0
     while True:
-        ids, info, anonymous = page(platform, samples, pages[number] if number < len(pages) else [], total)
+        announced = total[min(number, len(total) - 1)] if isinstance(total, list) else total
+        ids, info, anonymous = page(platform, samples, pages[number] if number < len(pages) else [], announced)
         decision = platform.after_page(menu, number, ids, info, anonymous)
         if decision.next_page is None:
             return decision
@@ -113,6 +118,31 @@ def test_a_page_repeating_only_seen_products_is_incomplete(platform: Platform, s
 def test_the_page_cap_ends_the_crawl_incomplete(platform: Platform, samples: ModuleType) -> None:
     products = samples.raw_products(12)
     incomplete(crawl(platform, samples, [products[:4], products[4:8], products[8:]], 100, max_pages=2), "page_cap")
+
+
+def test_a_total_that_changes_between_pages_is_incomplete(platform: Platform, samples: ModuleType) -> None:
+    # the menu moved under the crawl: its pages do not add up to one menu, whichever way it moved
+    products = samples.raw_products(8)
+    incomplete(crawl(platform, samples, [products[:4], products[4:]], [10, 11]), "total_changed")
+    incomplete(crawl(platform, samples, [products[:4], products[4:]], [10, 8]), "total_changed")
+
+
+def test_a_short_page_at_the_page_cap_ends_the_menu(platform: Platform, samples: ModuleType) -> None:
+    products = samples.raw_products(7)
+    decision = crawl(platform, samples, [products[:4], products[4:]], 7, max_pages=2)
+    assert (decision.next_page, decision.complete, decision.kind) == (None, True, "")
+
+
+def test_a_full_page_at_the_page_cap_with_nothing_announced_is_incomplete(
+    platform: Platform, samples: ModuleType
+) -> None:
+    products = samples.raw_products(8)
+    incomplete(crawl(platform, samples, [products[:4], products[4:]], None, max_pages=2), "page_cap")
+
+
+def test_every_platform_keeps_the_shared_rules(platform: Platform) -> None:
+    # the rules are written once (cannaspider/platforms/pagination.py): each platform's state is theirs
+    assert isinstance(platform.menu_state(per_page=PER_PAGE), pagination.PageState)
 
 
 def test_a_product_without_an_id_makes_the_menu_incomplete(platform: Platform, samples: ModuleType) -> None:

@@ -129,7 +129,7 @@ def normalize(item: RawProduct, losses: Losses) -> StoreProduct:
         enterprise_id = bounded(
             losses, storable(losses, enterprise_id.strip(), "enterpriseProductId"), ID, "enterpriseProductId"
         )
-    unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc)
+    unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc, losses)
     status = get("Status")
     description = brand.get("description") if type(brand) is dict else None
     product = StoreProduct(

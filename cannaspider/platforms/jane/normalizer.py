@@ -256,7 +256,7 @@ def normalize(item: RawProduct, losses: Losses) -> StoreProduct:
     thc = _potency(losses, raw.get("percent_thc"), "percent_thc")
     brand_norm = brand_key_name(brand_name)
     sizes = {(o.size_unit, o.size_value) for o in options if o.size_unit is not None and o.size_value is not None}
-    unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc)
+    unit_price, unit_price_special, unit_basis = unit_prices(options, price_rec, category, thc, losses)
     images = parse_images(losses, raw)
     logo = raw.get("brand_logo_url")
     product = StoreProduct(

@@ -108,3 +108,30 @@ def test_a_short_first_page_of_a_small_store_is_not_a_cap():
     state = PageState(per_page=250, max_pages=50)
     d = after_page(state, 0, ids(0, 40), info(40))
     assert d.next_page is None and d.complete and state.per_page == 250
+
+
+# -- where Dutchie's rules were not Jane's: the shared rules (cannaspider/platforms/pagination.py) --
+
+
+def test_a_total_count_that_changes_between_pages_is_incomplete():
+    # before the rules were shared, Dutchie took the later page's totalCount and went on; a menu that
+    # changed during the crawl does not add up to one menu, so nothing may be marked missing on it
+    state = PageState(per_page=100, max_pages=50)
+    assert after_page(state, 0, ids(0, 100), info(250)).next_page == 1
+    d = after_page(state, 1, ids(100, 100), info(240))
+    assert (d.next_page, d.complete, d.kind) == (None, False, "total_changed")
+    assert "totalCount changed from 250 to 240" in d.reason
+
+
+def test_a_short_page_at_the_page_cap_ends_the_menu():
+    # before, Dutchie said "page cap" on any page at the cap, even a short one that ends the menu
+    state = PageState(per_page=100, max_pages=2)
+    assert after_page(state, 0, ids(0, 100), info(150)).next_page == 1
+    d = after_page(state, 1, ids(100, 50), info(150))
+    assert (d.next_page, d.complete, d.kind) == (None, True, "")
+
+
+def test_the_per_page_cap_is_not_followed_past_the_page_cap():
+    state = PageState(per_page=250, max_pages=1)
+    d = after_page(state, 0, ids(0, 100), info(230, 100))
+    assert (d.next_page, d.complete, d.kind) == (None, False, "page_cap") and state.per_page == 250
