@@ -293,6 +293,15 @@ class ImageFetcher:
         job.waiting.clear()
 
     async def _failed(self, job: ImageJob, exc: ImageFailed | UnusableImage, *, log: bool = True) -> None:
+        # the source released first, the URL's fetch ended after: a job of the same URL that comes
+        # meanwhile waits on this one (and fails with it); one that comes after claims the released
+        # row and tries again. Ended first, the release still on its way, the newcomer met the row
+        # still 'fetching' and was left to the next crawl as if another node held it.
+        if job.claim is not None:  # claimable again at once, by anyone: never stuck
+            try:
+                await self.sources.failed(job.claim, exc.code)
+            except OUTAGE_ERRORS + (psycopg.Error,) as error:  # its lease runs out instead
+                logger.warning("images: source %s not released: %s", job.url, first_line(error))
         self.fetching.pop(job.url, None)
         for each in (job, *job.waiting):
             self.stats.inc_value(f"cannaspider/images_failed/{exc.code}")
@@ -302,8 +311,3 @@ class ImageFetcher:
             what = f"product {each.provider_product_id}" if each.provider_product_id else "brand logo"
             logger.warning("images: dispensary %s %s: %s skipped: %s", each.dispensary_id, what, each.url, exc)
         job.waiting.clear()
-        if job.claim is not None:  # claimable again at once, by anyone: never stuck
-            try:
-                await self.sources.failed(job.claim, exc.code)
-            except OUTAGE_ERRORS + (psycopg.Error,) as error:  # its lease runs out instead
-                logger.warning("images: source %s not released: %s", job.url, first_line(error))

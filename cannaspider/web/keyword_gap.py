@@ -199,7 +199,7 @@ async def _own_page(request: Request, keyword_id: int, locale: str) -> dict[str,
     "/keywords/{keyword_id}/own-page",
     response_model=OwnPageOut,
     dependencies=[Depends(require_token)],
-    responses=refused_with(401, 403, 404, 413, 503),
+    responses=refused_with(400, 401, 403, 404, 413, 503),
 )
 async def put_own_page(
     request: Request,
