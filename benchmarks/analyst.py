@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.client
 import random
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -33,16 +30,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 
 import psycopg  # noqa: E402
-import uvicorn  # noqa: E402
 
 from benchmarks import history  # noqa: E402
-from benchmarks.market import executed_ms, free_port, timed  # noqa: E402
-from cannaspider import settings  # noqa: E402
+from benchmarks.market import executed_ms, serving, timed  # noqa: E402
 from cannaspider.db import database_url  # noqa: E402
 from cannaspider.web import brands, specials  # noqa: E402
 from cannaspider.web import dashboard_queries as dq  # noqa: E402
 from cannaspider.web import market_queries as mq  # noqa: E402
-from cannaspider.web.app import create_app  # noqa: E402
 
 DBNAME = "cannaspider_analyst_bench"
 
@@ -187,24 +181,8 @@ def main() -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             paths, one = requests(conn, args.samples)
             on_special = conn.execute("SELECT count(*) FROM store_products WHERE is_on_special").fetchone()
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(url, None, pool_max_size=settings.DB_POOL_MAX_SIZE),
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
-        client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        results = {name: timed(client, endpoint_paths) for name, endpoint_paths in paths.items()}
-        client.close()
-        server.should_exit = True
-        thread.join(10)
+        with serving(url) as client:
+            results = {name: timed(client, endpoint_paths) for name, endpoint_paths in paths.items()}
         with psycopg.connect(url, autocommit=True) as conn:
             in_db = database_ms(conn, one)
     finally:

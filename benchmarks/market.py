@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import random
@@ -30,6 +31,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,31 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(url: str) -> Iterator[http.client.HTTPConnection]:
+    """The HTTP service over `url` on a free loopback port, in a thread, and a client of it."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(url, None, pool_max_size=settings.DB_POOL_MAX_SIZE),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.should_exit = True
+        thread.join(10)
 
 
 def timed(conn: http.client.HTTPConnection, paths: list[str]) -> tuple[float, float, float]:
@@ -173,32 +200,16 @@ def main() -> None:
         products = [rng.randint(1, args.products) for _ in range(args.samples)]
         product_history = [f"/api/products/{p}/history" for p in products]
 
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(url, None, pool_max_size=settings.DB_POOL_MAX_SIZE),
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
-        client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        client.request("GET", market[0])
-        sample = json.loads(client.getresponse().read())
-        results = {
-            "GET /api/market": timed(client, market),
-            "GET /api/brands": timed(client, brands),
-            "GET /api/brands?state=": timed(client, brands_state),
-            "GET /api/market/states": timed(client, states_table),
-            "GET /api/products/{id}/history": timed(client, product_history),
-        }
-        client.close()
-        server.should_exit = True
-        thread.join(10)
+        with serving(url) as client:
+            client.request("GET", market[0])
+            sample = json.loads(client.getresponse().read())
+            results = {
+                "GET /api/market": timed(client, market),
+                "GET /api/brands": timed(client, brands),
+                "GET /api/brands?state=": timed(client, brands_state),
+                "GET /api/market/states": timed(client, states_table),
+                "GET /api/products/{id}/history": timed(client, product_history),
+            }
         with psycopg.connect(url, autocommit=True) as conn:
             in_db = database_ms(conn, rng.choice(states), later[-1], args.compare_days, products[0])
     finally:
