@@ -6,7 +6,10 @@ import asyncio
 import json
 import os
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -15,22 +18,43 @@ from cannaspider.web import market_queries
 from sandbox import month
 from sandbox.catalog import Catalog
 from sandbox.commands.demo import demo_catalog
-from tests.helpers import run_scrapy
+from tests.helpers import run_scrapy, with_dbname
+from tests.web.conftest import Service
+from tests.web.test_dashboard import browser, recording_page, shot  # noqa: F401 - the browser fixture
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
 
-def test_demo_crawls_a_month_and_leaves_a_feed_a_market_and_a_summary(empty_database, admin_url, tmp_path):
+@dataclass(frozen=True)
+class DemoRun:
+    url: str  # the demo's database, as the demo left it
+    data: Path  # its CANNASPIDER_DATA_DIR
+    out: str  # what it printed
+
+
+@pytest.fixture(scope="module")
+def demo(admin_url, db_prefix, tmp_path_factory) -> Iterator[DemoRun]:
+    """One 30-day demo for the module's tests: what it prints and stores, and the pages on its data."""
     # the demo's own database (`--database`) on DATABASE_URL's server, left over from an earlier run
-    url = empty_database
-    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    name = f"{db_prefix}_demo"
+    url = with_dbname(admin_url, name)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE left_by_an_earlier_run (id int)")
-    env = {**os.environ, "DATABASE_URL": admin_url, "CANNASPIDER_DATA_DIR": str(tmp_path / "data")}
+    data = tmp_path_factory.mktemp("demo") / "data"
+    env = {**os.environ, "DATABASE_URL": admin_url, "CANNASPIDER_DATA_DIR": str(data)}
     env.pop("DUTCHIE_GRAPHQL_URL", None)
     result = run_scrapy("demo", "--state", "NV", "--database", name, env=env, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout
+    yield DemoRun(url, data, result.stdout)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_demo_crawls_a_month_and_leaves_a_feed_a_market_and_a_summary(demo):
+    url, out, tmp_data = demo.url, demo.out, demo.data
     assert "$ scrapy crawl store_discovery -a state=NV -a platform=jane" in out
     steps = ("store_discovery", "entry_point_discovery", "product_discovery", "product_resync", "analytics_refresh")
     for step in steps:
@@ -53,13 +77,13 @@ def test_demo_crawls_a_month_and_leaves_a_feed_a_market_and_a_summary(empty_data
         figures["out of stock"],
     ]
     assert figures["out of stock"] > 0 and figures["in stock"] + figures["out of stock"] == figures["products"]
-    feed = tmp_path / "data" / "demo" / "products.json"
+    feed = tmp_data / "demo" / "products.json"
     items = json.loads(feed.read_text())
     assert len(items) == figures["in stock"]  # the last day's feed: what is on the menus now
-    assert sorted(p.name for p in (tmp_path / "data").iterdir() if p.name == "feeds") == []  # no daily feeds
+    assert sorted(p.name for p in tmp_data.iterdir() if p.name == "feeds") == []  # no daily feeds
     stored = re.search(r"^\s+images\s+(\d+) of (\d+) stored as webp", out, re.MULTILINE)
     assert stored and 0 < int(stored[1]) == int(stored[2]), out[-2000:]
-    assert len(list((tmp_path / "data" / "images" / "products").rglob("*.webp"))) == int(stored[1])
+    assert len(list((tmp_data / "images" / "products").rglob("*.webp"))) == int(stored[1])
 
     with psycopg.connect(url) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM crawl_runs GROUP BY 1").fetchall())
@@ -205,3 +229,115 @@ def test_without_chromium_the_demo_goes_on_with_the_stores_that_need_none(empty_
     assert statuses == {
         "complete": 12 * 2
     }  # two days  # the stores discovery gave a platform id are crawled all the same
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+@pytest.fixture
+def page(browser, tmp_path):  # noqa: F811 - a desktop's width: every column shown
+    with recording_page(browser, tmp_path, viewport={"width": 1280, "height": 900}) as (pg, requests):
+        yield pg
+    # nothing but the service itself was asked for (no CDN, no font, no script)
+    assert requests and all(u.startswith("http://127.0.0.1:") for u in requests), requests
+
+
+def test_the_demos_new_pages_in_chromium_show_what_its_database_says(demo, page):
+    """The analyst's pages (specials, brand search and page, a canonical product across stores, the
+    market's states table and 4-week change) in headless Chromium over the month the demo crawled,
+    each figure read off the page and checked against SQL on the demo's database; no request leaves
+    127.0.0.1."""
+
+    def sql(query: str, params: tuple = ()) -> list[tuple]:
+        with psycopg.connect(demo.url, autocommit=True) as conn:
+            return conn.execute(query, params).fetchall()
+
+    now = "sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL AND d.state = 'NV'"
+    with Service(demo.url, None) as service:
+        # the deals running now in the state, and per category list against special price
+        page.goto(service.base + "/dashboard/specials?state=NV")
+        figures = {el.get_attribute("data-k"): el.inner_text() for el in page.locator("#figures [data-k]").all()}
+        ((products, stores),) = sql(
+            "SELECT count(*), count(DISTINCT sp.dispensary_id) FROM store_products sp"
+            f" JOIN dispensaries d ON d.id = sp.dispensary_id WHERE sp.is_on_special AND {now}"
+        )
+        assert products > 0 and (figures["products"], figures["stores"]) == (str(products), str(stores))
+        assert page.locator("#deals tbody tr[data-store]").count() > 0
+        for category, list_price, special_price in sql(
+            "SELECT sp.category, percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_rec),"
+            " percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_rec_special) FROM store_products sp"
+            f" JOIN dispensaries d ON d.id = sp.dispensary_id WHERE sp.is_on_special AND {now}"
+            " AND sp.category IS NOT NULL GROUP BY 1"
+        ):
+            row = page.locator(f'#categories tr[data-category="{category}"]')
+            assert row.locator('[data-k="list_price"]').inner_text() == _money(list_price), category
+            assert row.locator('[data-k="special_price"]').inner_text() == _money(special_price), category
+        shot(page, "demo-specials")
+
+        # the brand that spread over the month: found by name, its page as SQL has it
+        page.goto(service.base + "/dashboard/brands?q=" + month.SPREADING_BRAND.upper())
+        found = page.locator("#brands tbody tr[data-brand]").all()
+        ((brand,),) = sql(
+            "SELECT DISTINCT sp.canonical_brand_id FROM store_products sp JOIN brands b ON b.id = sp.canonical_brand_id"
+            " WHERE b.normalized_name = lower(%s)",
+            (month.SPREADING_BRAND,),
+        )
+        assert str(brand) in [r.get_attribute("data-brand") for r in found]
+        page.locator(f'#brands tr[data-brand="{brand}"] a').first.click()
+        page.wait_for_url(f"**/dashboard/brands/{brand}")
+        ((carried_by, per_g),) = sql(
+            "SELECT count(DISTINCT sp.dispensary_id), percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.unit_price)"
+            " FILTER (WHERE sp.unit_price_basis = 'g') FROM store_products sp"
+            f" JOIN dispensaries d ON d.id = sp.dispensary_id WHERE sp.canonical_brand_id = %s AND {now}",
+            (brand,),
+        )
+        nv = page.locator('#states tbody tr[data-state="NV"]')
+        assert nv.locator('[data-k="stores"]').inner_text() == str(carried_by) and carried_by >= 10
+        assert nv.locator('[data-k="median_price_per_g"]').inner_text() == (_money(per_g) if per_g else "–")
+        ((listed,),) = sql("SELECT count(*) FROM store_products WHERE canonical_brand_id = %s", (brand,))
+        assert page.locator("#stores tbody tr[data-product]").count() == listed
+        # its availability over the month: a day per row, rising as it spread
+        days = page.locator('tr[data-state="NV"][data-day]').all()
+        availability = [float(r.locator('[data-k="availability"]').inner_text().rstrip(" %")) for r in days]
+        assert len(days) >= 28 and availability[-1] > availability[0], availability
+        assert page.locator("svg.chart").count() == 1
+        shot(page, "demo-brand")
+
+        # a canonical product sold by the most stores: its last day per size, as the refresh rolled it
+        ((product, last_day),) = sql(
+            "SELECT canonical_product_id, max(day) FROM product_listed_daily GROUP BY 1"
+            " ORDER BY max(stores) DESC, 1 LIMIT 1"
+        )
+        page.goto(f"{service.base}/dashboard/products/{product}")
+        rolled = sql(
+            "SELECT size, stores, price_min, price_median, price_max FROM product_size_daily"
+            " WHERE canonical_product_id = %s AND day = %s ORDER BY grams NULLS LAST, size",
+            (product, last_day),
+        )
+        shown = page.locator(f'#history tr[data-day="{last_day}"]').all()
+        assert [r.get_attribute("data-size") for r in shown] == [size or "" for size, *_ in rolled]
+        for row, (_, size_stores, low, median, high) in zip(shown, rolled, strict=True):
+            cells = {k: row.locator(f'[data-k="{k}"]').inner_text() for k in ("size_stores", "min", "median", "max")}
+            assert cells == {
+                "size_stores": str(size_stores),
+                "min": _money(low),
+                "median": _money(median),
+                "max": _money(high),
+            }
+        listed_days = {r.get_attribute("data-day") for r in page.locator("#history tr[data-day]").all()}
+        assert len(listed_days) >= 28
+        shot(page, "demo-canonical-product")
+
+        # the market: the states table's $/g of flower, and the 4-week change of the spreading brand
+        page.goto(service.base + "/dashboard/market")
+        ((market_day, flower_per_g),) = sql(
+            "SELECT day, price_per_g_median FROM market_category_daily WHERE state = 'NV' AND city = ''"
+            " AND category = 'Flower' ORDER BY day DESC LIMIT 1"
+        )
+        nv_row = page.locator('#states-table tr[data-state="NV"]')
+        assert nv_row.locator('td[data-k="median"]').inner_text() == _money(flower_per_g)
+        page.goto(service.base + "/dashboard/market/NV")
+        change = page.locator(f'#brands tr[data-brand="{brand}"] [data-k="change"]').inner_text()
+        assert change.startswith("+"), change
+        shot(page, "demo-market")
