@@ -95,6 +95,8 @@ CANNASPIDER_DATA_DIR = str(env.data_dir())
 DATABASE_URL = None  # None: embedded PostgreSQL under CANNASPIDER_DATA_DIR/postgres
 DB_POOL_MAX_SIZE = 4
 DB_POOL_TIMEOUT_S = 30.0  # how long a write waits for a connection (a database restart) before it fails
+# (once one such wait failed and the server does not answer a connection attempt, requests fail at
+# once while it stays so: db/connection.py, FailFastPool)
 DB_WRITE_BATCH_SIZE = 1000  # products per write statement (their store_products rows and snapshots)
 # How long a store's completion waits for its rows to be committed before it counts as incomplete,
 # and how long it lets batches fill with other stores' rows before flushing them early.

@@ -3,10 +3,13 @@
 CrawlDatabase is enabled in EXTENSIONS (settings.py); components get it with
 CrawlDatabase.for_crawler(crawler). It owns the async connection pool, opened when the spider opens:
 a database that cannot be reached or is not migrated closes the crawl at once with one line (the
-crawl command exits non-zero). It holds the crawler's other shared database state: the write
-ledger (`WriteLedger`, below), which lets a store's close wait for its rows, and the liveness of
-the crawl_runs this process opened (db/crawl_runs.py), which it runs when the pool opens (the runs
-of dead processes) and when the crawl closes (the runs still open).
+crawl command exits non-zero). A database lost later is the pool's to notice (db/connection.py,
+FailFastPool): its requests then fail at once instead of each waiting DB_POOL_TIMEOUT_S, and the
+crawl ends with "the database was lost during the crawl" when it closes. It holds the crawler's
+other shared database state: the write ledger (`WriteLedger`, below), which lets a store's close
+wait for its rows, and the liveness of the crawl_runs this process opened (db/crawl_runs.py), which
+it runs when the pool opens (the runs of dead processes) and when the crawl closes (the runs still
+open).
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ class DatabaseSetupError(RuntimeError):
     """The database cannot be reached, started or migrated. str() is a one-line user message."""
 
 
+class DatabaseUnreachable(PoolTimeout):
+    """No connection, refused at once: the crawl's pool found the server unreachable and it still is
+    (db/connection.py, FailFastPool). A PoolTimeout, so every handler of an outage handles it."""
+
+
 # The server or the path to it went away: the rows are fine, keep them for the next attempt.
 OUTAGE_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, DatabaseSetupError)
 
