@@ -1,5 +1,4 @@
-"""Browser pages in the crawl: their session, their download handler, and what a page does when there
-is no Chromium.
+"""Browser pages in the crawl: their session, and what a page does when there is no Chromium.
 
 Browser pages (meta `playwright`: a store's own website, rendered by scrapy-playwright) take the
 proxy of their store's session and go through a browser context of that proxy and identity
