@@ -4,7 +4,7 @@ format, the snapshots from PostgreSQL, from the cold tier and across both.
 Two months of crawls (STORES × PRODUCTS × CRAWLS a month, the rows benchmarks/history.py writes,
 with an option named on each product and a price event on a tenth of the crawls' products); the
 first month is archived to Parquet (`scrapy history archive`), the second stays in PostgreSQL.
-Each export runs the command's own code (cannaspider/commands/export.py) in this process, into a
+Each export runs the command's own code (cannaspider/analytics/exports.py) in this process, into a
 temporary folder, and the rows it wrote are checked against a count in SQL.
 
     python benchmarks/export.py                 # 200 stores × 400 products × 30 crawls a month: 4.6 M snapshots
@@ -36,7 +36,7 @@ import psycopg  # noqa: E402
 from benchmarks.history import EVENTS, fresh_database  # noqa: E402
 from benchmarks.history_tiers import FIRST_MONTH, load  # noqa: E402
 from cannaspider.analytics import events as ev  # noqa: E402
-from cannaspider.commands import export  # noqa: E402
+from cannaspider.analytics import exports  # noqa: E402
 from cannaspider.history import archive  # noqa: E402
 
 DBNAME = "cannaspider_export_bench"
@@ -94,25 +94,25 @@ def main() -> None:
             return datetime.fromisoformat(f"{month}T00:00:00+00:00").astimezone(UTC)
 
         end = at(archive.add_months(hot, 1))
-        names, types = export.SNAPSHOT_NAMES, [export.SNAPSHOT_TYPES[n] for n in export.SNAPSHOT_NAMES]
+        names, types = exports.SNAPSHOT_NAMES, [exports.SNAPSHOT_TYPES[n] for n in exports.SNAPSHOT_NAMES]
         with psycopg.connect(url) as conn:
             count = conn.execute("SELECT count(*) FROM store_products").fetchone()
             products = int(count[0]) if count else 0
 
             def snapshots_run(out: Path, start: datetime, stop: datetime) -> int:
-                return export.write(out, names, types, export.snapshot_chunks(conn, start, stop))
+                return exports.write(out, names, types, exports.snapshot_chunks(conn, start, stop))
 
             def events_run(out: Path) -> int:
                 params = {**ev.page_params(ev.EventFilter(), 0, None), "since": at(cold)}
                 with conn.cursor(name="bench_events") as cur:
-                    cur.itersize = export.CHUNK
-                    cur.execute(ev.select(export.EVENT_COLUMNS), params)
-                    chunks = iter(lambda: cur.fetchmany(export.CHUNK), [])
-                    return export.write(out, list(export.EVENT_TYPES), list(export.EVENT_TYPES.values()), chunks)
+                    cur.itersize = exports.CHUNK
+                    cur.execute(ev.select(exports.EVENT_COLUMNS), params)
+                    chunks = iter(lambda: cur.fetchmany(exports.CHUNK), [])
+                    return exports.write(out, list(exports.EVENT_TYPES), list(exports.EVENT_TYPES.values()), chunks)
 
             def products_run(out: Path) -> int:
                 params = {**ev.EventFilter().params(), "category": None}
-                return export.export_query(conn, out, export.PRODUCTS, params)[0]
+                return exports.export_query(conn, out, exports.PRODUCTS, params)[0]
 
             for ext in FORMATS:
                 out = folder / f"out{ext}"

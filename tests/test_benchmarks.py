@@ -133,6 +133,7 @@ CASES: list[tuple[str, list[tuple[str, list[str], str]]]] = [
     ("convert_budget", [("convert_budget.py", ["--images", "2", "--budget", "50000000"], "peak RSS")]),
     ("task_queue", [("task_queue.py", ["--tasks", "40", "--baseline-tasks", "10", "--processes", "1"], "tasks/s")]),
     ("task_queue_e2e", [("task_queue_e2e.py", ["--stores", "2", "--products", "10", "--repeats", "1"], "overhead")]),
+    ("startup", [("startup.py", ["--runs", "1", "--warmup", "0"], r"scrapy list .* x import scrapy")]),
 ]
 AS_MODULE = {"normalize.py"}  # run as a module: it imports the package by its dotted name
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cannaspider.analytics import brand_suggest, canonical
+from cannaspider.analytics import canonical
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 
@@ -75,6 +75,8 @@ class Command(CannaspiderCommand):
         print(f"brand {done.brand_id} is shown as {done.new_name!r} (was {done.old_name!r}){found}")
 
     def _suggest(self, min_score: float, limit: int) -> None:
+        from cannaspider.analytics import brand_suggest  # noqa: PLC0415 - a command's start-up time (rapidfuzz)
+
         with connect(database_url(self.settings)) as conn:
             pairs = brand_suggest.suggest(conn, min_score=min_score, limit=limit)
         if not pairs:

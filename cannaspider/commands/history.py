@@ -8,6 +8,9 @@
 A month that cannot be moved (not rolled into the analytics yet, its file differing, the table
 busy) is one `error:` line and exit code 2, and the database is as it was; a rerun finishes what a
 killed one began.
+
+The archive (cannaspider/history/archive.py) loads DuckDB and pyarrow: this command imports it as
+it runs, not with this module (Scrapy imports every command module on each start of `scrapy`).
 """
 
 from __future__ import annotations
@@ -17,9 +20,7 @@ import sys
 from datetime import UTC, date, datetime
 
 from cannaspider.command_base import CannaspiderCommand
-from cannaspider.commands.export import ExportError, parse_month
 from cannaspider.db import connect, database_url
-from cannaspider.history import archive
 
 
 def _figure(nbytes: int, rows: int) -> str:
@@ -41,6 +42,9 @@ class Command(CannaspiderCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from cannaspider.analytics.exports import ExportError  # noqa: PLC0415 - a command's start-up time (pyarrow)
+        from cannaspider.history import archive  # noqa: PLC0415 - a command's start-up time (DuckDB, pyarrow)
+
         try:
             super().run(args, opts)
         except (archive.ArchiveError, ExportError) as exc:
@@ -48,6 +52,9 @@ class Command(CannaspiderCommand):
             self.exitcode = 2
 
     def execute(self, args: list[str], opts: argparse.Namespace) -> None:
+        from cannaspider.analytics.exports import parse_month  # noqa: PLC0415 - as run()'s
+        from cannaspider.history import archive  # noqa: PLC0415 - as run()'s
+
         assert self.settings is not None  # set by scrapy.cmdline before run()
         action = args[0] if len(args) == 1 else None
         url = database_url(self.settings)
@@ -82,6 +89,8 @@ class Command(CannaspiderCommand):
             raise archive.ArchiveError("history what? `scrapy history archive`, `restore --month M` or `status`")
 
     def _status(self, url: str) -> None:
+        from cannaspider.history import archive  # noqa: PLC0415 - as run()'s
+
         with connect(url, autocommit=True) as conn:
             listed = archive.archived(conn)
             hot: dict[date, tuple[int, int]] = {}

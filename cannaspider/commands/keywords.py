@@ -9,7 +9,6 @@ from pathlib import Path
 
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
-from cannaspider.firecrawl import keywords_file
 
 
 class Command(CannaspiderCommand):
@@ -33,6 +32,9 @@ class Command(CannaspiderCommand):
         self.exitcode = 2
 
     def _import(self, path: Path) -> None:
+        # the file's checks import the on-page classifier's statuses (trafilatura, extruct): for an import only
+        from cannaspider.firecrawl import keywords_file  # noqa: PLC0415 - a command's start-up time
+
         try:
             snapshots = keywords_file.load(path)
         except keywords_file.KeywordsFileError as exc:

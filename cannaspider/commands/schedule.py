@@ -16,16 +16,18 @@ import asyncio
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from cannaspider import env
 from cannaspider.db import database_url
 from cannaspider.db.errors import first_line
-from cannaspider.stealth.probe import Prober
 from cannaspider.tasks import roles, schedule, scrapyd
 from cannaspider.tasks.cli import TaskCommand, with_connection
-from cannaspider.webhooks import delivery
+
+if TYPE_CHECKING:
+    from cannaspider.webhooks import delivery
 
 
 class Command(TaskCommand):
@@ -46,6 +48,9 @@ class Command(TaskCommand):
         )
 
     def execute(self, args: list[str], opts: argparse.Namespace) -> None:
+        # the prober's TLS impersonation (curl_cffi, Scrapy's HTTP/1.1 handler) loads for this command only
+        from cannaspider.stealth.probe import Prober  # noqa: PLC0415 - a command's start-up time
+
         settings = self.settings
         assert settings is not None  # set by Scrapy before run()
         config = schedule.ScheduleConfig.from_settings(settings)
@@ -82,6 +87,8 @@ class Command(TaskCommand):
         return run
 
     async def _loop(self, url: str, config: schedule.ScheduleConfig, every: float) -> None:
+        from cannaspider.webhooks import delivery  # noqa: PLC0415 - a command's start-up time (aiohttp)
+
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -115,6 +122,8 @@ class Command(TaskCommand):
                 pass
 
     async def _alerts_once(self, url: str) -> None:
+        from cannaspider.webhooks import delivery  # noqa: PLC0415 - a command's start-up time (aiohttp)
+
         stop = asyncio.Event()
         stop.set()  # follow() makes its first pass before it looks at stop: one pass
         settings = self.settings

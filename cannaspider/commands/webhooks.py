@@ -20,8 +20,6 @@ import psycopg
 from cannaspider.command_base import CannaspiderCommand
 from cannaspider.db import connect, database_url
 from cannaspider.webhooks import subscriptions
-from cannaspider.webhooks.delivery import follow as follow_deliveries
-from cannaspider.webhooks.delivery import run_once
 
 
 class Command(CannaspiderCommand):
@@ -87,6 +85,10 @@ class Command(CannaspiderCommand):
         print(f"subscription {new_id}: {', '.join(opts.type)} → {subscriptions.redacted(opts.webhook)}")
 
     async def _send(self, *, follow: bool) -> None:
+        # delivery posts with aiohttp: loaded by `scrapy webhooks send` only
+        from cannaspider.webhooks.delivery import follow as follow_deliveries  # noqa: PLC0415 - a command's start-up time
+        from cannaspider.webhooks.delivery import run_once  # noqa: PLC0415 - a command's start-up time
+
         settings = self.settings
         assert settings is not None  # Scrapy sets a command's settings before it runs
         url = database_url(settings)

@@ -180,7 +180,7 @@ def month_rows(
     end: datetime | None = None,
     products: pa.Table | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """An archived month's rows in the export's columns and order (cannaspider/commands/export.py:
+    """An archived month's rows in the export's columns and order (cannaspider/analytics/exports.py:
     snapshot_history's columns, by time then product), as Arrow batches of `chunk` rows, those
     captured in [start, end) when given.
     `products` is store_products' rows the snapshots are joined to by `id` (its other columns are

@@ -32,7 +32,7 @@ from cannaspider import env
 from cannaspider.db import connect, database_url
 from cannaspider.db.errors import DatabaseSetupError, first_line
 from cannaspider.monitors.checks import blocks_per_proxy
-from cannaspider.webhooks import posting, standard
+from cannaspider.webhooks import standard
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,9 @@ def alert_text(report: dict[str, Any]) -> str:
 def post_webhook(url: str, text: str, timeout: float, *, allow_private: bool, secret: str | None = None) -> bool:
     """One POST, never redirected, its answer read no further than a few kB (cannaspider/webhooks/posting.py);
     with `secret` (ALERTS_WEBHOOK_SECRET), signed as the event webhooks are (Standard Webhooks' headers)."""
+    # the poster's aiohttp loads when a crawl has an alert to post, not with every crawl
+    from cannaspider.webhooks import posting  # noqa: PLC0415 - a crawl's start-up time
+
     body = json.dumps({"text": text}).encode()
     headers = {"content-type": "application/json"}
     if secret:

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import json
 import logging
-from functools import cache
-from typing import Any
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
 from pydantic import TypeAdapter
 from scrapy.crawler import Crawler
-from spidermon.contrib.validation import JSONSchemaValidator
 
 from cannaspider.items import StoreProduct
+
+if TYPE_CHECKING:
+    from spidermon.contrib.validation import JSONSchemaValidator
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +100,7 @@ class StoreProductValidationPipeline:
         # formats checked as Spidermon's validator checks them (date-time): off by default in both
         # jsonschema libraries, and a product one passed would never reach the other
         self.check = jsonschema_rs.validator_for(schema, validate_formats=True, offline=True)
-        self.validator = JSONSchemaValidator(schema)
+        self.schema = schema
         self.every = max(1, crawler.settings.getint("HEALTH_VALIDATION_SAMPLE_EVERY"))
         self.seen = 0
         self.logged = 0
@@ -106,6 +108,15 @@ class StoreProductValidationPipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoreProductValidationPipeline:
         return cls(crawler)
+
+    @cached_property
+    def validator(self) -> JSONSchemaValidator:
+        """Spidermon's validator, built for the first product that is not valid: it loads
+        jsonschema (~70 ms of every crawl's start when built with the pipeline), which a crawl
+        whose products keep to the schema never needs."""
+        from spidermon.contrib.validation import JSONSchemaValidator  # noqa: PLC0415 - a crawl's start-up time
+
+        return JSONSchemaValidator(self.schema)
 
     def process_item(self, item: Any) -> Any:
         if not isinstance(item, StoreProduct):

@@ -14,13 +14,17 @@ as a CompetitorPage item for feeds. No item pipeline runs. Draining, a task comp
 job's totals, or fails (retried later unless Firecrawl refused the request itself). Either way
 each keyword is a unit of units/lifecycle.py (`UnitLifecycle.run`): a target of `-a` that failed
 is counted incomplete, and the crawl closes `onpage_failed` (exit 3).
+
+The job (firecrawl/job.py: its page parser loads trafilatura, extruct and their kin) is imported
+when this spider is built, not with its module: Scrapy imports every spider module on each start
+of `scrapy`, whichever spider runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import scrapy
 from scrapy.crawler import Crawler
@@ -31,11 +35,13 @@ from scrapy.statscollectors import StatsCollector
 from cannaspider.db.crawl_database import CrawlDatabase
 from cannaspider.firecrawl.api import FirecrawlClient
 from cannaspider.firecrawl.items import CompetitorPage
-from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobError, OnpageJobs
 from cannaspider.tasks import roles
 from cannaspider.tasks.queue import TaskResult
 from cannaspider.units.arguments import SpiderParams
 from cannaspider.units.lifecycle import Outcome, Unit, UnitLifecycle, describe
+
+if TYPE_CHECKING:
+    from cannaspider.firecrawl.job import OnpageJobs
 
 
 class CrawlOnpageSpider(scrapy.Spider):
@@ -59,6 +65,8 @@ class CrawlOnpageSpider(scrapy.Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        from cannaspider.firecrawl.job import MISSING_URL, OnpageConfig, OnpageJobs  # noqa: PLC0415 - a command's start-up time
+
         spider = super().from_crawler(crawler, *args, **kwargs)
         config = OnpageConfig.from_settings(crawler.settings)
         if not config.api_url and spider.keyword_ids:
@@ -89,6 +97,8 @@ class CrawlOnpageSpider(scrapy.Spider):
 
     async def run_keyword(self, keyword_id: int) -> dict[str, Any]:
         """One keyword's job; its result ({crawled, blocked, failed}, or {error, retryable})."""
+        from cannaspider.firecrawl.job import OnpageJobError  # noqa: PLC0415 - as from_crawler's (imported there)
+
         try:
             result: dict[str, Any] = await self.jobs.crawl_keyword(keyword_id)
         except OnpageJobError as exc:
@@ -100,6 +110,8 @@ class CrawlOnpageSpider(scrapy.Spider):
         return result
 
     async def start(self) -> AsyncIterator[CompetitorPage]:
+        from cannaspider.firecrawl.job import MISSING_URL  # noqa: PLC0415 - as from_crawler's (imported there)
+
         units = UnitLifecycle.of(self.crawler)
         if self.jobs.client is None:  # draining (from_crawler refused explicit keywords already)
             # No Firecrawl to send the work to: the queued tasks say why (failed for a retry, as

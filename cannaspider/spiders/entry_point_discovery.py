@@ -58,7 +58,7 @@ class EntryPointDiscoverySpider(PlatformSpider):
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
-        handler = "cannaspider.stealth.browser_pages.BrowserOrImpersonatingDownloadHandler"
+        handler = "cannaspider.stealth.browser_handler.BrowserOrImpersonatingDownloadHandler"
         handlers = {**settings.getdict("DOWNLOAD_HANDLERS"), "http": handler, "https": handler}  # the rest: base.py
         settings.set("DOWNLOAD_HANDLERS", handlers, priority="spider")
         # Scrapy's headers would replace the browser's on the navigation (scrapy-playwright's

@@ -1,15 +1,13 @@
-"""Browser pages in the crawl: their session, their download handler, and what a page does when there
-is no Chromium.
+"""Browser pages in the crawl: their session, and what a page does when there is no Chromium.
 
 Browser pages (meta `playwright`: a store's own website, rendered by scrapy-playwright) take the
 proxy of their store's session and go through a browser context of that proxy and identity
 (cannaspider/stealth/browser.py), with the proxy's credentials in the context, never in a header or a name.
 
-Their download handler (BrowserOrImpersonatingDownloadHandler, the handler of spiders that also
-render pages: entry_point_discovery) is scrapy-playwright's for `meta["playwright"]` requests and
-the impersonating one (cannaspider/stealth/tls.py) for the rest; a page without Chromium at
-CHROMIUM_PATH fails that page only (ChromiumNotFound), and `python -m
-cannaspider.stealth.browser_pages` is ./dev's check for it.
+Their download handler is in cannaspider/stealth/browser_handler.py (a module of its own: it is
+scrapy-playwright's, which imports Playwright, and only the spiders that render pages load it); a
+page without Chromium at CHROMIUM_PATH fails that page only (ChromiumNotFound, here), and `python
+-m cannaspider.stealth.browser_pages` is ./dev's check for it.
 """
 
 from __future__ import annotations
@@ -19,16 +17,12 @@ import sys
 import time
 
 from scrapy import Request
-from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import Response
 from scrapy.settings import BaseSettings
-from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
 from cannaspider.stealth.browser import IDENTITY_META, BrowserContexts, context_name
 from cannaspider.stealth.routing import PROXY_META, SENT_META
 from cannaspider.stealth.sessions import Session, Sessions
-from cannaspider.stealth.tls import ImpersonatingDownloadHandler
 
 
 class BrowserPages:
@@ -73,38 +67,6 @@ class BrowserPages:
 
     def clear(self) -> None:
         self.context_sessions.clear()  # scrapy-playwright closes the contexts with its browser
-
-
-# The download handler of spiders that also render pages in a browser (entry_point_discovery):
-# scrapy-playwright's handler for `meta["playwright"]` requests, ours for the rest.
-#
-# scrapy-playwright's handler sends every other request through Scrapy's own HTTP/1.1 handler, so a
-# spider that enables it would lose the TLS impersonation of its Dutchie GraphQL requests
-# (docs/stealth.md, "TLS"). Browser pages keep the real Chromium's handshake, which is the browser
-# their identity claims.
-
-
-class BrowserOrImpersonatingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[misc]  # untyped
-    def __init__(self, crawler: Crawler) -> None:
-        super().__init__(crawler)
-        self.impersonating = ImpersonatingDownloadHandler(crawler)
-        self.browser_path = browser_path(crawler.settings)
-
-    async def download_request(self, request: Request) -> Response:
-        response: Response
-        if request.meta.get("playwright"):
-            # no Chromium: this page fails alone (stealth/browser_pages.py), before Playwright
-            # tries to launch it
-            if (missing := chromium_not_found(self.browser_path)) is not None:
-                raise missing
-            response = await super().download_request(request)
-        else:
-            response = await self.impersonating.download_request(request)
-        return response
-
-    async def close(self) -> None:
-        await self.impersonating.close()
-        await super().close()
 
 
 # A browser page without a browser: Chromium missing at CHROMIUM_PATH fails that page only.

@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 import psycopg
 
 from cannaspider.identity import brand_key_name
-from cannaspider.webhooks import posting
 
 EVENT_TYPES = ("listed", "price_changed", "special_started", "special_ended", "out_of_stock", "back_in_stock")
 AVAILABILITY = "availability_changed"
@@ -100,6 +99,9 @@ def validate(
 def address_refusal(host: str) -> str | None:
     """Why a webhook host may not be subscribed: an address of it is not public. A name that does
     not resolve now is taken; every post checks its addresses again (cannaspider/webhooks/posting.py)."""
+    # posting's module is the poster's (aiohttp): `scrapy webhooks` imports this module on every start
+    from cannaspider.webhooks import posting  # noqa: PLC0415 - a command's start-up time
+
     try:
         addresses = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
     except (OSError, UnicodeError):

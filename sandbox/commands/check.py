@@ -25,7 +25,6 @@ from cannaspider import env
 from cannaspider.db import database_url, migrations
 from sandbox.catalog import Catalog, CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
-from sandbox.server import Sandbox
 
 CHECK_PROXY_USER = "cannaspider-check"
 
@@ -62,6 +61,9 @@ class Command(ScrapyCheck):
         if given:
             super().run(args, opts)
             return
+        # the sandbox's servers (aiohttp, Pillow) load when a check starts one, not with every `scrapy`
+        from sandbox.server import Sandbox  # noqa: PLC0415 - a command's start-up time
+
         url = database_url(self.settings)
         migrations.apply(url, log=lambda line: None)  # the pool reads the proxies table
         auth = (CHECK_PROXY_USER, secrets.token_urlsafe(12))

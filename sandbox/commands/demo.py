@@ -31,11 +31,9 @@ from cannaspider.db import connect, database_url, migrations
 from cannaspider.db.connection import with_dbname
 from cannaspider.db.errors import redact
 from cannaspider.images.backends import images_store_uri
-from cannaspider.web import market_queries
 from sandbox import month
 from sandbox.catalog import CatalogConfig
 from sandbox.pool_rows import sandbox_proxy_row
-from sandbox.server import Sandbox
 
 DEMO_PROXY_USER = "cannaspider-demo"
 # the summary's figures per platform: stores, products, in stock, out of stock, complete runs
@@ -105,6 +103,9 @@ class Command(CannaspiderCommand):
         )
 
     def execute(self, args, opts) -> None:
+        # the sandbox's servers (aiohttp, Pillow) load when the demo runs, not with every `scrapy`
+        from sandbox.server import Sandbox  # noqa: PLC0415 - a command's start-up time
+
         if not 1 <= opts.days <= month.DAYS:
             raise UsageError(f"--days must be 1 to {month.DAYS} (the sandbox's month: sandbox/month.py)")
         url = fresh_database(database_url(self.settings), opts.database)
@@ -192,6 +193,9 @@ class Command(CannaspiderCommand):
 def _month_lines(url: str, state: str) -> list[str]:
     """The month: its days, its events, the market's 4-week change and movers (the figures the
     dashboard's market page shows: market_queries.market) and the collapse."""
+    # the dashboard's queries read the history's cold tier too (pyarrow, DuckDB)
+    from cannaspider.web import market_queries  # noqa: PLC0415 - a command's start-up time
+
     with connect(url) as conn:
         first, last, days = _counts(conn, MONTH, (state,))
         events = dict(conn.execute(EVENTS).fetchall())
