@@ -39,7 +39,8 @@ VIEWS: tuple[str, ...] = (
     "analytics_brand_category_state",
     ROLLED,
     "analytics_store_daily",
-    "market_brands_now",  # GET /api/brands (migrations/020_market_analytics.sql)
+    "market_brands_now",  # GET /api/brands, a brand's states (migrations/020_market_analytics.sql, 046)
+    "brand_categories_now",  # a brand's categories (GET /api/brands/{id}, migrations/046_brand_figures_now.sql)
     "specials_category_now",  # GET /api/specials' categories (migrations/042_specials_brand_search.sql)
     "brand_shelf_now",  # a brand's share of shelf (GET /api/brands/{id}/market, migration 042)
     market.STEP,

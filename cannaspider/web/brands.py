@@ -35,19 +35,26 @@ from cannaspider.web.models import refused_with
 MAX_ID = 2**63 - 1
 Basis = Literal["g", "100mg_thc", "unit"]
 
-# the brand's store products: in stock first, then by state, store and product
+# the brand's store products of one stock status (in stock, then out of stock: stores()), by state,
+# store and product. The stores are walked in that order and each one's products of the brand read
+# by the (brand, store) index, so that the first `limit` rows read only their own stores' products:
+# sorting the brand's every store product read all of them, one heap page each (13,000 for a large
+# brand at 2,000 stores: 460 ms cold for the brand's page, which lists the first 500)
 STORES = """
-SELECT sp.dispensary_id, d.name AS store, d.city, coalesce(d.state, '') AS state, d.platform,
+SELECT sp.dispensary_id, d.name AS store, d.city, d.state, d.platform,
        sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product, sp.canonical_product_id,
        sp.category, cp.size_key, sp.price_rec::float8 AS price_rec, sp.price_rec_special::float8 AS price_rec_special,
        sp.is_on_special, sp.unit_price::float8 AS unit_price, sp.unit_price_basis, sp.stock_status, sp.last_seen_at
-  FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
+  FROM (SELECT id, name, city, coalesce(state, '') AS state, platform FROM dispensaries
+         WHERE %(state)s::text IS NULL OR state = %(state)s
+         ORDER BY coalesce(state, ''), name, id) d
+  JOIN store_products sp ON sp.dispensary_id = d.id
   LEFT JOIN canonical_products cp ON cp.id = sp.canonical_product_id
- WHERE sp.canonical_brand_id = %(b)s AND (%(state)s::text IS NULL OR d.state = %(state)s)
-   AND (%(stock)s::text IS NULL OR sp.stock_status = %(stock)s)
- ORDER BY sp.stock_status, coalesce(d.state, ''), d.name, d.id, coalesce(sp.name, sp.name_raw), sp.provider_product_id
+ WHERE sp.canonical_brand_id = %(b)s AND sp.stock_status = %(stock)s
+ ORDER BY d.state, d.name, d.id, coalesce(sp.name, sp.name_raw), sp.provider_product_id
  LIMIT %(limit)s
 """
+STOCK_ORDER = ("in_stock", "oos")
 
 AVAILABILITY = """
 SELECT state, day, stores, stores_crawled, stores::float8 / nullif(stores_crawled, 0) AS availability
@@ -71,12 +78,13 @@ SELECT m.state, m.category, m.products, m.stores, t.products AS category_product
 EVENT_COLUMNS = """e.id, e.occurred_at, e.type, e.dispensary_id, d.name AS store, coalesce(d.state, '') AS state,
        sp.provider_product_id, coalesce(sp.name, sp.name_raw) AS product,
        e.price_rec_old::float8 AS price_rec_old, e.price_rec::float8 AS price_rec"""
-# A brand's latest events: no index leads from a brand to its events, so two ways, by its size.
-# A brand of few store products (SMALL_BRAND at most): each product's latest events by their index
-# (some 50 µs a product). A larger one: the market's newest events read back until enough are its
-# (a brand of a thousand store products in 800,000 owns one event in 800: 50 are some 40,000
-# back); at most the newest EVENTS_WINDOW are read (a large brand with no event among them shows
-# none: GET /api/events has them all).
+# A brand's latest events, two ways by its size. A brand of few store products (SMALL_BRAND at most):
+# each product's latest events by their index (some 50 µs a product). A larger one: its events among
+# the market's newest EVENTS_WINDOW, by the brand each event keeps (product_events.canonical_brand_id,
+# the brand its product had when it was written: migrations/046_brand_figures_now.sql), its own id's
+# and those of the brands an alias merged into it, newest first by their (brand, id) index. Before
+# it, the market's newest events were read back and each joined to its product until 50 were the
+# brand's: a brand with few among them read all 50,000 (100-350 ms at 2,000 stores).
 EVENTS_OF_FEW = f"""
 SELECT {EVENT_COLUMNS}
   FROM store_products sp
@@ -89,10 +97,16 @@ SELECT {EVENT_COLUMNS}
 """
 EVENTS = f"""
 SELECT {EVENT_COLUMNS}
-  FROM product_events e
+  FROM brands b
+ CROSS JOIN LATERAL (
+       SELECT x.* FROM product_events x
+        WHERE x.canonical_brand_id = b.id
+          AND x.id > (SELECT coalesce(max(id), 0) FROM product_events) - %(window)s
+        ORDER BY x.id DESC
+        LIMIT %(limit)s) e
   JOIN store_products sp ON sp.id = e.store_product_id
   JOIN dispensaries d ON d.id = e.dispensary_id
- WHERE sp.canonical_brand_id = %(b)s AND e.id > (SELECT coalesce(max(id), 0) FROM product_events) - %(window)s
+ WHERE b.id = %(b)s OR b.canonical_brand_id = %(b)s
  ORDER BY e.id DESC
  LIMIT %(limit)s
 """
@@ -176,7 +190,14 @@ async def _exists(conn: AsyncConnection, brand_id: int) -> None:
 async def stores(
     conn: AsyncConnection, brand_id: int, *, state: str | None, stock: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    return await planned(conn, STORES, {"b": brand_id, "state": state, "stock": stock, "limit": limit})
+    """Its store products in stock first, then out of stock (or those of `stock`), up to `limit`:
+    the out-of-stock ones are read only when those in stock leave room."""
+    rows: list[dict[str, Any]] = []
+    for status in STOCK_ORDER:
+        if (stock is None or stock == status) and len(rows) < limit:
+            params = {"b": brand_id, "state": state, "stock": status, "limit": limit - len(rows)}
+            rows += await planned(conn, STORES, params)
+    return rows
 
 
 async def brand_market(

@@ -98,34 +98,21 @@ SELECT b.id, coalesce(b.display_name, b.name) AS name,
   FROM brands b WHERE b.id = %s AND b.canonical_brand_id IS NULL
 """
 
+# A brand per state and per category, as of the last analytics refresh (migrations/046_brand_figures_now.sql):
+# grouped per request from store_products they read the brand's every store product twice, each on
+# its own heap page (13,000 for a large brand at 2,000 stores: 150-300 ms in PostgreSQL)
 BRAND_STATES = """
-WITH carried AS (
-    SELECT coalesce(d.state, '') AS state, d.platform, sp.dispensary_id, sp.canonical_product_id, sp.price_rec,
-           sp.unit_price, sp.unit_price_basis
-      FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
-     WHERE sp.canonical_brand_id = %(b)s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL),
-by_platform AS (
-    SELECT state, jsonb_object_agg(platform, stores) AS stores_by_platform
-      FROM (SELECT state, platform, count(DISTINCT dispensary_id) AS stores FROM carried GROUP BY 1, 2) p
-     GROUP BY 1)
-SELECT c.state, count(DISTINCT c.dispensary_id) AS stores, b.stores_by_platform,
-       count(DISTINCT c.canonical_product_id) AS products, count(*) AS store_products,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.price_rec))::float8 AS median_price,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY c.unit_price) FILTER (WHERE c.unit_price_basis = 'g'))::float8
-           AS median_price_per_g
-  FROM carried c JOIN by_platform b ON b.state = c.state
- GROUP BY c.state, b.stores_by_platform ORDER BY c.state
+SELECT state, stores, stores_by_platform, products, store_products, median_price, median_price_per_g
+  FROM market_brands_now
+ WHERE brand_id = %(b)s AND state IS NOT NULL
+ ORDER BY state
 """
 
 BRAND_CATEGORIES = """
-SELECT coalesce(sp.category, '') AS category, count(DISTINCT sp.canonical_product_id) AS products,
-       count(DISTINCT sp.dispensary_id) AS stores,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.price_rec))::float8 AS median_price,
-       (percentile_cont(0.5) WITHIN GROUP (ORDER BY sp.unit_price))::float8 AS median_unit_price,
-       CASE WHEN count(DISTINCT sp.unit_price_basis) = 1 THEN min(sp.unit_price_basis) END AS unit_price_basis
-  FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id
- WHERE sp.canonical_brand_id = %s AND sp.stock_status = 'in_stock' AND d.menu_empty_since IS NULL
- GROUP BY 1 ORDER BY 1
+SELECT category, products, stores, median_price, median_unit_price, unit_price_basis
+  FROM brand_categories_now
+ WHERE brand_id = %s
+ ORDER BY category
 """
 
 PRODUCT = """

@@ -5,8 +5,11 @@ and events, checked against SQL; the brand pages in real headless Chromium."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
+from cannaspider.analytics import canonical
+from cannaspider.web import brands
 from tests.httpclient import http
 from tests.web import analyst_market
 from tests.web.test_dashboard import browser, shot  # noqa: F401 - fixtures
@@ -105,3 +108,60 @@ def test_the_brand_pages_show_the_figures_sql_gives(api, market, page, sql):
     page.wait_for_url(f"**/dashboard/stores/{market['a']}?brand_id={market['cafe']}")
     listed_here = [r.get_attribute("data-product") for r in page.locator("#products tr[data-product]").all()]
     assert listed_here == ["a1", "a2"]
+
+
+def test_a_brands_stores_come_in_stock_first_in_store_order_up_to_the_limit(api, market, sql):
+    """brands.stores() reads the in-stock ones, then the out-of-stock ones while room is left: the
+    same rows, in the same order, as one query ordered by stock, state, store and product."""
+    sql("UPDATE store_products SET stock_status = 'oos', is_in_stock = false WHERE id = %s", (market["a1"],))
+    ordered = [
+        (pid, stock)
+        for pid, stock in sql(
+            "SELECT sp.provider_product_id, sp.stock_status FROM store_products sp "
+            "JOIN dispensaries d ON d.id = sp.dispensary_id WHERE sp.canonical_brand_id = %s "
+            "ORDER BY sp.stock_status, d.state, d.name, d.id, sp.name_raw, sp.provider_product_id",
+            (market["cafe"],),
+        )
+    ]
+    assert ordered[-1] == ("a1", "oos") and len(ordered) == 5
+    for limit in range(1, 7):
+        body = http("GET", api.base + f"/api/brands/{market['cafe']}/stores?limit={limit}").json()
+        assert [(p["provider_product_id"], p["stock_status"]) for p in body["products"]] == ordered[:limit], limit
+    for stock in ("in_stock", "oos"):
+        body = http("GET", api.base + f"/api/brands/{market['cafe']}/stores?stock={stock}").json()
+        assert [(p["provider_product_id"], p["stock_status"]) for p in body["products"]] == [
+            row for row in ordered if row[1] == stock
+        ]
+
+
+def test_a_large_brands_events_are_found_by_the_brand_they_were_written_with(api, db, market, sql):
+    """A brand of more store products than brands.SMALL_BRAND has its events read by the brand each
+    event keeps (set when it is written: migration 046), its own and those of the brands an alias
+    merged into it: the same list the small brand's way gave."""
+    small = [e["id"] for e in http("GET", api.base + f"/api/brands/{market['cafe']}/market").json()["events"]]
+    # every event keeps its product's canonical brand, whoever wrote it (the seed's SQL here)
+    assert sql(
+        "SELECT count(*), count(*) FILTER (WHERE e.canonical_brand_id = sp.canonical_brand_id) "
+        "FROM product_events e JOIN store_products sp ON sp.id = e.store_product_id"
+    ) == [(2, 2)]
+    # Café Nuit grows past SMALL_BRAND (out of stock in store a: its figures stay as they were)
+    sql(
+        "INSERT INTO store_products (dispensary_id, provider_product_id, name_raw, stock_status, is_in_stock, "
+        "canonical_brand_id) SELECT %s, 'x' || g, 'Product x' || g, 'oos', false, %s "
+        "FROM generate_series(1, %s) g",
+        (market["a"], market["cafe"], brands.SMALL_BRAND),
+    )
+    body = http("GET", api.base + f"/api/brands/{market['cafe']}/market").json()
+    assert [e["id"] for e in body["events"]] == small and [e["type"] for e in body["events"]] == ["special_started"]
+    # MOHAVE CANABIS (b2's brand, with its price_changed event) aliased to Café Nuit: its event is Café Nuit's
+    with psycopg.connect(db, autocommit=True) as conn:
+        canonical.alias(conn, "MOHAVE CANABIS", str(market["cafe"]))
+    body = http("GET", api.base + f"/api/brands/{market['cafe']}/market").json()
+    assert [(e["type"], e["provider_product_id"]) for e in body["events"]] == [
+        ("price_changed", "b2"),
+        ("special_started", "a1"),
+    ]
+    assert [e["id"] for e in body["events"]] == sorted((e["id"] for e in body["events"]), reverse=True)
+    assert http("GET", api.base + f"/api/brands/{market['cafe']}/market?events=1").json()["events"][0]["type"] == (
+        "price_changed"
+    )

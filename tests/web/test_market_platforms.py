@@ -40,7 +40,7 @@ def test_the_market_counts_the_stores_of_both_platforms_per_platform(both_platfo
     assert page.status == 200 and "<bdi>dutchie</bdi> 2 · <bdi>jane</bdi> 2" in page.text
 
 
-def test_a_canonical_product_lists_its_stores_of_both_platforms(both_platforms, api, sql):  # noqa: F811
+def test_a_canonical_product_lists_its_stores_of_both_platforms(both_platforms, api, db, sql):  # noqa: F811
     product = sql(
         "SELECT sp.canonical_product_id FROM store_products sp JOIN dispensaries d ON d.id = sp.dispensary_id "
         "GROUP BY 1 HAVING count(DISTINCT d.platform) = 2 ORDER BY 1 LIMIT 1"
@@ -49,7 +49,9 @@ def test_a_canonical_product_lists_its_stores_of_both_platforms(both_platforms, 
     stores = {(s["dispensary_id"], s["platform"]) for s in body["stores"]}
     assert {platform for _, platform in stores} == {"dutchie", "jane"}
     assert {d for d, _ in stores} <= set(both_platforms["dutchie"] + both_platforms["jane"])
-    # its brand's stores per platform, live: they add up to its stores in the state
+    # its brand's stores per platform, as of the analytics refresh (market_brands_now, migration 046):
+    # they add up to its stores in the state
+    refresh(db)
     brand = http("GET", f"{api.base}/api/brands/{body['brand_id']}").json()
     (az,) = [s for s in brand["states"] if s["state"] == "AZ"]
     assert set(az["stores_by_platform"]) == {"dutchie", "jane"}
