@@ -181,7 +181,7 @@ def database_ms(conn: psycopg.Connection[Any], p: dict[str, Any]) -> dict[str, t
     for brand in p["brands"]:
         for name, statements in brand_statements(conn, brand, last[0] if last else None).items():
             per_brand.setdefault(name, []).append(executed_ms(conn, statements, rounds=3))
-    page = special(limit=specials.DEALS_SHOWN, covers=20)
+    page = special(limit=specials.DEALS_SHOWN, covers=specials.COVERS_SHOWN)
     single = {
         "GET /api/specials": executed_ms(conn, listing(), rounds=5),
         "GET /api/specials?state=": executed_ms(conn, listing(state=p["state"]), rounds=5),

@@ -128,3 +128,18 @@ def test_the_specials_page_shows_the_deals_and_categories_as_sql_says(api, marke
     assert "Product a3" in row.inner_text()
     row.locator("a", has_text="Abundant Organics").click()
     page.wait_for_url(f"**/dashboard/brands/{market['abundant']}")
+
+
+def test_the_page_lists_its_first_deals_and_says_where_the_rest_are(api, market, page, monkeypatch):
+    from cannaspider.web import specials
+
+    running = len(http("GET", api.base + "/api/specials").json()["deals"])
+    assert running > 2
+    monkeypatch.setattr(specials, "DEALS_SHOWN", 2)  # read at each request
+    page.goto(api.base + "/dashboard/specials")
+    assert page.locator("#deals tbody tr[data-store]").count() == 2
+    assert "The first 2 deals in store order" in page.locator("#deals-shown").inner_text()
+    monkeypatch.setattr(specials, "DEALS_SHOWN", 50)
+    page.goto(api.base + "/dashboard/specials")
+    assert page.locator("#deals tbody tr[data-store]").count() == running
+    assert page.locator("#deals-shown").count() == 0
