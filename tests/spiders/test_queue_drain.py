@@ -135,14 +135,17 @@ def test_follow_keeps_draining_until_sigterm_which_releases(scrapy_env, db, sand
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
     other = add_store(db, sandbox.stores("AZ")[1])
-    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 60.0})
+    # each page 3 s late: the stop finds one in flight, and a graceful stop waits for it (60 s was
+    # the proxy's idle timeout, 10 s, of waiting)
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 3.0})
     proc = _spawn(scrapy_env, "product_resync", "-a", "follow=1", "-s", "TASK_POLL_S=0.5")
     try:
         enqueue(db, "product_resync", dispensary_id=other)
         _wait_for(lambda: sql("SELECT status FROM worker_tasks WHERE dispensary_id = %s", (other,)) == [("completed",)])
+        asked = sandbox.pages_asked(0)  # the other store's
         slow = enqueue(db, "product_resync", dispensary_id=d)
         _wait_for(lambda: sql("SELECT status FROM worker_tasks WHERE id = %s", (slow.id,)) == [("running",)])
-        time.sleep(1)  # its first page is on the way
+        _wait_for(lambda: sandbox.pages_asked(0) > asked)  # its first page is on the way
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
