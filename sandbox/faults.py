@@ -1,10 +1,11 @@
 """Switchable faults for the sandbox, per store or by rate, set over its control API.
 
 A rule fires when its kind is asked for, its store/operation/page match and a draw under
-`rate` succeeds (a seeded RNG, so runs repeat). `times` limits how often it fires. Store websites
-(sandbox/websites.py) ask for block403 and challenge503 with the operation "website": a rule
-with operation "*" blocks a proxy's website pages as well as its API requests. Images ask for
-`slow` with the operation "image" (a rule for "*" slows them too).
+`rate` succeeds (a seeded RNG, so runs repeat: cleared, as a sandbox reset does, the switchboard
+draws the same sequence again, whatever a session's earlier tests drew). `times` limits how often
+it fires. Store websites (sandbox/websites.py) ask for block403 and challenge503 with the
+operation "website": a rule with operation "*" blocks a proxy's website pages as well as its API
+requests. Images ask for `slow` with the operation "image" (a rule for "*" slows them too).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class FaultRule:
 class FaultSwitchboard:
     def __init__(self, seed: int = 0):
         self._rules: list[FaultRule] = []
+        self._seed = seed
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
 
@@ -87,6 +89,7 @@ class FaultSwitchboard:
     def clear(self) -> None:
         with self._lock:
             self._rules = []
+            self._rng.seed(self._seed)
 
     def as_dicts(self) -> list[dict]:
         with self._lock:

@@ -19,6 +19,9 @@ from sandbox import control, dutchie_api, edge_compression, firecrawl_api, jane_
 from sandbox.catalog import Catalog, CatalogConfig
 from sandbox.forward_proxy import ForwardProxy
 
+# what a stop gives the requests still being answered (start_async)
+SHUTDOWN_TIMEOUT_S = 0.5
+
 
 @dataclass
 class SandboxURLs:
@@ -43,6 +46,15 @@ def make_dutchie_app(config: CatalogConfig) -> web.Application:
     websites.add_routes(app)
     control.add_routes(app)
     return app
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel and await what is still running on the loop (a handler the stop cancelled, still
+    unwinding), rather than let closing the loop destroy it pending, with a warning."""
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Sandbox:
@@ -72,7 +84,11 @@ class Sandbox:
         self.firecrawl_app = firecrawl_api.make_app()
         bound = {}
         for name, app in (("dutchie", self.dutchie_app), ("firecrawl", self.firecrawl_app)):
-            runner = web.AppRunner(app, access_log=None)
+            # shutdown_timeout: stopping waits this long for requests still being answered, then
+            # cancels them. With aiohttp's default (60 s), a fault's sleep still running at the end
+            # of a test session ("slow", a stalled Firecrawl call, the slow competitor page), its
+            # client long gone, held the session's end until Sandbox.stop's join gave up: 30 s.
+            runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
             await runner.setup()
             site = web.TCPSite(runner, self.host, self.ports[name], backlog=512)
             await site.start()
@@ -118,6 +134,7 @@ class Sandbox:
             ready.set()
             self.loop.run_forever()
             self.loop.run_until_complete(self.stop_async())
+            self.loop.run_until_complete(_cancel_the_rest())
             self.loop.close()
 
         self.thread = threading.Thread(target=run, name="cannaspider-sandbox", daemon=True)

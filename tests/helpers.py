@@ -31,6 +31,7 @@ from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
 from cannaspider.db.connection import with_dbname as with_dbname  # tests take it from here
+from cannaspider.settings import PRODUCT_PIPELINES
 from sandbox.server import Sandbox, SandboxURLs
 from tests.httpclient import http
 
@@ -68,6 +69,18 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
     while not check():
         assert time.monotonic() < end, f"still not true after {timeout:g} s: {what}"
         time.sleep(0.1)
+
+
+# `-s` options of a crawl whose test is not about images: the product pipelines without the images
+# one. A store's first crawl downloads and converts its ~200 product images, most of the crawl's
+# time (a state of 12 stores: 1,100 images); the images are the tests of tests/pipelines/ and
+# tests/images/, and of the crawls that keep them.
+IMAGES_PIPELINE = "cannaspider.pipelines.images.ProductImagesPipeline"
+assert IMAGES_PIPELINE in PRODUCT_PIPELINES, "NO_IMAGES would leave the images pipeline on"
+NO_IMAGES = (
+    "-s",
+    "PRODUCT_PIPELINES=" + json.dumps({k: v for k, v in PRODUCT_PIPELINES.items() if k != IMAGES_PIPELINE}),
+)
 
 
 def run_scrapy(*args: str, env: dict, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -13,7 +13,16 @@ import psycopg
 import pytest
 
 from cannaspider.commands.crawl import EXIT_FEED, EXIT_INCOMPLETE
-from tests.helpers import ROOT, SANDBOX_PROXY_AUTH, add_store, products_of, register_proxy, run_scrapy, runs_of
+from tests.helpers import (
+    NO_IMAGES,
+    ROOT,
+    SANDBOX_PROXY_AUTH,
+    add_store,
+    products_of,
+    register_proxy,
+    run_scrapy,
+    runs_of,
+)
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
@@ -39,10 +48,21 @@ def _wait_for_running_run(db: str, d: int, proc: subprocess.Popen, timeout: floa
 
 
 def _slow_store(sandbox, db: str) -> int:
-    """A store whose second page takes long: its crawl stays open while the test acts on it."""
+    """A store whose second page takes 3 s: its crawl stays open while the test acts on it (a
+    graceful stop waits for that page in flight: the longer it is, the longer the stop)."""
     store = max(sandbox.stores("AZ"), key=lambda s: s["product_count"])
-    sandbox.faults({"kind": "slow", "store": store["id"], "pages": [1], "delay": 8.0})
+    sandbox.faults({"kind": "slow", "store": store["id"], "pages": [1], "delay": 3.0})
     return add_store(db, store)
+
+
+def _wait_for_page(sandbox, page: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until the crawl asks for `page` (pages come in order: the page before it has arrived)."""
+    deadline = time.monotonic() + timeout
+    while not sandbox.pages_asked(page):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"page {page} was never asked for: {proc.communicate()[1][-3000:]}")
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -50,7 +70,7 @@ def test_a_stopped_crawl_closes_its_runs_as_incomplete_with_the_reason(db, sandb
     d = _slow_store(sandbox, db)
     proc = _popen_crawl(scrapy_env, "product_resync", "-a", f"dispensary_id={d}")
     _wait_for_running_run(db, d, proc)
-    time.sleep(1.0)  # page 0 arrives and its rows are written; page 1 is on its way
+    _wait_for_page(sandbox, 1, proc)  # page 0 has arrived, its rows in the writers' hands; page 1 is on its way
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=120)
     [(status, error, *_)] = runs_of(db, d)
@@ -70,7 +90,7 @@ def test_a_killed_crawls_run_is_failed_by_the_next_crawl(db, sandbox, scrapy_env
     assert [run[0] for run in runs_of(db, d)] == ["running"]  # nobody could close it
     sandbox.reset()
     # the next crawl (another store's or this one's) finds the dead process's run at once
-    result = run_scrapy("crawl", "product_resync", "-a", f"dispensary_id={d}", env=scrapy_env)
+    result = run_scrapy("crawl", "product_resync", "-a", f"dispensary_id={d}", *NO_IMAGES, env=scrapy_env)
     assert result.returncode == 0, result.stderr[-3000:]
     (killed_status, killed_error, *_), (next_status, *_) = runs_of(db, d)
     assert killed_status == "failed" and f"pid {proc.pid}" in killed_error
@@ -169,9 +189,8 @@ def test_a_feed_on_a_full_disk_is_one_error_line_and_exit_4_and_every_row_is_sto
     # /dev/full: every write fails with ENOSPC, as on a full disk (without mounting one)
     store = max(sandbox.stores("AZ"), key=lambda s: s["product_count"])
     d = add_store(db, store)
-    result = run_scrapy(
-        "crawl", "product_resync", "-a", f"dispensary_id={d}", "-O", "/dev/full:jsonlines", env=scrapy_env
-    )
+    argv = ("crawl", "product_resync", "-a", f"dispensary_id={d}", "-O", "/dev/full:jsonlines", *NO_IMAGES)
+    result = run_scrapy(*argv, env=scrapy_env)
     assert result.returncode == EXIT_FEED, result.stderr[-3000:]
     assert _last_line(result) == "error: the feed /dev/full could not be written: No space left on device"
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -193,9 +212,8 @@ def test_a_feed_not_written_beside_an_incomplete_store_crawl_exits_3_and_says_bo
     store = max(sandbox.stores("AZ"), key=lambda s: s["product_count"])
     d = add_store(db, store)
     sandbox.faults({"kind": "lying_total", "factor": 2, "store": store["id"]})  # fewer than totalCount: incomplete
-    result = run_scrapy(
-        "crawl", "product_resync", "-a", f"dispensary_id={d}", "-O", "/dev/full:jsonlines", env=scrapy_env
-    )
+    argv = ("crawl", "product_resync", "-a", f"dispensary_id={d}", "-O", "/dev/full:jsonlines", *NO_IMAGES)
+    result = run_scrapy(*argv, env=scrapy_env)
     assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]
     assert _last_line(result) == (
         "error: 1 unit(s) of work incomplete (the crawl ended: finished); "
@@ -239,7 +257,7 @@ def test_each_crawl_is_a_row_of_crawl_jobs_with_its_exit_code_and_reason(db, sql
     failed = run_scrapy("crawl", "product_resync", "-a", "follow=maybe", "-a", "_job=j-bad", env=scrapy_env)
     assert failed.returncode == 2 and _last_line(failed).startswith("error: product_resync: follow must be 1 or 0")
     d = add_store(db, sandbox.stores("AZ")[0])
-    done = run_scrapy("crawl", "product_resync", "-a", f"dispensary_id={d}", env=scrapy_env)
+    done = run_scrapy("crawl", "product_resync", "-a", f"dispensary_id={d}", *NO_IMAGES, env=scrapy_env)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = sql(
         "SELECT job, spider, arguments, exit_code, error, finish_reason, started_at IS NOT NULL, host, pid"
@@ -256,7 +274,7 @@ def test_a_long_crawl_says_how_many_of_its_stores_are_done(db, sandbox, scrapy_e
     stores = sorted(sandbox.stores("AZ"), key=lambda s: s["product_count"])[:3]
     sandbox.faults({"kind": "slow", "store": stores[-1]["id"], "pages": [0], "delay": 3.0})
     ids = [add_store(db, store) for store in stores]
-    argv = ("crawl", "product_resync", "-a", "dispensary_id=" + ",".join(map(str, ids)))
+    argv = ("crawl", "product_resync", "-a", "dispensary_id=" + ",".join(map(str, ids)), *NO_IMAGES)
     result = run_scrapy(*argv, "-s", "UNITS_PROGRESS_INTERVAL_S=0.3", env=scrapy_env, timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     said = [

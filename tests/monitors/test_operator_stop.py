@@ -75,13 +75,19 @@ def test_a_drainer_stopped_mid_store_is_healthy_and_still_exits_3(scrapy_env, db
     would otherwise fail HEALTH_MAX_INCOMPLETE_SHARE at every deploy."""
     done = enqueue(db, "product_resync", dispensary_id=add_store(db, sandbox.stores("AZ")[0]))
     slow_store = sandbox.stores("AZ")[1]
-    sandbox.faults({"kind": "slow", "store": slow_store["id"], "delay": 60.0})
+    # each page 3 s late: the stop finds one in flight, and a graceful stop waits for it (60 s was
+    # the proxy's idle timeout, 10 s, of waiting)
+    sandbox.faults({"kind": "slow", "store": slow_store["id"], "delay": 3.0})
     proc = start_drainer(scrapy_env, webhook.url)
     try:
         wait_for_status(sql, proc, done.id, "completed")
+        asked = sandbox.pages_asked(0)  # the first store's
         slow = enqueue(db, "product_resync", dispensary_id=add_store(db, slow_store))
         wait_for_status(sql, proc, slow.id, "running")
-        time.sleep(1)  # its first page is on the way (and takes 60 s)
+        deadline = time.monotonic() + 60
+        while sandbox.pages_asked(0) == asked:  # its first page is on the way
+            assert time.monotonic() < deadline and proc.poll() is None, "its first page never asked for"
+            time.sleep(0.1)
     finally:
         err = stop(proc, signal.SIGINT)  # Scrapyd's cancel.json
     assert proc.returncode == EXIT_INCOMPLETE, err[-3000:]

@@ -28,7 +28,7 @@ from cannaspider.spiders.products import ProductSpider, StoreCrawl
 from cannaspider.units.crawl_close import StoreOutcome
 from cannaspider.units.lifecycle import Unit
 from sandbox.catalog import _product
-from tests.helpers import add_store, products_of, project_crawler, runs_of
+from tests.helpers import NO_IMAGES, add_store, products_of, project_crawler, runs_of
 
 GRAPHQL_URL = "http://127.0.0.1:1/graphql"
 PLATFORM_ID = "e" * 24
@@ -278,7 +278,7 @@ def test_three_misses_over_four_crawls_then_back_in_stock(crawl, db, sandbox, st
     history = []
     for epoch in range(5):
         sandbox.epoch(epoch)
-        assert crawl("product_resync", dispensary_id=d).returncode == 0
+        assert crawl("product_resync", *NO_IMAGES, dispensary_id=d).returncode == 0
         history.append(products_of(db, d))
     three_miss = next(iter(vanishing))
     assert [history[e][three_miss] for e in range(5)] == [
@@ -384,11 +384,11 @@ def test_an_empty_menu_crawled_three_times_marks_nothing_and_a_returning_menu_en
 @pytest.mark.integration
 def test_a_server_error_after_retries_leaves_the_crawl_incomplete_end_to_end(crawl, db, sandbox, store):
     d = add_store(db, store)
-    assert crawl("product_resync", dispensary_id=d).returncode == 0
+    assert crawl("product_resync", *NO_IMAGES, dispensary_id=d).returncode == 0
     before = products_of(db, d)
     sandbox.epoch(3)
     sandbox.faults({"kind": "error500", "store": store["id"], "pages": [1]})
-    result = crawl("product_resync", dispensary_id=d)
+    result = crawl("product_resync", *NO_IMAGES, dispensary_id=d)
     assert result.returncode == EXIT_INCOMPLETE  # cron and Scrapyd see the store was not crawled
     assert "request failed: HttpError" in result.stderr
     assert "crawl incomplete, no product will be marked missing" in result.stderr
@@ -431,12 +431,11 @@ def test_rate_limited_pages_are_waited_out_and_the_crawl_completes(crawl, db, sa
 @pytest.mark.integration
 def test_rate_limiting_past_the_bound_leaves_the_crawl_incomplete(crawl, db, sandbox, store):
     d = add_store(db, store)
-    assert crawl("product_resync", dispensary_id=d).returncode == 0
+    assert crawl("product_resync", *NO_IMAGES, dispensary_id=d).returncode == 0
     sandbox.epoch(3)
     sandbox.faults({"kind": "rate_limited", "store": store["id"], "pages": [1], "retry_after": None})
-    result = crawl(
-        "product_resync", "-s", "RATE_LIMIT_MAX_RETRIES=2", "-s", "RATE_LIMIT_BACKOFF_S=0.1", dispensary_id=d
-    )
+    bound = ("-s", "RATE_LIMIT_MAX_RETRIES=2", "-s", "RATE_LIMIT_BACKOFF_S=0.1")
+    result = crawl("product_resync", *bound, *NO_IMAGES, dispensary_id=d)
     assert "still rate limited after 2 retries" in result.stderr
     assert runs_of(db, d)[-1][0] == "incomplete"
     assert {v[0] for v in products_of(db, d).values()} == {0}  # nothing marked missing
@@ -506,7 +505,7 @@ def test_a_crawl_without_the_product_writer_closes_its_stores_incomplete_at_once
     # `-s ITEM_PIPELINES={}` (the ingest benchmark's ceiling): no row is written, so the close must
     # neither wait CRAWL_COMPLETION_WAIT_S for rows that never come nor judge the store's products
     d = add_store(db, store)
-    assert crawl("product_resync", dispensary_id=d).returncode == 0
+    assert crawl("product_resync", *NO_IMAGES, dispensary_id=d).returncode == 0
     result = crawl("product_resync", "-s", "ITEM_PIPELINES={}", "-s", "CRAWL_COMPLETION_WAIT_S=60", dispensary_id=d)
     assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]
     last = runs_of(db, d)[-1]
@@ -562,7 +561,7 @@ def test_default_feed_is_json_lines_under_a_dated_path(crawl, db, sandbox, store
 def test_crawling_a_whole_state_does_every_resolved_store(crawl, db, sandbox, sql):
     stores = sandbox.stores("NV")
     ids = [add_store(db, s) for s in stores]
-    result = crawl("product_discovery", state="NV")
+    result = crawl("product_discovery", *NO_IMAGES, state="NV")  # (its ~1,100 images: not the point)
     assert result.returncode == 0
     statuses = sql("SELECT dispensary_id, status FROM crawl_runs ORDER BY dispensary_id")
     assert statuses == [(i, "complete") for i in ids]

@@ -17,7 +17,7 @@ import pytest
 
 from cannaspider.commands.crawl import EXIT_INCOMPLETE
 from cannaspider.tasks import queue
-from tests.helpers import ROOT, add_store, products_of, run_scrapy
+from tests.helpers import NO_IMAGES, ROOT, add_store, products_of, run_scrapy
 
 pytestmark = pytest.mark.integration  # spawns (tests/tiers.py)
 
@@ -51,7 +51,7 @@ def test_product_resync_drains_its_queue_with_results_and_linked_runs(scrapy_env
     stores = sandbox.stores("AZ")[:3]
     ids = [add_store(db, s) for s in stores]
     queued = [enqueue(db, "product_resync", dispensary_id=d).id for d in ids]
-    result = drain(scrapy_env, "product_resync", "-s", "TASK_SLOTS=2", "-s", "TASK_CLAIM_BATCH=1")
+    result = drain(scrapy_env, "product_resync", "-s", "TASK_SLOTS=2", "-s", "TASK_CLAIM_BATCH=1", *NO_IMAGES)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = tasks(sql)
     assert [r[0] for r in rows] == queued and {r[3] for r in rows} == {"completed"}
@@ -68,7 +68,7 @@ def test_product_resync_drains_its_queue_with_results_and_linked_runs(scrapy_env
 
 def test_explicit_targets_create_no_task(scrapy_env, db, sandbox, sql):
     d = add_store(db, sandbox.stores("AZ")[0])
-    assert drain(scrapy_env, "product_resync", "-a", f"dispensary_id={d}").returncode == 0
+    assert drain(scrapy_env, "product_resync", "-a", f"dispensary_id={d}", *NO_IMAGES).returncode == 0
     assert sql("SELECT count(*) FROM worker_tasks")[0][0] == 0
     assert sql("SELECT status, task_id FROM crawl_runs") == [("complete", None)]
 
@@ -116,7 +116,7 @@ def test_discovery_chains_to_entry_points_then_products(scrapy_env, db, sandbox,
     products = sql("SELECT dispensary_id, priority FROM worker_tasks WHERE role = 'product_discovery' ORDER BY 1")
     assert products == [(r[0], 10) for r in resolved]
 
-    assert drain(scrapy_env, "product_discovery").returncode == 0
+    assert drain(scrapy_env, "product_discovery", *NO_IMAGES).returncode == 0  # (NV's ~1,100 images: not the point)
     assert {r[0] for r in sql("SELECT status FROM worker_tasks WHERE role = 'product_discovery'")} == {"completed"}
     assert (
         sql("SELECT count(*) FROM dispensaries WHERE last_crawl_at IS NULL AND platform_dispensary_id IS NOT NULL")[0][
@@ -135,14 +135,17 @@ def test_follow_keeps_draining_until_sigterm_which_releases(scrapy_env, db, sand
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
     other = add_store(db, sandbox.stores("AZ")[1])
-    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 60.0})
+    # each page 3 s late: the stop finds one in flight, and a graceful stop waits for it (60 s was
+    # the proxy's idle timeout, 10 s, of waiting)
+    sandbox.faults({"kind": "slow", "store": store["id"], "delay": 3.0})
     proc = _spawn(scrapy_env, "product_resync", "-a", "follow=1", "-s", "TASK_POLL_S=0.5")
     try:
         enqueue(db, "product_resync", dispensary_id=other)
         _wait_for(lambda: sql("SELECT status FROM worker_tasks WHERE dispensary_id = %s", (other,)) == [("completed",)])
+        asked = sandbox.pages_asked(0)  # the other store's
         slow = enqueue(db, "product_resync", dispensary_id=d)
         _wait_for(lambda: sql("SELECT status FROM worker_tasks WHERE id = %s", (slow.id,)) == [("running",)])
-        time.sleep(1)  # its first page is on the way
+        _wait_for(lambda: sandbox.pages_asked(0) > asked)  # its first page is on the way
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -188,11 +191,11 @@ def test_kill_9_mid_crawl_the_task_reruns_after_its_lease_and_nothing_is_marked(
     d = add_store(db, store)
     # a first complete crawl: every product in stock, so a wrong close would count misses
     first = enqueue(db, "product_resync", dispensary_id=d)
-    assert drain(scrapy_env, "product_resync").returncode == 0
+    assert drain(scrapy_env, "product_resync", *NO_IMAGES).returncode == 0
     assert sql("SELECT status FROM worker_tasks WHERE id = %s", (first.id,)) == [("completed",)]
     sandbox.faults({"kind": "slow", "store": store["id"], "pages": [1], "delay": 60.0})
     task = enqueue(db, "product_resync", dispensary_id=d)
-    lease = ["-s", "TASK_LEASE_S=2", "-s", "TASK_HEARTBEAT_S=0.5"]
+    lease = ["-s", "TASK_LEASE_S=2", "-s", "TASK_HEARTBEAT_S=0.5", *NO_IMAGES]
     proc = _spawn(scrapy_env, "product_resync", *lease)
     try:
         _wait_for(lambda: sql("SELECT pages_fetched FROM crawl_runs WHERE task_id = %s", (task.id,)) != [])

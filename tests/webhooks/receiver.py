@@ -13,9 +13,10 @@ CHUNK = b"x" * 65536
 
 class Receiver:
     """An HTTP receiver on a free loopback port: records every request, answers `statuses` in turn
-    (then 200), the first `hang_s` seconds late; with `location`, a Location header (a redirect);
-    with `stream`, an answer of that many bytes (64 kB every 10 ms): `done` set at its end, and
-    `hung_up` too if the sender closed the connection first."""
+    (then 200), the first `hang_s` seconds late, or as soon as `release` is set (set at the exit
+    too: a hung answer held the server's close for the rest of its hang); with `location`, a
+    Location header (a redirect); with `stream`, an answer of that many bytes (64 kB every 10 ms):
+    `done` set at its end, and `hung_up` too if the sender closed the connection first."""
 
     def __init__(
         self,
@@ -28,6 +29,7 @@ class Receiver:
         self.hang_s = hang_s
         self.received: list[dict[str, Any]] = []
         self.hung_up = threading.Event()
+        self.release = threading.Event()
         self.done = threading.Event()
         receiver = self
 
@@ -39,7 +41,7 @@ class Receiver:
                 )
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
                 if len(receiver.received) == 1 and receiver.hang_s:
-                    time.sleep(receiver.hang_s)
+                    receiver.release.wait(receiver.hang_s)
                 self.send_response(status)
                 if location:
                     self.send_header("Location", location)
@@ -74,5 +76,6 @@ class Receiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
