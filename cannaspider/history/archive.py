@@ -183,7 +183,6 @@ def _fsync(path: Path) -> None:
 def _write_parquet(conn: psycopg.Connection[Any], table: str, path: Path) -> None:
     """The partition's rows to `path` (sorted, zstd) through `path`.partial, renamed when complete."""
     scratch = path.with_name(f".{path.name}.csv.partial")
-    partial = path.with_name(f"{path.name}.partial")
     columns = sql.SQL(", ").join(
         sql.SQL("snapshot_unit({}) AS {}").format(sql.Identifier(n), sql.Identifier(n))
         if n in ("thc_unit", "cbd_unit")
@@ -206,15 +205,27 @@ def _write_parquet(conn: psycopg.Connection[Any], table: str, path: Path) -> Non
             # an empty month (DuckDB reads no columns from an empty CSV): the file has its columns, no row
             else "(SELECT " + ", ".join(f"CAST(NULL AS {k}) AS {n}" for n, _, k in ARCHIVE_COLUMNS) + " LIMIT 0)"
         )
+        write_sorted(rows, path)
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def write_sorted(rows: str, path: Path, params: list[Any] | None = None) -> None:
+    """`rows` (DuckDB's SQL for a relation with ARCHIVE_COLUMNS, `params` its parameters) written as
+    the cold tier's file: those columns in that order, sorted by SORT_KEY, zstd, ROW_GROUP_ROWS a
+    group, through `path`.partial, renamed when complete."""
+    partial = path.with_name(f"{path.name}.partial")
+    names = ", ".join(n for n, _, _ in ARCHIVE_COLUMNS)
+    try:
         with duck() as db:
             db.execute(
-                f"COPY (SELECT * FROM {rows} ORDER BY {', '.join(SORT_KEY)})"
-                f" TO '{_quoted(partial)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+                f"COPY (SELECT {names} FROM {rows} ORDER BY {', '.join(SORT_KEY)})"
+                f" TO '{_quoted(partial)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})",
+                params,
             )
         _fsync(partial)
         os.replace(partial, path)
     finally:
-        scratch.unlink(missing_ok=True)
         partial.unlink(missing_ok=True)
 
 
@@ -263,18 +274,36 @@ def archive_month(url: str, month: date, folder: Path, *, require_rolled: bool =
                 path.unlink(missing_ok=True)
                 bad = sorted(k for k in expected if got.get(k) != expected[k])
                 raise ArchiveError(f"{month:%Y-%m}: the file differs from the partition in {', '.join(bad)}")
-        listing: dict[str, Any] = {
-            "month": month,
-            "store": str(folder),
-            "file": path.name,
-            "rows": expected["rows"],
-            "bytes": path.stat().st_size,
-            "sha256": _sha256(path),
-            "checksums": json.dumps({k: str(v) for k, v in expected.items()}),
-        }
-        pg_bytes = _drop(conn, table, listing)
+        row = listing(month, folder, expected)
+        pg_bytes = _drop(conn, table, row)
         lap("drop")
-    return Moved(month, expected["rows"], int(listing["bytes"]), pg_bytes, path, seconds)
+    return Moved(month, expected["rows"], int(row["bytes"]), pg_bytes, path, seconds)
+
+
+def listing(month: date, folder: Path, checksums: dict[str, int]) -> dict[str, Any]:
+    """history_archive's row for `month`'s file in `folder`, whose rows' checksums (verified against
+    the partition's) are `checksums`; the partition's size is added when it is dropped (list_month)."""
+    path = folder / file_name(month)
+    return {
+        "month": month,
+        "store": str(folder),
+        "file": path.name,
+        "rows": checksums["rows"],
+        "bytes": path.stat().st_size,
+        "sha256": _sha256(path),
+        "checksums": json.dumps({k: str(v) for k, v in checksums.items()}),
+    }
+
+
+def list_month(conn: psycopg.Connection[Any], listed: dict[str, Any], pg_bytes: int) -> None:
+    """The month's row in history_archive (`listing`'s): from its commit on, readers take the month
+    from its file."""
+    conn.execute(
+        "INSERT INTO history_archive (month, store, file, rows, bytes, pg_bytes, sha256, checksums) "
+        "VALUES (%(month)s, %(store)s, %(file)s, %(rows)s, %(bytes)s, %(pg_bytes)s, %(sha256)s, "
+        "%(checksums)s::jsonb)",
+        {**listed, "pg_bytes": pg_bytes},
+    )
 
 
 def _check_rolled(conn: psycopg.Connection[Any], month: date) -> None:
@@ -310,12 +339,7 @@ def _drop(conn: psycopg.Connection[Any], table: str, listing: dict[str, Any] | N
             count = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
             if count is None or count[0] != listing["rows"]:
                 raise ArchiveError(f"{table}: rows changed while it was archived; run again")
-            conn.execute(
-                "INSERT INTO history_archive (month, store, file, rows, bytes, pg_bytes, sha256, checksums) "
-                "VALUES (%(month)s, %(store)s, %(file)s, %(rows)s, %(bytes)s, %(pg_bytes)s, %(sha256)s, "
-                "%(checksums)s::jsonb)",
-                {**listing, "pg_bytes": pg_bytes},
-            )
+            list_month(conn, listing, pg_bytes)
         conn.execute(sql.SQL("ALTER TABLE product_snapshots DETACH PARTITION {}").format(ident))
         conn.execute(sql.SQL("DROP TABLE {}").format(ident))
     return pg_bytes
