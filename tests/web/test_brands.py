@@ -165,3 +165,16 @@ def test_a_large_brands_events_are_found_by_the_brand_they_were_written_with(api
     assert http("GET", api.base + f"/api/brands/{market['cafe']}/market?events=1").json()["events"][0]["type"] == (
         "price_changed"
     )
+
+
+def test_the_brand_page_lists_its_first_store_products_and_says_where_the_rest_are(api, market, page, monkeypatch):
+    monkeypatch.setattr(brands, "STORES_SHOWN", 2)  # read at each request; the brand has 5 store products
+    page.goto(f"{api.base}/dashboard/brands/{market['cafe']}")
+    assert page.locator("#stores tbody tr[data-product]").count() == 2
+    note = page.locator("#stores-count")
+    assert "the first 2 in store order" in note.inner_text()
+    assert note.locator("a").get_attribute("href") == f"/api/brands/{market['cafe']}/stores?limit=10000"
+    monkeypatch.setattr(brands, "STORES_SHOWN", 100)
+    page.goto(f"{api.base}/dashboard/brands/{market['cafe']}")
+    assert page.locator("#stores tbody tr[data-product]").count() == 5
+    assert "the first" not in page.locator("#stores-count").inner_text()
