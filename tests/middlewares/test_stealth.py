@@ -55,10 +55,10 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
     scrapy_env, db, sandbox, sandbox_proxy, blocked_proxy, sql
 ):
     # a state's 6 stores, one request at a time: each store's session meets the blocked proxy, then
-    # the dead one, first, each failure its own event (requests in flight together are one), so
-    # each bad one has its STEALTH_PROXY_MAX_FAILURES twice over. Every store of the catalog, 18,
-    # all at once, reached it only by the spread of their start, for three times the crawl and its
-    # 3,600 images.
+    # the dead one, first, each failure its own event (requests in flight together are one): twice
+    # the stores each bad one needs to reach its STEALTH_PROXY_MAX_FAILURES. Every store of the
+    # catalog, 18, all at once, reached it only by the spread of their start, for three times the
+    # crawl and its 3,600 images.
     stores = sandbox.stores("AZ")
     ids = [add_store(db, s) for s in stores]
     # the pool tries the lowest row id first (ordered_crawl): the blocked proxy, then the dead one,
