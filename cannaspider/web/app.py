@@ -74,7 +74,11 @@ def create_app(
     *,
     pool_max_size: int,
     settings: BaseSettings | None = None,
+    pool_timeout_s: float = 10.0,
 ) -> FastAPI:
+    """The service's app. A request waits up to `pool_timeout_s` for a database connection (a
+    restart ridden out), then is a 503."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pool = AsyncConnectionPool(
@@ -82,7 +86,7 @@ def create_app(
             min_size=1,
             max_size=pool_max_size,
             open=False,
-            timeout=10,
+            timeout=pool_timeout_s,
             kwargs={"autocommit": True, "connect_timeout": 10},
             check=AsyncConnectionPool.check_connection,  # the server restarted: no dead connection handed out
         )

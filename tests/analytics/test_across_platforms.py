@@ -14,7 +14,7 @@ from sandbox.catalog import Catalog, CatalogConfig
 from sandbox.jane_api import JaneCatalog
 from sandbox.matching import measure_across
 from tests.analytics.test_market import MARKET_TABLES, ROLLED_TABLES
-from tests.helpers import add_store
+from tests.helpers import NO_IMAGES, add_store
 from tests.platforms.jane.test_crawl import add_jane_store, jane
 
 
@@ -66,7 +66,8 @@ def both_platforms(crawl, db, sandbox, sql):
     sql(f"TRUNCATE {ROLLED_TABLES}, {MARKET_TABLES}")
     dutchie = [add_store(db, s) for s in sandbox.stores("AZ")[:2]]
     janes = [add_jane_store(db, doc) for doc in jane(sandbox, "GET", "stores?state=AZ")[:2]]
-    result = crawl("product_resync", "-s", "FEEDS={}", dispensary_id=",".join(map(str, dutchie + janes)))
+    # (no images: the stores' products and their links are the point, their ~800 images most of the crawl)
+    result = crawl("product_resync", "-s", "FEEDS={}", *NO_IMAGES, dispensary_id=",".join(map(str, dutchie + janes)))
     assert result.returncode == 0, result.stderr[-3000:]
     assert sql("SELECT count(*) FROM crawl_runs WHERE status = 'complete'") == [(4,)]
     return {"dutchie": dutchie, "jane": janes}

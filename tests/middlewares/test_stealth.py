@@ -54,9 +54,11 @@ def proxy_rows(sql) -> dict[int, tuple]:
 def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through_the_good_one(
     scrapy_env, db, sandbox, sandbox_proxy, blocked_proxy, sql
 ):
-    # a state's 6 stores, each a session that meets the blocked proxy, then the dead one, first:
-    # each bad one has its STEALTH_PROXY_MAX_FAILURES twice over (every store of the catalog, 18,
-    # was three times the crawl, and its 3,600 images, for the same deactivations)
+    # a state's 6 stores, one request at a time: each store's session meets the blocked proxy, then
+    # the dead one, first, each failure its own event (requests in flight together are one): twice
+    # the stores each bad one needs to reach its STEALTH_PROXY_MAX_FAILURES. Every store of the
+    # catalog, 18, all at once, reached it only by the spread of their start, for three times the
+    # crawl and its 3,600 images.
     stores = sandbox.stores("AZ")
     ids = [add_store(db, s) for s in stores]
     # the pool tries the lowest row id first (ordered_crawl): the blocked proxy, then the dead one,
@@ -72,6 +74,7 @@ def test_a_dead_and_a_blocked_proxy_are_deactivated_and_every_page_comes_through
         ids,
         "STEALTH_PROXY_MAX_FAILURES=3",  # fewer stores than a real pool sees: deactivate sooner
         "STEALTH_FAILURE_WINDOW_S=0",  # each failure counts (a short crawl: no time for events apart)
+        "CONCURRENT_REQUESTS=1",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = proxy_rows(sql)
@@ -183,7 +186,7 @@ def test_no_active_proxy_fails_the_queued_tasks_with_that_reason(crawl, db, sand
 def test_every_proxy_dead_stops_the_crawl_with_an_alert_and_marks_nothing_missing(crawl, db, sandbox, sql):
     stores = sandbox.stores("AZ")
     ids = [add_store(db, s) for s in stores]
-    assert crawl("product_resync", state="AZ").returncode == 0
+    assert crawl("product_resync", *NO_IMAGES, state="AZ").returncode == 0  # (the state's 1,100 images: not the point)
     before = {d: products_of(db, d) for d in ids}
     sql("UPDATE proxies SET is_active = false")
     dead_id = register_proxy(db, dead_proxy_url(), None)

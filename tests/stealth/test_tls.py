@@ -37,6 +37,7 @@ from cannaspider.stealth.tls import PREFIX, WIRE_BYTES_META, CurlImpersonator, i
 from sandbox.counting_proxy import CountingProxy
 from sandbox.forward_proxy import ForwardProxy
 from tests.helpers import (
+    NO_IMAGES,
     SANDBOX_PROXY_AUTH,
     add_store,
     products_of,
@@ -410,12 +411,12 @@ def test_a_compressed_chunked_answer_is_stored_as_the_uncompressed_one_and_count
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
     sandbox.call("POST", "/_sandbox/compression", {"on": False})
-    plain = crawl("product_resync", dispensary_id=d)
+    plain = crawl("product_resync", *NO_IMAGES, dispensary_id=d)  # (the pages are the point: no images)
     assert plain.returncode == 0 and sandbox.call("GET", "/_sandbox/state")["compressed"] == {}
     expected = stored_rows(sql, d)
     sql("DELETE FROM store_products WHERE dispensary_id = %s", (d,))
     sandbox.call("POST", "/_sandbox/compression", {"on": True, "encodings": [encoding]})
-    packed = crawl("product_resync", dispensary_id=d)
+    packed = crawl("product_resync", *NO_IMAGES, dispensary_id=d)
     assert packed.returncode == 0 and runs_of(db, d)[-1][0] == "complete"
     pages = runs_of(db, d)[-1][6]
     assert sandbox.call("GET", "/_sandbox/state")["compressed"] == {encoding: pages}
@@ -439,11 +440,11 @@ def test_a_truncated_or_corrupt_compressed_page_leaves_the_crawl_incomplete_and_
     store = sandbox.stores("AZ")[0]
     d = add_store(db, store)
     sandbox.call("POST", "/_sandbox/compression", {"encodings": [encoding]})
-    assert crawl("product_resync", dispensary_id=d).returncode == 0
+    assert crawl("product_resync", *NO_IMAGES, dispensary_id=d).returncode == 0  # (the pages are the point)
     before = products_of(db, d)
     sandbox.epoch(3)  # products vanish: only a complete crawl may count them missing
     sandbox.faults({"kind": kind, "store": store["id"], "pages": [0]})
-    result = crawl("product_resync", "-s", "STEALTH_PROXY_BACKOFF_S=0", dispensary_id=d)
+    result = crawl("product_resync", "-s", "STEALTH_PROXY_BACKOFF_S=0", *NO_IMAGES, dispensary_id=d)
     assert result.returncode == EXIT_INCOMPLETE
     after = products_of(db, d)
     assert all(after[p][0] == 0 and after[p][1] == "in_stock" for p in before)  # nothing marked missing

@@ -22,11 +22,11 @@ def _free_port() -> int:
 
 
 class Service:
-    def __init__(self, database_url: str, token: str | None):
+    def __init__(self, database_url: str, token: str | None, pool_timeout_s: float = 10.0):
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            create_app(database_url, token, pool_max_size=defaults.DB_POOL_MAX_SIZE),
+            create_app(database_url, token, pool_max_size=defaults.DB_POOL_MAX_SIZE, pool_timeout_s=pool_timeout_s),
             host="127.0.0.1",
             port=self.port,
             log_level="warning",

@@ -211,7 +211,9 @@ def test_openapi_describes_the_endpoints_and_the_bearer_scheme(api):
 
 
 def test_an_unreachable_database_is_a_503_not_a_crash():
-    with Service("postgresql://nobody:pw@127.0.0.1:1/none?connect_timeout=1", TOKEN) as service:
+    # a request waits for a connection up to the pool's timeout (10 s: a restart ridden out), then 503
+    url = "postgresql://nobody:pw@127.0.0.1:1/none?connect_timeout=1"
+    with Service(url, TOKEN, pool_timeout_s=1.0) as service:
         reply = http("GET", service.base + "/api/tasks", timeout=30)
         assert reply.status == 503 and "database is unavailable" in reply.text
         assert "pw" not in reply.text
