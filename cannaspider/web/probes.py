@@ -46,7 +46,9 @@ async def healthz() -> ProbeOut:
 @router.get("/readyz", response_model=ProbeOut, responses={503: {"model": ProbeOut, "description": "not ready"}})
 async def readyz(request: Request) -> JSONResponse:
     try:
-        async with request.app.state.pool.connection(timeout=5) as conn:
+        # 5 s, or the pool's own wait when shorter (create_app's pool_timeout_s): never longer than a request's
+        pool = request.app.state.pool
+        async with pool.connection(timeout=min(5.0, pool.timeout)) as conn:
             rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
     except psycopg.errors.UndefinedTable:
         return _unready("the database has no schema yet: run `scrapy migrate`")

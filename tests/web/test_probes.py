@@ -134,7 +134,9 @@ def test_readyz_is_a_503_with_the_reason_when_a_migration_is_missing(db, sql):
 
 
 def test_readyz_is_a_503_when_the_database_is_unreachable():
-    with Service("postgresql://nobody:pw@127.0.0.1:1/none?connect_timeout=1", TOKEN) as service:
+    # (a readiness answer waits for a connection up to 5 s, or the pool's shorter timeout: 1 s here)
+    url = "postgresql://nobody:pw@127.0.0.1:1/none?connect_timeout=1"
+    with Service(url, TOKEN, pool_timeout_s=1.0) as service:
         reply = http("GET", service.base + "/readyz", timeout=30)
         assert reply.status == 503 and reply.json()["detail"] == "the database is unreachable"
         assert "pw" not in reply.text
