@@ -23,7 +23,9 @@ import subprocess
 
 import psycopg
 import pytest
+from scrapy.utils.reactor import install_reactor, is_reactor_installed
 
+from cannaspider import settings as project_settings
 from cannaspider.db import embedded, migrations
 from sandbox.catalog import CatalogConfig
 from sandbox.server import Sandbox
@@ -126,6 +128,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         others = [pid for pid in _sessions_databases(url) if pid != os.getpid() and _alive(pid)]
         if not others:  # another session still running on it keeps it up (and stops it itself)
             embedded.stop(TEST_PGDATA)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The project's reactor (settings.TWISTED_REACTOR), in every worker before any test: the first
+    # in-process use of twisted's global reactor installs the default one otherwise (a LoopingCall
+    # started by an extension's spider_opened did), and every later get_crawler of a worker that ran
+    # such a test first failed "The installed reactor (EPollReactor) does not match" (as Scrapy's
+    # own test suite does, by install_reactor in its conftest).
+    if not is_reactor_installed():
+        install_reactor(project_settings.TWISTED_REACTOR)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
